@@ -1,0 +1,24 @@
+// twinpipe: plan, predict and run GPipe-style pipeline-parallel training.
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/schedule_io.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"twinpipe: plan, predict and run GPipe-style pipeline-parallel training"};
+  app.require_subcommand(1);
+  int exit_code = twinpipe::cli::kExitOk;
+  twinpipe::cli::AddSchedule(app, exit_code);
+  twinpipe::cli::AddVerify(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return twinpipe::cli::kExitBadInput;
+  }
+  return exit_code;
+}

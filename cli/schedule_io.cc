@@ -1,0 +1,81 @@
+#include "cli/schedule_io.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "ir/json_format.h"
+#include "ir/text_format.h"
+#include "ir/torch_csv.h"
+
+namespace twinpipe::cli {
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Fail(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) return Fail(fmt::format("{}: read failed", path));
+  return buffer.str();
+}
+
+Result<void> WriteOutput(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::cout << text << std::flush;
+    return {};
+  }
+  std::ofstream out(path, std::ios::binary);
+  if (!out) return Fail(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
+  out << text;
+  out.close();
+  if (!out) return Fail(fmt::format("{}: write failed", path));
+  return {};
+}
+
+Result<LoadedSchedule> LoadSchedule(const std::string& path, const std::string& format,
+                                    const std::string& dialect) {
+  auto text = ReadFile(path);
+  if (!text) return tl::unexpected(text.error());
+  std::string chosen = format;
+  if (chosen == "auto") {
+    auto ends_with = [&](std::string_view ext) {
+      return path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+    };
+    chosen = ends_with(".json") ? "json" : ends_with(".csv") ? "torch-csv" : "text";
+  }
+  LoadedSchedule loaded;
+  loaded.format = chosen;
+  if (chosen == "text") {
+    auto s = ir::ParseText(*text, path);
+    if (!s) return tl::unexpected(s.error());
+    loaded.schedule = std::move(*s);
+    loaded.note = "twinpipe text";
+  } else if (chosen == "json") {
+    auto s = ir::ParseJson(*text, path);
+    if (!s) return tl::unexpected(s.error());
+    loaded.schedule = std::move(*s);
+    loaded.note = "twinpipe JSON";
+  } else if (chosen == "torch-csv") {
+    auto d = ir::TorchDialectFromName(dialect);
+    if (!d) {
+      return Fail(fmt::format("--dialect '{}': expected auto, current or older", dialect));
+    }
+    auto imported = ir::ImportTorchCsv(*text, path, *d);
+    if (!imported) return tl::unexpected(imported.error());
+    loaded.schedule = std::move(imported->schedule);
+    loaded.note = fmt::format("torch CSV, {} dialect ({}), {}", ir::TorchDialectName(imported->dialect),
+                              *d == ir::TorchDialect::kAuto ? "detected" : "forced",
+                              imported->had_comm ? "comm as written" : "comm inserted");
+    if (imported->overlapped) loaded.note += fmt::format(", {} OVERLAP_F_B split", imported->overlapped);
+    if (imported->idle_slots) loaded.note += fmt::format(", {} idle slots skipped", imported->idle_slots);
+  } else {
+    return Fail(fmt::format("--format '{}': expected auto, text, json or torch-csv", format));
+  }
+  return loaded;
+}
+
+}  // namespace twinpipe::cli

@@ -1,0 +1,136 @@
+#include "ir/builders.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <tuple>
+
+#include "ir/json_format.h"
+#include "ir/passes.h"
+#include "ir/text_format.h"
+#include "ir/verifier.h"
+
+namespace twinpipe::ir {
+namespace {
+
+std::array<int64_t, kNumOpKinds> Counts(const Schedule& s) {
+  std::array<int64_t, kNumOpKinds> c{};
+  for (const auto& p : s.programs) {
+    for (const Op& op : p) ++c[static_cast<int>(op.kind)];
+  }
+  return c;
+}
+
+
+// Most forwards of the device's stage awaiting their backward at any point.
+int MaxInFlight(const std::vector<Op>& program) {
+  int in_flight = 0, most = 0;
+  for (const Op& op : program) {
+    if (op.kind == OpKind::kForward) most = std::max(most, ++in_flight);
+    if (op.kind == OpKind::kBackward) --in_flight;
+  }
+  return most;
+}
+
+class EveryBuilder : public ::testing::TestWithParam<std::tuple<std::string, RecomputeMode>> {};
+
+TEST_P(EveryBuilder, VerifiesRoundTripsAndCounts) {
+  const auto& [name, mode] = GetParam();
+  for (int32_t K = 1; K <= 8; ++K) {
+    for (int32_t M = 1; M <= 32; ++M) {
+      SCOPED_TRACE(::testing::Message() << name << " K=" << K << " M=" << M);
+      auto built = BuildByName(name, K, M);
+      ASSERT_TRUE(built);
+      Schedule s = *built;
+      InsertRecompute(s, mode);
+      ASSERT_TRUE(InsertComm(s, CommBytes{std::vector<int64_t>(K - 1, 1000 + K),
+                                          std::vector<int64_t>(K - 1, 2000 + K)}));
+      auto diagnostics = Verify(s);
+      ASSERT_TRUE(diagnostics.empty()) << FormatDiagnostic(s, diagnostics[0]);
+
+      const std::string text = PrintText(s);
+      auto parsed = ParseText(text, "round-trip");
+      ASSERT_TRUE(parsed) << parsed.error().message;
+      EXPECT_EQ(*parsed, s);
+      EXPECT_EQ(PrintText(*parsed), text);
+      const std::string json = PrintJson(s);
+      auto from_json = ParseJson(json, "round-trip.json");
+      ASSERT_TRUE(from_json) << from_json.error().message;
+      EXPECT_EQ(*from_json, s);
+      EXPECT_EQ(PrintJson(*from_json), json);
+
+      const int64_t pairs = int64_t{K} * M, boundary = int64_t{K - 1} * M;
+      const int64_t recomputes = mode == RecomputeMode::kNone ? 0
+                                 : mode == RecomputeMode::kFull ? pairs
+                                                                : int64_t{K} * (M - 1);
+      const auto c = Counts(s);
+      EXPECT_EQ(c[static_cast<int>(OpKind::kForward)], pairs);
+      EXPECT_EQ(c[static_cast<int>(OpKind::kBackward)], pairs);
+      EXPECT_EQ(c[static_cast<int>(OpKind::kRecompute)], recomputes);
+      for (OpKind k : {OpKind::kSendF, OpKind::kRecvF, OpKind::kSendB, OpKind::kRecvB}) {
+        EXPECT_EQ(c[static_cast<int>(k)], boundary) << OpKindName(k);
+      }
+      EXPECT_EQ(c[static_cast<int>(OpKind::kStep)], K);
+      EXPECT_EQ(s.NumOps(), 2 * pairs + recomputes + 4 * boundary + K);
+
+      for (int32_t st = 0; st < K; ++st) {
+        const int most = MaxInFlight(s.programs[s.placement[st]]);
+        const int expected = name == "1f1b" ? std::min(K - st, M) : name == "gpipe" ? M : 1;
+        EXPECT_EQ(most, expected) << "stage " << st;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, EveryBuilder,
+    ::testing::Combine(::testing::Values("naive", "gpipe", "1f1b"),
+                       ::testing::Values(RecomputeMode::kNone, RecomputeMode::kFull,
+                                         RecomputeMode::kExceptLast)),
+    [](const auto& param_info) {
+      std::string n = std::get<0>(param_info.param) + "_" +
+                      std::string(RecomputeModeName(std::get<1>(param_info.param)));
+      for (char& ch : n) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+      return n;
+    });
+
+TEST(Builders, GpipeMatchesFigure2c) {
+  // K=2, M=3, comm inserted: the paper's all-forward-then-all-backward shape.
+  Schedule s = BuildGpipe(2, 3);
+  ASSERT_TRUE(InsertComm(s, {}));
+  EXPECT_EQ(PrintText(s),
+            "# twinpipe schedule v1\n"
+            "stages=2 microbatches=3 devices=2 replicas=1 placement=0,1\n"
+            "0F0 0SEND_F0 0F1 0SEND_F1 0F2 0SEND_F2 0RECV_B2 0B2 0RECV_B1 0B1 0RECV_B0 0B0 STEP\n"
+            "1RECV_F0 1F0 1RECV_F1 1F1 1RECV_F2 1F2 1B2 1SEND_B2 1B1 1SEND_B1 1B0 1SEND_B0 STEP\n");
+}
+
+TEST(Builders, OneFOneBWarmUpAndSteadyState) {
+  Schedule s = Build1F1B(3, 4);
+  auto tokens = [&](int d) {
+    std::string out;
+    for (const Op& op : s.programs[d]) out += OpToken(op) + " ";
+    return out;
+  };
+  EXPECT_EQ(tokens(0), "0F0 0F1 0F2 0B0 0F3 0B1 0B2 0B3 STEP ");
+  EXPECT_EQ(tokens(1), "1F0 1F1 1B0 1F2 1B1 1F3 1B2 1B3 STEP ");
+  EXPECT_EQ(tokens(2), "2F0 2B0 2F1 2B1 2F2 2B2 2F3 2B3 STEP ");
+}
+
+TEST(Builders, NaiveRunsOneMicroBatchAtATime) {
+  Schedule s = BuildNaive(2, 2);
+  EXPECT_EQ(OpToken(s.programs[0][0]), "0F0");
+  EXPECT_EQ(OpToken(s.programs[0][1]), "0B0");
+  EXPECT_EQ(OpToken(s.programs[0][2]), "0F1");
+}
+
+TEST(Builders, RejectsBadArguments) {
+  EXPECT_FALSE(BuildByName("gpipe", 0, 4));
+  EXPECT_FALSE(BuildByName("gpipe", 4, 0));
+  auto unknown = BuildByName("zigzag", 2, 2);
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().message, "unknown schedule 'zigzag': expected one of naive, gpipe, 1f1b");
+}
+
+}  // namespace
+}  // namespace twinpipe::ir

@@ -1,0 +1,61 @@
+#include "ir/json_format.h"
+
+#include <gtest/gtest.h>
+
+#include "ir/builders.h"
+#include "ir/passes.h"
+
+namespace twinpipe::ir {
+namespace {
+
+TEST(PrintJson, WritesEveryField) {
+  Schedule s = BuildGpipe(2, 1);
+  ASSERT_TRUE(InsertComm(s, CommBytes{{64}, {32}}));
+  const std::string json = PrintJson(s);
+  EXPECT_NE(json.find(R"({"id": 1, "kind": "SEND_F", "device": 0, "stage": 0, "microbatch": 0, "peer": 1, "bytes": 64})"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find(R"({"id": 4, "kind": "STEP", "device": 0})"), std::string::npos) << json;
+}
+
+struct BadJson {
+  std::string text;
+  std::string message;
+};
+
+class ParseJsonErrors : public ::testing::TestWithParam<BadJson> {};
+
+TEST_P(ParseJsonErrors, NameThePathAndWhatWasExpected) {
+  auto s = ParseJson(GetParam().text, "s.json");
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message.substr(0, GetParam().message.size()), GetParam().message)
+      << s.error().message;
+}
+
+const std::string kHead =
+    R"({"format": "twinpipe-schedule", "version": 1, "stages": 1, "microbatches": 1, "devices": 1, "placement": [0], "programs": )";
+
+INSTANTIATE_TEST_SUITE_P(
+    All, ParseJsonErrors,
+    ::testing::Values(
+        BadJson{"{\"format\": ", "s.json: not valid JSON: [json.exception.parse_error.101]"},
+        BadJson{"[]", "s.json: /: expected an object"},
+        BadJson{R"({"format": "x"})", "s.json: /format: expected \"twinpipe-schedule\""},
+        BadJson{kHead + R"([[{"id": 0, "kind": "Q", "device": 0}]]})",
+                "s.json: /programs/0/0/kind: expected one of F, B, I, W, R"},
+        BadJson{kHead + R"([[{"id": 0, "kind": "F", "device": 0, "stage": 0}]]})",
+                "s.json: /programs/0/0: missing key 'microbatch'"},
+        BadJson{kHead + R"([[{"id": 0, "kind": "F", "device": 0, "stage": 3, "microbatch": 0}]]})",
+                "s.json: /programs/0/0/stage: 3 is out of range 0..0"},
+        BadJson{kHead + R"([[{"id": 0, "kind": "F", "device": 0, "stage": "0", "microbatch": 0}]]})",
+                "s.json: /programs/0/0/stage: expected an integer, got string"},
+        BadJson{kHead + R"([[{"id": 0, "kind": "F", "device": 0, "stage": 0, "microbatch": 0, "peer": 0}]]})",
+                "s.json: /programs/0/0/peer: a F op has no peer"},
+        BadJson{kHead + R"([[{"id": 0, "kind": "F", "device": 0, "stage": 0, "microbatch": 0, "colour": 1}]]})",
+                "s.json: /programs/0/0/colour: unknown key"},
+        BadJson{kHead + R"([])}", "s.json: /programs: has 0 programs, expected one per device (1)"},
+        BadJson{R"({"format": "twinpipe-schedule", "version": 1, "stages": -1, "microbatches": 1, "devices": 1})",
+                "s.json: /stages: -1 is out of range 1..16777216"}));
+
+}  // namespace
+}  // namespace twinpipe::ir

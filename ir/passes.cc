@@ -1,0 +1,251 @@
+#include "ir/passes.h"
+
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace twinpipe::ir {
+
+std::string_view RecomputeModeName(RecomputeMode mode) {
+  switch (mode) {
+    case RecomputeMode::kNone: return "none";
+    case RecomputeMode::kFull: return "full";
+    case RecomputeMode::kExceptLast: return "except-last";
+  }
+  return "none";
+}
+
+std::optional<RecomputeMode> RecomputeModeFromName(std::string_view name) {
+  if (name == "none") return RecomputeMode::kNone;
+  if (name == "full") return RecomputeMode::kFull;
+  if (name == "except-last") return RecomputeMode::kExceptLast;
+  return std::nullopt;
+}
+
+void InsertRecompute(Schedule& schedule, RecomputeMode mode) {
+  if (mode == RecomputeMode::kNone) return;
+  const int32_t M = schedule.num_micro_batches;
+  // Pairs that already have an R are left alone.
+  std::vector<char> has_recompute(static_cast<size_t>(schedule.num_stages) * M, 0);
+  auto key = [M](const Op& op) { return static_cast<size_t>(op.stage) * M + op.micro_batch; };
+  auto valid = [&](const Op& op) {
+    return op.stage >= 0 && op.stage < schedule.num_stages && op.micro_batch >= 0 &&
+           op.micro_batch < M;
+  };
+  for (const auto& program : schedule.programs) {
+    for (const Op& op : program) {
+      if (op.kind == OpKind::kRecompute && valid(op)) has_recompute[key(op)] = 1;
+    }
+  }
+  for (auto& program : schedule.programs) {
+    std::vector<Op> out;
+    out.reserve(program.size() * 3 / 2);
+    for (const Op& op : program) {
+      const bool wanted = IsInputBackward(op.kind) && valid(op) && !has_recompute[key(op)] &&
+                          !(mode == RecomputeMode::kExceptLast && op.micro_batch == M - 1);
+      if (wanted) {
+        size_t at = out.size();
+        while (at > 0 && IsRecv(out[at - 1].kind)) --at;
+        Op r{.kind = OpKind::kRecompute, .device = op.device, .stage = op.stage,
+             .micro_batch = op.micro_batch};
+        out.insert(out.begin() + static_cast<std::ptrdiff_t>(at), r);
+        has_recompute[key(op)] = 1;
+      }
+      out.push_back(op);
+    }
+    program = std::move(out);
+  }
+  Renumber(schedule);
+}
+
+namespace {
+
+// One boundary transfer: sent right after its producer, received before its
+// consumer. The ops are made from these fields when the programs are merged.
+struct Message {
+  int32_t dst;       // receiving device
+  int32_t producer;  // index of the producing op in the sender's program
+  int32_t consumer;  // index of the consuming op in the receiver's program
+  int32_t stage;     // sending stage
+  int32_t micro_batch;
+  bool forward;      // activation (SEND_F/RECV_F) or gradient (SEND_B/RECV_B)
+  int64_t bytes;
+};
+
+struct PendingRecv {
+  int32_t before;  // insert before this index of the receiver's program
+  int32_t src;
+  int32_t order;    // position in the channel's FIFO
+  int32_t message;  // index into the sender's outgoing messages
+};
+
+int64_t BoundaryBytes(const std::vector<int64_t>& v, int32_t boundary) {
+  return boundary < static_cast<int32_t>(v.size()) ? v[boundary] : 0;
+}
+
+// Receives before one op are posted by source device, then FIFO position.
+bool RecvOrder(const PendingRecv& a, const PendingRecv& b) {
+  if (a.before != b.before) return a.before < b.before;
+  if (a.src != b.src) return a.src < b.src;
+  return a.order < b.order;
+}
+
+Op SendOp(const Message& m, int32_t src) {
+  return Op{.kind = m.forward ? OpKind::kSendF : OpKind::kSendB, .device = src, .stage = m.stage,
+            .micro_batch = m.micro_batch, .peer = m.dst, .bytes = m.bytes};
+}
+
+Op RecvOp(const Message& m, int32_t src) {
+  return Op{.kind = m.forward ? OpKind::kRecvF : OpKind::kRecvB, .device = m.dst,
+            .stage = m.forward ? m.stage + 1 : m.stage - 1, .micro_batch = m.micro_batch,
+            .peer = src, .bytes = m.bytes};
+}
+
+}  // namespace
+
+Result<void> InsertComm(Schedule& s, const CommBytes& bytes) {
+  const int32_t K = s.num_stages;
+  const int32_t M = s.num_micro_batches;
+  const int32_t D = static_cast<int32_t>(s.programs.size());
+  if (static_cast<int32_t>(s.placement.size()) != K) {
+    return Fail(fmt::format("placement lists {} stages, schedule has {}", s.placement.size(), K));
+  }
+  for (int32_t st = 0; st < K; ++st) {
+    if (s.placement[st] < 0 || s.placement[st] >= D) {
+      return Fail(fmt::format("stage {} is placed on device {}, which does not exist", st,
+                              s.placement[st]));
+    }
+  }
+  auto in_range = [&](const Op& op) {
+    return op.stage >= 0 && op.stage < K && op.micro_batch >= 0 && op.micro_batch < M;
+  };
+  // Where each F and each input backward sits in its device's program.
+  std::vector<int32_t> pos_forward(static_cast<size_t>(K) * M, -1);
+  std::vector<int32_t> pos_backward(static_cast<size_t>(K) * M, -1);
+  for (int32_t d = 0; d < D; ++d) {
+    const auto& program = s.programs[d];
+    for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
+      const Op& op = program[i];
+      if (IsComm(op.kind)) {
+        return Fail(fmt::format("device {} position {} ({}): schedule already has comm ops", d,
+                                i, OpToken(op)));
+      }
+      if (!in_range(op)) continue;
+      const size_t k = static_cast<size_t>(op.stage) * M + op.micro_batch;
+      if (op.kind == OpKind::kForward) pos_forward[k] = i;
+      if (IsInputBackward(op.kind)) pos_backward[k] = i;
+    }
+  }
+  auto consumer_of = [&](const std::vector<int32_t>& pos, int32_t stage, int32_t m, int32_t dst) {
+    const int32_t p = pos[static_cast<size_t>(stage) * M + m];
+    return p < 0 ? static_cast<int32_t>(s.programs[dst].size()) : p;
+  };
+
+  // Messages per sender, in the sender's program order (at most one per op).
+  std::vector<std::vector<Message>> outgoing(D);
+  for (int32_t d = 0; d < D; ++d) {
+    const auto& program = s.programs[d];
+    for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
+      const Op& op = program[i];
+      if (!in_range(op)) continue;
+      const int32_t st = op.stage, m = op.micro_batch;
+      if (op.kind == OpKind::kForward && st + 1 < K && s.placement[st + 1] != d) {
+        const int32_t dst = s.placement[st + 1];
+        outgoing[d].push_back(Message{dst, i, consumer_of(pos_forward, st + 1, m, dst), st, m, true,
+                                      BoundaryBytes(bytes.activation, st)});
+      } else if (IsInputBackward(op.kind) && st > 0 && s.placement[st - 1] != d) {
+        const int32_t dst = s.placement[st - 1];
+        outgoing[d].push_back(Message{dst, i, consumer_of(pos_backward, st - 1, m, dst), st, m,
+                                      false, BoundaryBytes(bytes.gradient, st - 1)});
+      }
+    }
+  }
+
+  // Receives: per channel (src -> dst) in send order, each before the earliest
+  // consumer among itself and every later message of the channel.
+  std::vector<std::vector<PendingRecv>> incoming(D);
+  std::vector<int32_t> order;
+  for (int32_t src = 0; src < D; ++src) {
+    const auto& msgs = outgoing[src];
+    order.resize(msgs.size());
+    for (size_t j = 0; j < msgs.size(); ++j) order[j] = static_cast<int32_t>(j);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return msgs[a].dst < msgs[b].dst; });
+    size_t group_end = order.size();
+    while (group_end > 0) {
+      const int32_t dst = msgs[order[group_end - 1]].dst;
+      size_t group_begin = group_end;
+      while (group_begin > 0 && msgs[order[group_begin - 1]].dst == dst) --group_begin;
+      auto& recvs = incoming[dst];
+      const auto merged = static_cast<std::ptrdiff_t>(recvs.size());
+      int32_t before = std::numeric_limits<int32_t>::max();
+      for (size_t j = group_end; j-- > group_begin;) {
+        before = std::min(before, msgs[order[j]].consumer);
+        recvs.push_back(PendingRecv{before, src, static_cast<int32_t>(j - group_begin), order[j]});
+      }
+      // The group is now sorted descending; earlier groups come from smaller
+      // sources and are already merged in (before, src, order) order.
+      std::reverse(recvs.begin() + merged, recvs.end());
+      std::inplace_merge(recvs.begin(), recvs.begin() + merged, recvs.end(), RecvOrder);
+      group_end = group_begin;
+    }
+  }
+
+  for (int32_t d = 0; d < D; ++d) {
+    const auto& recvs = incoming[d];
+    const auto& program = s.programs[d];
+    const auto& sends = outgoing[d];
+    std::vector<Op> out;
+    out.reserve(program.size() + recvs.size() + sends.size());
+    size_t r = 0, snd = 0;
+    for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
+      for (; r < recvs.size() && recvs[r].before <= i; ++r) {
+        out.push_back(RecvOp(outgoing[recvs[r].src][recvs[r].message], recvs[r].src));
+      }
+      out.push_back(program[i]);
+      for (; snd < sends.size() && sends[snd].producer == i; ++snd) out.push_back(SendOp(sends[snd], d));
+    }
+    for (; r < recvs.size(); ++r) {
+      out.push_back(RecvOp(outgoing[recvs[r].src][recvs[r].message], recvs[r].src));
+    }
+    s.programs[d] = std::move(out);
+  }
+  Renumber(s);
+  return {};
+}
+
+void InsertAllReduce(Schedule& s, const std::vector<int64_t>& stage_bytes) {
+  if (s.replicas <= 1) return;
+  for (auto& program : s.programs) {
+    // Last backward-type op of each stage on this device.
+    std::vector<int32_t> last(s.num_stages, -1);
+    for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
+      const Op& op = program[i];
+      const bool backward = op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardWeight ||
+                            op.kind == OpKind::kBackwardInput;
+      if (backward && op.stage >= 0 && op.stage < s.num_stages) last[op.stage] = i;
+    }
+    std::vector<std::vector<Op>> after(program.size());
+    for (int32_t st = 0; st < s.num_stages; ++st) {
+      if (last[st] < 0) continue;
+      int32_t at = last[st];
+      while (at + 1 < static_cast<int32_t>(program.size()) && IsSend(program[at + 1].kind)) ++at;
+      after[at].push_back(Op{.kind = OpKind::kAllReduce,
+                             .stage = st,
+                             .bytes = st < static_cast<int32_t>(stage_bytes.size())
+                                          ? stage_bytes[st]
+                                          : 0});
+    }
+    std::vector<Op> out;
+    out.reserve(program.size() + s.num_stages);
+    for (size_t i = 0; i < program.size(); ++i) {
+      out.push_back(program[i]);
+      for (const Op& op : after[i]) out.push_back(op);
+    }
+    program = std::move(out);
+  }
+  Renumber(s);
+}
+
+}  // namespace twinpipe::ir

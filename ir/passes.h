@@ -1,0 +1,50 @@
+// Passes over a schedule: recompute insertion, send/recv insertion, and
+// data-parallel all-reduce insertion. Each leaves ids canonical (Renumber).
+//
+//   Schedule s = BuildGpipe(4, 8);
+//   InsertRecompute(s, RecomputeMode::kExceptLast);
+//   InsertComm(s, CommBytes{.activation = {4096, 4096, 4096}});
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/result.h"
+#include "ir/schedule.h"
+
+namespace twinpipe::ir {
+
+// torchgpipe's checkpoint modes: none keeps every activation; full recomputes
+// every (stage, micro-batch) before its backward; except-last spares the last
+// micro-batch, whose backward follows its forward at once.
+enum class RecomputeMode { kNone, kFull, kExceptLast };
+std::string_view RecomputeModeName(RecomputeMode mode);
+std::optional<RecomputeMode> RecomputeModeFromName(std::string_view name);
+
+// Inserts R(s, m) before the backward (B or I) of (s, m) where the mode asks
+// for it and none is there; before a run of receives that precedes the
+// backward, so the recompute can overlap the wait for the gradient.
+void InsertRecompute(Schedule& schedule, RecomputeMode mode);
+
+// Bytes per micro-batch crossing each stage boundary b (between stage b and
+// b+1): activation forward, gradient backward. Empty vectors mean unknown (0).
+struct CommBytes {
+  std::vector<int64_t> activation;
+  std::vector<int64_t> gradient;
+};
+
+// Adds SEND_F/RECV_F and SEND_B/RECV_B between stages placed on different
+// devices (none between stages on one device). A send follows its producer at
+// once; receives from one peer are posted in that peer's send order (FIFO, as
+// NCCL requires), each as late as that order allows before its consumer. The
+// schedule must hold no comm ops yet.
+Result<void> InsertComm(Schedule& schedule, const CommBytes& bytes);
+
+// With replicas > 1, adds ALLREDUCE(s) after the last backward op of stage s
+// (and the sends that follow it), carrying `stage_bytes[s]` gradient bytes.
+void InsertAllReduce(Schedule& schedule, const std::vector<int64_t>& stage_bytes);
+
+}  // namespace twinpipe::ir

@@ -1,0 +1,99 @@
+#include "ir/passes.h"
+
+#include <gtest/gtest.h>
+
+#include "ir/builders.h"
+#include "ir/text_format.h"
+#include "ir/verifier.h"
+
+namespace twinpipe::ir {
+namespace {
+
+std::string Line(const Schedule& s, int d) {
+  std::string out;
+  for (const Op& op : s.programs[d]) out += (out.empty() ? "" : " ") + OpToken(op);
+  return out;
+}
+
+TEST(InsertRecompute, ExceptLastSparesTheLastMicroBatch) {
+  Schedule s = BuildGpipe(1, 3);
+  InsertRecompute(s, RecomputeMode::kExceptLast);
+  EXPECT_EQ(Line(s, 0), "0F0 0F1 0F2 0B2 0R1 0B1 0R0 0B0 STEP");
+}
+
+TEST(InsertRecompute, GoesBeforeTheGradientReceive) {
+  Schedule s = BuildGpipe(2, 1);
+  ASSERT_TRUE(InsertComm(s, {}));
+  InsertRecompute(s, RecomputeMode::kFull);
+  EXPECT_EQ(Line(s, 0), "0F0 0SEND_F0 0R0 0RECV_B0 0B0 STEP");
+  EXPECT_EQ(Line(s, 1), "1RECV_F0 1F0 1R0 1B0 1SEND_B0 STEP");
+  EXPECT_TRUE(Verify(s).empty());
+}
+
+TEST(InsertRecompute, IsIdempotent) {
+  Schedule s = Build1F1B(3, 5);
+  InsertRecompute(s, RecomputeMode::kFull);
+  Schedule again = s;
+  InsertRecompute(again, RecomputeMode::kFull);
+  EXPECT_EQ(again, s);
+}
+
+TEST(InsertComm, NoneBetweenStagesOnOneDevice) {
+  // Four stages on two devices: 0,1 on device 0 and 2,3 on device 1.
+  Schedule s = BuildGpipe(4, 2);
+  s.placement = {0, 0, 1, 1};
+  s.num_devices = 2;
+  std::vector<std::vector<Op>> merged(2);
+  for (int st = 0; st < 4; ++st) {
+    for (const Op& op : s.programs[st]) {
+      if (op.kind == OpKind::kForward) merged[st / 2].push_back(op);
+    }
+  }
+  for (int st = 3; st >= 0; --st) {
+    for (const Op& op : s.programs[st]) {
+      if (op.kind == OpKind::kBackward) merged[st / 2].push_back(op);
+    }
+  }
+  for (auto& p : merged) p.push_back(Op{.kind = OpKind::kStep});
+  s.programs = merged;
+  Renumber(s);
+  ASSERT_TRUE(InsertComm(s, CommBytes{{10, 20, 30}, {11, 21, 31}}));
+  EXPECT_EQ(Line(s, 0),
+            "0F0 0F1 1F0 1SEND_F0@20 1F1 1SEND_F1@20 1RECV_B1@21 1B1 1RECV_B0@21 1B0 0B1 0B0 STEP");
+  EXPECT_EQ(Line(s, 1),
+            "2RECV_F0@20 2F0 2RECV_F1@20 2F1 3F0 3F1 3B1 3B0 2B1 2SEND_B1@21 2B0 2SEND_B0@21 STEP");
+  auto d = Verify(s);
+  EXPECT_TRUE(d.empty()) << FormatDiagnostic(s, d[0]);
+}
+
+TEST(InsertComm, ReceivesFollowTheSendersFifoOrder) {
+  // Device 1 consumes micro-batch 1 before 0, but device 0 sends 0 first:
+  // both receives must come before the first consumer, in send order.
+  auto s = ParseText("0F0 0F1 0B1 0B0 STEP\n1F1 1F0 1B1 1B0 STEP\n", "t");
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(InsertComm(*s, {}));
+  EXPECT_EQ(Line(*s, 1), "1RECV_F0 1RECV_F1 1F1 1F0 1B1 1SEND_B1 1B0 1SEND_B0 STEP");
+  EXPECT_TRUE(Verify(*s).empty());
+}
+
+TEST(InsertComm, RefusesASecondPass) {
+  Schedule s = BuildGpipe(2, 2);
+  ASSERT_TRUE(InsertComm(s, {}));
+  auto again = InsertComm(s, {});
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().message,
+            "device 0 position 1 (0SEND_F0): schedule already has comm ops");
+}
+
+TEST(InsertAllReduce, AfterTheLastBackwardOfEachStage) {
+  Schedule s = Build1F1B(2, 2);
+  s.replicas = 2;
+  ASSERT_TRUE(InsertComm(s, {}));
+  InsertAllReduce(s, {400, 500});
+  EXPECT_EQ(Line(s, 0), "0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1 0ALLREDUCE@400 STEP");
+  EXPECT_EQ(Line(s, 1), "1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1 1ALLREDUCE@500 STEP");
+  EXPECT_TRUE(Verify(s).empty());
+}
+
+}  // namespace
+}  // namespace twinpipe::ir
