@@ -42,8 +42,9 @@ int Run(const VerifyOptions& o) {
   for (int k = 0; k < ir::kNumOpKinds; ++k) {
     if (counts[k]) parts.push_back(fmt::format("{} {}", counts[k], ir::OpKindName(static_cast<ir::OpKind>(k))));
   }
-  fmt::print("{}: valid ({}): {} stages, {} micro-batches, {} devices, {} replicas, {} ops ({})\n",
+  fmt::print("{}: valid ({}): {} stages, {} micro-batches, {} devices, {} replica{}, {} ops ({})\n",
              o.file, loaded->note, s.num_stages, s.num_micro_batches, s.num_devices, s.replicas,
+             s.replicas == 1 ? "" : "s",
              s.NumOps(), fmt::join(parts, ", "));
   return kExitOk;
 }

@@ -32,6 +32,13 @@ int MaxInFlight(const std::vector<Op>& program) {
   return most;
 }
 
+}  // namespace
+
+// Short names for ctest's list of parameterised cases.
+void PrintTo(RecomputeMode mode, std::ostream* os) { *os << RecomputeModeName(mode); }
+
+namespace {
+
 class EveryBuilder : public ::testing::TestWithParam<std::tuple<std::string, RecomputeMode>> {};
 
 TEST_P(EveryBuilder, VerifiesRoundTripsAndCounts) {

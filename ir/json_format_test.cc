@@ -22,6 +22,7 @@ struct BadJson {
   std::string text;
   std::string message;
 };
+void PrintTo(const BadJson&, std::ostream* os) { *os << "bad json"; }
 
 class ParseJsonErrors : public ::testing::TestWithParam<BadJson> {};
 

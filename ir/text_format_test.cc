@@ -35,6 +35,7 @@ struct BadText {
   const char* text;
   const char* message;
 };
+void PrintTo(const BadText&, std::ostream* os) { *os << "bad text"; }
 
 class ParseTextErrors : public ::testing::TestWithParam<BadText> {};
 

@@ -1,0 +1,66 @@
+# Command-line cases: exit code and expected output (a file, or a text that
+# stdout+stderr must contain). Bad input exits 2 with a message naming the
+# file and line or JSON path.
+set(IN ${CMAKE_CURRENT_SOURCE_DIR}/inputs)
+set(EXP ${CMAKE_CURRENT_SOURCE_DIR}/expected)
+set(VFIX ${SRC}/ir/testdata/verify)
+set(TORCH ${SHARED}/interop/torch)
+
+cli_case(help 0 "schedule" ${TP} --help)
+cli_case(schedule_help 0 "--recompute" ${TP} schedule --help)
+
+# Expected-output tests: the printed schedules are checked in.
+cli_case(schedule_gpipe_golden 0 file:${EXP}/gpipe_k4_m8.txt ${TP} schedule -k 4 -m 8 -s gpipe)
+cli_case(schedule_1f1b_golden 0 file:${EXP}/1f1b_k4_m8_except_last.txt
+         ${TP} schedule -k 4 -m 8 -s 1f1b --recompute except-last --activation-bytes 4096)
+cli_case(schedule_json_golden 0 file:${EXP}/1f1b_k2_m3_replicas2.json
+         ${TP} schedule -k 2 -m 3 -s 1f1b --replicas 2 --format json)
+cli_case(schedule_torch_golden 0 file:${EXP}/1f1b_k2_m4_older.csv
+         ${TP} schedule -k 2 -m 4 -s 1f1b --format torch-csv --dialect older)
+cli_case(schedule_from_config 0 "stages=4 microbatches=16 devices=4 replicas=1 placement=0,1,2,3"
+         ${TP} schedule ${SRC}/examples/quickstart.json)
+
+# What `schedule` writes, `verify` accepts, in every format.
+foreach(fmt text json torch-csv)
+  cli_case(schedule_then_verify_${fmt} 0 "valid"
+           bash -c "${TP} schedule -k 5 -m 7 -s 1f1b --recompute full --format ${fmt} -o \"$0\" && ${TP} verify --format ${fmt} \"$0\""
+           ${CMAKE_CURRENT_BINARY_DIR}/roundtrip_${fmt}.out)
+endforeach()
+
+# torch.distributed.pipelining fixtures.
+cli_case(verify_torch_compute 0 "valid (torch CSV, older dialect (detected), comm inserted, 2 idle slots skipped): 4 stages, 8 micro-batches, 2 devices"
+         ${TP} verify ${TORCH}/zb1p_2rank_2stagep_compute.csv)
+cli_case(verify_torch_comms 0 "valid (torch CSV, older dialect (detected), comm as written): 4 stages, 8 micro-batches, 2 devices"
+         ${TP} verify ${TORCH}/zb1p_2rank_2stagep_comms.csv)
+cli_case(verify_torch_dualpipev 0 "valid (torch CSV, current dialect (detected), comm inserted, 41 OVERLAP_F_B split): 8 stages, 10 micro-batches, 4 devices"
+         ${TP} verify ${TORCH}/dualpipev_4rank_10mb.csv)
+cli_case(verify_torch_forced_dialect 2 "BW belongs to the older dialect, but the current one was forced"
+         ${TP} verify --dialect current ${TORCH}/zb1p_2rank_2stagep_comms.csv)
+
+# Invalid schedules: every diagnostic, exit 2.
+cli_case(verify_deadlock 2 "both_receive_first.txt: device 0, position 1 (0RECV_B0): deadlock: device 0 waits at position 1 (0RECV_B0) for device 1"
+         ${TP} verify ${VFIX}/both_receive_first.txt)
+cli_case(verify_fifo 2 "receives from device 0 out of order"
+         ${TP} verify ${VFIX}/sends_in_opposite_order.txt)
+cli_case(verify_torch_missing_backward 2 "torch_missing_backward.csv: device 0: missing backward 0B0"
+         ${TP} verify ${IN}/torch_missing_backward.csv)
+
+# Bad input: a clear message and exit 2.
+cli_case(verify_missing_file 2 "twinpipe verify: nothere.txt: cannot open: No such file or directory"
+         ${TP} verify nothere.txt)
+cli_case(verify_bad_token 2 "bad_token.txt:2: bad token '1XB0': unknown op kind 'XB'"
+         ${TP} verify ${IN}/bad_token.txt)
+cli_case(verify_bad_json 2 "not valid JSON" ${TP} verify ${IN}/config_truncated.json)
+cli_case(schedule_no_shape 2 "give a CONFIG, or both --stages and --microbatches" ${TP} schedule)
+cli_case(schedule_zero_stages 2 "--stages: Value 0 not in range" ${TP} schedule --stages 0 -m 2)
+cli_case(schedule_unknown_name 2 "unknown schedule 'zigzag': expected one of naive, gpipe, 1f1b"
+         ${TP} schedule -k 2 -m 2 -s zigzag)
+cli_case(schedule_unknown_recompute 2 "recompute 'some': expected none, full or except-last"
+         ${TP} schedule -k 2 -m 2 --recompute some)
+cli_case(schedule_config_type 2 "config_stages_string.json: /pipeline/stages: expected an integer from 1 to 16777216, got \"four\""
+         ${TP} schedule ${IN}/config_stages_string.json)
+cli_case(schedule_config_truncated 2 "config_truncated.json: not valid JSON" ${TP} schedule ${IN}/config_truncated.json)
+cli_case(schedule_config_unknown_schedule 2 "unknown schedule 'zigzag'"
+         ${TP} schedule ${IN}/config_unknown_schedule.json)
+cli_case(no_subcommand 2 "A subcommand is required" ${TP})
+cli_case(unknown_option 2 "--colour" ${TP} schedule -k 2 -m 2 --colour red)

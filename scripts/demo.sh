@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The main job, as far as twinpipe goes today: build GPipe and 1F1B schedules
+# for examples/quickstart.json, print them, and verify both.
+set -euo pipefail
+tp=${1:-build/twinpipe}
+cd "$(dirname "$0")/.."
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+config=examples/quickstart.json
+
+for schedule in gpipe 1f1b; do
+  echo "== twinpipe schedule $config --schedule $schedule"
+  "$tp" schedule "$config" --schedule "$schedule" -o "$out/$schedule.txt"
+  cat "$out/$schedule.txt"
+  echo "== twinpipe verify $out/$schedule.txt"
+  "$tp" verify "$out/$schedule.txt"
+  echo
+done
+
+echo "== a torch.distributed.pipelining schedule (DualPipeV, 4 ranks, 10 micro-batches)"
+"$tp" verify ../shared/interop/torch/dualpipev_4rank_10mb.csv || true
+cat <<'TXT'
+
+What comes next (see the issues): `partition` cuts the model into cells with
+cost models; `simulate` predicts step time, bubble and memory per device;
+`execute` runs the same schedule on CPUs and GPUs; `compare`, `calibrate`,
+`render` and `search` close the loop between prediction and measurement.
+TXT
