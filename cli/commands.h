@@ -11,5 +11,6 @@ namespace twinpipe::cli {
 
 void AddSchedule(CLI::App& app, int& exit_code);
 void AddVerify(CLI::App& app, int& exit_code);
+void AddPartition(CLI::App& app, int& exit_code);
 
 }  // namespace twinpipe::cli

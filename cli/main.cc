@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   int exit_code = twinpipe::cli::kExitOk;
   twinpipe::cli::AddSchedule(app, exit_code);
   twinpipe::cli::AddVerify(app, exit_code);
+  twinpipe::cli::AddPartition(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

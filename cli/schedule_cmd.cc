@@ -4,7 +4,6 @@
 #include <memory>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/schedule_io.h"
@@ -14,6 +13,8 @@
 #include "ir/text_format.h"
 #include "ir/torch_csv.h"
 #include "ir/verifier.h"
+#include "partition/plan.h"
+#include "cost_models/config.h"
 
 namespace twinpipe::cli {
 namespace {
@@ -31,75 +32,49 @@ struct ScheduleOptions {
   std::string output;
 };
 
-// Reads the pipeline part of a config (DESIGN.md section 6): pipeline.stages,
-// pipeline.schedule, pipeline.recompute and training.microbatches. Flags given
-// on the command line win.
-Result<void> ReadPipelineConfig(ScheduleOptions& o, bool stages_flag, bool micro_batches_flag) {
-  auto text = ReadFile(o.config);
-  if (!text) return tl::unexpected(text.error());
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(*text);
-  } catch (const nlohmann::json::parse_error& e) {
-    return Fail(fmt::format("{}: not valid JSON: {}", o.config, e.what()));
+// Bytes per micro-batch at each stage boundary (activation forward and
+// gradient backward alike) and each stage's gradient bytes for all-reduce,
+// from the config's model, cut by its partition algorithm.
+struct ConfigBytes {
+  std::vector<int64_t> boundary;
+  std::vector<int64_t> stage_gradients;
+};
+
+Result<ConfigBytes> BytesFromConfig(const cost::Config& c) {
+  auto report = partition::PlanPartition(c, c.pipeline.partition);
+  if (!report) return tl::unexpected(report.error());
+  ConfigBytes bytes;
+  const int e = cost::DtypeBytes(c.model.dtype);
+  for (size_t k = 0; k < report->cells.size(); ++k) {
+    if (k + 1 < report->cells.size()) bytes.boundary.push_back(static_cast<int64_t>(report->cells[k].boundary_bytes));
+    bytes.stage_gradients.push_back(static_cast<int64_t>(report->cells[k].params * e));
   }
-  auto section = [&](const char* name) -> Result<const nlohmann::json*> {
-    if (!doc.is_object()) return Fail(fmt::format("{}: /: expected an object", o.config));
-    auto it = doc.find(name);
-    if (it == doc.end()) return static_cast<const nlohmann::json*>(nullptr);
-    if (!it->is_object()) return Fail(fmt::format("{}: /{}: expected an object", o.config, name));
-    return &*it;
-  };
-  auto integer = [&](const nlohmann::json* sec, const char* sec_name, const char* key,
-                     int& dst) -> Result<void> {
-    if (!sec || !sec->contains(key)) return {};
-    const auto& v = (*sec)[key];
-    if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > (1 << 24)) {
-      return Fail(fmt::format("{}: /{}/{}: expected an integer from 1 to {}, got {}", o.config,
-                              sec_name, key, 1 << 24, v.dump()));
-    }
-    dst = v.get<int>();
-    return {};
-  };
-  auto string = [&](const nlohmann::json* sec, const char* sec_name, const char* key,
-                    std::string& dst) -> Result<void> {
-    if (!sec || !sec->contains(key)) return {};
-    const auto& v = (*sec)[key];
-    if (!v.is_string()) {
-      return Fail(fmt::format("{}: /{}/{}: expected a string, got {}", o.config, sec_name, key, v.dump()));
-    }
-    dst = v.get<std::string>();
-    return {};
-  };
-  auto pipeline = section("pipeline");
-  if (!pipeline) return tl::unexpected(pipeline.error());
-  auto training = section("training");
-  if (!training) return tl::unexpected(training.error());
-  int stages = o.stages, micro_batches = o.micro_batches;
-  std::string schedule, recompute;
-  for (auto r : {integer(*pipeline, "pipeline", "stages", stages),
-                 integer(*training, "training", "microbatches", micro_batches),
-                 string(*pipeline, "pipeline", "schedule", schedule),
-                 string(*pipeline, "pipeline", "recompute", recompute)}) {
-    if (!r) return r;
-  }
-  if (!stages_flag) o.stages = stages;
-  if (!micro_batches_flag) o.micro_batches = micro_batches;
-  if (o.schedule.empty()) o.schedule = schedule;
-  if (o.recompute.empty()) o.recompute = recompute;
-  if (o.stages == 0) return Fail(fmt::format("{}: /pipeline/stages: missing (or pass --stages)", o.config));
-  if (o.micro_batches == 0) {
-    return Fail(fmt::format("{}: /training/microbatches: missing (or pass --microbatches)", o.config));
-  }
-  return {};
+  return bytes;
 }
 
 int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
+  std::optional<ConfigBytes> config_bytes;
   if (!o.config.empty()) {
-    if (auto ok = ReadPipelineConfig(o, stages_flag, micro_batches_flag); !ok) {
-      fmt::print(stderr, "twinpipe schedule: {}\n", ok.error().message);
+    if (stages_flag || micro_batches_flag) {
+      fmt::print(stderr, "twinpipe schedule: give either a CONFIG or --stages and --microbatches, not both\n");
       return kExitBadInput;
     }
+    auto config = cost::LoadConfigFile(o.config);
+    if (!config) {
+      fmt::print(stderr, "twinpipe schedule: {}\n", config.error().message);
+      return kExitBadInput;
+    }
+    o.stages = config->pipeline.stages;
+    o.micro_batches = config->training.micro_batches;
+    o.replicas = config->Replicas();
+    if (o.schedule.empty()) o.schedule = config->pipeline.schedule;
+    if (o.recompute.empty()) o.recompute = std::string(ir::RecomputeModeName(config->pipeline.recompute));
+    auto bytes = BytesFromConfig(*config);
+    if (!bytes) {
+      fmt::print(stderr, "twinpipe schedule: {}\n", bytes.error().message);
+      return bytes.error().kind == ErrorKind::kRuntime ? kExitRuntime : kExitBadInput;
+    }
+    config_bytes = std::move(*bytes);
   } else if (o.stages == 0 || o.micro_batches == 0) {
     fmt::print(stderr, "twinpipe schedule: give a CONFIG, or both --stages and --microbatches\n");
     return kExitBadInput;
@@ -120,12 +95,13 @@ int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
   ir::Schedule s = std::move(*built);
   s.replicas = o.replicas;
   ir::InsertRecompute(s, *mode);
-  const std::vector<int64_t> boundary(std::max(0, o.stages - 1), o.activation_bytes);
+  const std::vector<int64_t> boundary =
+      config_bytes ? config_bytes->boundary : std::vector<int64_t>(std::max(0, o.stages - 1), o.activation_bytes);
   if (auto ok = ir::InsertComm(s, ir::CommBytes{boundary, boundary}); !ok) {
     fmt::print(stderr, "twinpipe schedule: {}\n", ok.error().message);
     return kExitRuntime;
   }
-  ir::InsertAllReduce(s, {});
+  ir::InsertAllReduce(s, config_bytes ? config_bytes->stage_gradients : std::vector<int64_t>{});
   if (auto diagnostics = ir::Verify(s); !diagnostics.empty()) {
     // A builder bug, not bad input: say so with the first diagnostics.
     fmt::print(stderr, "twinpipe schedule: internal error: the built schedule does not verify:\n");
@@ -160,7 +136,9 @@ void AddSchedule(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<ScheduleOptions>();
   CLI::App* cmd = app.add_subcommand(
       "schedule", "Build a pipeline schedule, insert recompute and comm, verify it and print it");
-  cmd->add_option("config", o->config, "config JSON whose pipeline section to read (optional)");
+  cmd->add_option("config", o->config,
+                  "config JSON (optional): stages, micro-batches, replicas, schedule and recompute from it, "
+                  "comm bytes from its model cut by its partition");
   auto* stages = cmd->add_option("--stages,-k", o->stages, "stages K (one per device)")
                      ->check(CLI::Range(1, 1 << 24));
   auto* micro = cmd->add_option("--microbatches,-m", o->micro_batches, "micro-batches M per mini-batch")
@@ -174,6 +152,7 @@ void AddSchedule(CLI::App& app, int& exit_code) {
   cmd->add_option("--activation-bytes", o->activation_bytes,
                   "bytes per micro-batch sent across each stage boundary (both directions)")
       ->check(CLI::Range(int64_t{0}, INT64_MAX));
+  // (with a CONFIG the bytes come from the model instead)
   cmd->add_option("--replicas", o->replicas, "data-parallel replicas (adds ALLREDUCE when > 1)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("-o,--output", o->output, "output file (default stdout)");

@@ -12,8 +12,12 @@
 
 namespace twinpipe {
 
+// kBadInput ends a command with exit code 2, kRuntime with exit code 1.
+enum class ErrorKind { kBadInput, kRuntime };
+
 struct Error {
   std::string message;
+  ErrorKind kind = ErrorKind::kBadInput;
 };
 
 template <typename T>
@@ -22,6 +26,11 @@ using Result = tl::expected<T, Error>;
 // Builds the unexpected branch: `return Fail("file.txt:3: expected ...");`
 inline tl::unexpected<Error> Fail(std::string message) {
   return tl::unexpected<Error>(Error{std::move(message)});
+}
+
+// A runtime failure (out of memory, timeout, device error): exit code 1.
+inline tl::unexpected<Error> FailRuntime(std::string message) {
+  return tl::unexpected<Error>(Error{std::move(message), ErrorKind::kRuntime});
 }
 
 }  // namespace twinpipe

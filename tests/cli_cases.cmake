@@ -57,10 +57,32 @@ cli_case(schedule_unknown_name 2 "unknown schedule 'zigzag': expected one of nai
          ${TP} schedule -k 2 -m 2 -s zigzag)
 cli_case(schedule_unknown_recompute 2 "recompute 'some': expected none, full or except-last"
          ${TP} schedule -k 2 -m 2 --recompute some)
-cli_case(schedule_config_type 2 "config_stages_string.json: /pipeline/stages: expected an integer from 1 to 16777216, got \"four\""
+cli_case(schedule_config_type 2 "config_stages_string.json: /pipeline/stages: expected an integer, got \"four\""
          ${TP} schedule ${IN}/config_stages_string.json)
 cli_case(schedule_config_truncated 2 "config_truncated.json: not valid JSON" ${TP} schedule ${IN}/config_truncated.json)
-cli_case(schedule_config_unknown_schedule 2 "unknown schedule 'zigzag'"
+cli_case(schedule_config_unknown_schedule 2 "config_unknown_schedule.json: /pipeline/schedule: 'zigzag' is not one of naive, gpipe, 1f1b"
          ${TP} schedule ${IN}/config_unknown_schedule.json)
 cli_case(no_subcommand 2 "A subcommand is required" ${TP})
 cli_case(unknown_option 2 "--colour" ${TP} schedule -k 2 -m 2 --colour red)
+
+# Comm bytes from the config's model and partition.
+cli_case(schedule_config_bytes 0 "0F0 0SEND_F0@8388608" ${TP} schedule ${SRC}/examples/quickstart.json)
+cli_case(schedule_config_and_flags 2 "give either a CONFIG or --stages and --microbatches, not both"
+         ${TP} schedule ${SRC}/examples/quickstart.json --stages 2)
+cli_case(schedule_too_big 1 "layer 1 (block0) alone needs 59.751 GiB but device 0 holds 32.000 GiB: 27.751 GiB over"
+         ${TP} schedule ${IN}/too_big.json)
+
+# partition
+foreach(example quickstart paper_costs cnn_pcie)
+  cli_case(partition_${example} 0 "bottleneck" ${TP} partition ${SRC}/examples/${example}.json)
+  cli_case(partition_${example}_json 0 "\"bottleneck_s\"" ${TP} partition ${SRC}/examples/${example}.json --json)
+endforeach()
+cli_case(partition_paper_costs_cells 0 "   1  4..5 (dec0..dec1)" ${TP} partition ${SRC}/examples/paper_costs.json)
+cli_case(partition_too_big 1 "too_big.json: layer 1 (block0) alone needs 59.751 GiB but device 0 holds 32.000 GiB: 27.751 GiB over"
+         ${TP} partition ${IN}/too_big.json)
+cli_case(partition_bad_manual 2 "config_bad_manual.json: /pipeline/first_layers/2: expected a layer index above 3 and below 8, got 3"
+         ${TP} partition ${IN}/config_bad_manual.json)
+cli_case(partition_bad_type 2 "config_stages_string.json: /pipeline/stages: expected an integer, got \"four\""
+         ${TP} partition ${IN}/config_stages_string.json)
+cli_case(partition_bad_algo 2 "--algo: best not in" ${TP} partition ${SRC}/examples/quickstart.json --algo best)
+cli_case(partition_missing 2 "nothere.json: cannot open config" ${TP} partition nothere.json)

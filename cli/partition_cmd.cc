@@ -1,0 +1,101 @@
+// `twinpipe partition`: cut the config's model into one cell per stage and
+// describe each cell (layers, cost, time, parameters, peak memory, bytes to
+// the next cell), the bottleneck and the imbalance.
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/schedule_io.h"
+#include "cost_models/config.h"
+#include "partition/plan.h"
+
+namespace twinpipe::cli {
+namespace {
+
+struct PartitionOptions {
+  std::string config;
+  std::string algorithm;
+  bool json = false;
+};
+
+std::string Human(double v, const char* unit) {
+  const char* prefixes[] = {"", "K", "M", "G", "T", "P"};
+  int i = 0;
+  while (std::abs(v) >= 1000 && i < 5) {
+    v /= 1000;
+    ++i;
+  }
+  return fmt::format("{:.3g} {}{}", v, prefixes[i], unit);
+}
+
+std::string GiB(double bytes) { return fmt::format("{:.3f} GiB", bytes / (1024.0 * 1024.0 * 1024.0)); }
+
+int Run(const PartitionOptions& o) {
+  auto config = cost::LoadConfigFile(o.config);
+  if (!config) {
+    fmt::print(stderr, "twinpipe partition: {}\n", config.error().message);
+    return kExitBadInput;
+  }
+  const std::string algorithm = o.algorithm.empty() ? config->pipeline.partition : o.algorithm;
+  auto report = partition::PlanPartition(*config, algorithm);
+  if (!report) {
+    fmt::print(stderr, "twinpipe partition: {}\n", report.error().message);
+    return report.error().kind == ErrorKind::kRuntime ? kExitRuntime : kExitBadInput;
+  }
+  const auto& layers = config->model.layers;
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["algorithm"] = report->algorithm;
+    j["user_costs"] = report->user_costs;
+    j["cells"] = nlohmann::ordered_json::array();
+    for (const auto& c : report->cells) {
+      j["cells"].push_back({{"first_layer", c.first_layer},
+                            {"last_layer", c.last_layer},
+                            {"device", c.device},
+                            {"device_name", config->cluster.devices[c.device].name},
+                            {"cost", c.cost},
+                            {"time_s", c.time_s},
+                            {"params", c.params},
+                            {"peak_memory_bytes", c.peak_memory_bytes},
+                            {"boundary_bytes", c.boundary_bytes}});
+    }
+    j["bottleneck_s"] = report->bottleneck_s;
+    j["imbalance"] = report->imbalance;
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+  fmt::print("{}: {} partition of {} layers into {} cells ({}; times per micro-batch of {} samples)\n",
+             o.config, algorithm, layers.size(), report->cells.size(),
+             report->user_costs ? "balancing the layers' given costs" : "balancing predicted time",
+             config->training.MicroBatchSize());
+  fmt::print("{:>4}  {:<24} {:<12} {:>11} {:>11} {:>10} {:>12} {:>11}\n", "cell", "layers", "device", "cost",
+             "time", "params", "peak memory", "to next");
+  for (size_t k = 0; k < report->cells.size(); ++k) {
+    const auto& c = report->cells[k];
+    const std::string span = fmt::format("{}..{} ({}..{})", c.first_layer, c.last_layer,
+                                         layers[c.first_layer].name, layers[c.last_layer].name);
+    fmt::print("{:>4}  {:<24} {:<12} {:>11} {:>11} {:>10} {:>12} {:>11}\n", k, span,
+               config->cluster.devices[c.device].name,
+               report->user_costs ? fmt::format("{:.4g}", c.cost) : Human(c.cost, "s"), Human(c.time_s, "s"),
+               Human(c.params, ""), GiB(c.peak_memory_bytes), c.boundary_bytes > 0 ? Human(c.boundary_bytes, "B") : "-");
+  }
+  fmt::print("bottleneck {} per micro-batch; imbalance {:.3f} (slowest / mean cell)\n",
+             Human(report->bottleneck_s, "s"), report->imbalance);
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddPartition(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<PartitionOptions>();
+  CLI::App* cmd = app.add_subcommand("partition", "Cut the model into one cell per pipeline stage");
+  cmd->add_option("config", o->config, "config JSON")->required();
+  cmd->add_option("--algo", o->algorithm, "gpipe | minmax | memory | manual (default: the config's pipeline.partition)")
+      ->check(CLI::IsMember(cost::PartitionAlgorithms()));
+  cmd->add_flag("--json", o->json, "print one JSON object");
+  cmd->callback([o, &exit_code] { exit_code = Run(*o); });
+}
+
+}  // namespace twinpipe::cli

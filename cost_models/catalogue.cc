@@ -1,0 +1,177 @@
+#include "cost_models/catalogue.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+namespace twinpipe::cost {
+namespace {
+
+constexpr double kT = 1e12;   // tera
+constexpr double kG = 1e9;    // giga
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kUs = 1e-6;
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// Launch overhead: a few microseconds per CUDA kernel launch is the commonly
+// measured figure (NVIDIA CUDA C++ Best Practices Guide, "kernel launch
+// overhead"); an op (one layer's forward) issues several kernels, so 10 us per
+// op. Calibration replaces it with the measured figure.
+constexpr double kGpuLaunch = 10 * kUs;
+
+}  // namespace
+
+std::optional<Dtype> DtypeFromName(std::string_view name) {
+  if (name == "fp32") return Dtype::kFp32;
+  if (name == "tf32") return Dtype::kTf32;
+  if (name == "fp16") return Dtype::kFp16;
+  if (name == "bf16") return Dtype::kBf16;
+  return std::nullopt;
+}
+
+std::string_view DtypeName(Dtype d) {
+  switch (d) {
+    case Dtype::kFp32: return "fp32";
+    case Dtype::kTf32: return "tf32";
+    case Dtype::kFp16: return "fp16";
+    case Dtype::kBf16: return "bf16";
+  }
+  return "fp32";
+}
+
+int DtypeBytes(Dtype d) { return d == Dtype::kFp16 || d == Dtype::kBf16 ? 2 : 4; }
+
+double Device::PeakFlops(Dtype d) const {
+  switch (d) {
+    case Dtype::kFp32: return fp32_flops;
+    case Dtype::kTf32: return tf32_flops;
+    case Dtype::kFp16:
+    case Dtype::kBf16: return half_flops;
+  }
+  return fp32_flops;
+}
+
+std::string_view ContentionName(Contention c) {
+  switch (c) {
+    case Contention::kPerPair: return "pair";
+    case Contention::kHost: return "host";
+    case Contention::kPerDevice: return "device";
+  }
+  return "pair";
+}
+
+std::optional<Contention> ContentionFromName(std::string_view name) {
+  if (name == "pair") return Contention::kPerPair;
+  if (name == "host") return Contention::kHost;
+  if (name == "device") return Contention::kPerDevice;
+  return std::nullopt;
+}
+
+const std::vector<Device>& DeviceCatalogue() {
+  static const std::vector<Device> devices = {
+      // NVIDIA Tesla P100 data sheet (2016): PCIe 16 GB: 9.3 TFLOPS fp32,
+      // 18.7 TFLOPS fp16, 732 GB/s; SXM2: 10.6 / 21.2 TFLOPS, 732 GB/s. No TF32.
+      {"P100-PCIe", 9.3 * kT, 9.3 * kT, 18.7 * kT, 732 * kG, 16 * kGiB, kGpuLaunch},
+      {"P100-SXM2", 10.6 * kT, 10.6 * kT, 21.2 * kT, 732 * kG, 16 * kGiB, kGpuLaunch},
+      // NVIDIA Tesla V100 data sheet: SXM2 15.7 TFLOPS fp32, 125 TFLOPS tensor
+      // (fp16), 900 GB/s, 32 GB. No TF32 (fp32 path).
+      {"V100", 15.7 * kT, 15.7 * kT, 125 * kT, 900 * kG, 32 * kGiB, kGpuLaunch},
+      // NVIDIA A100 data sheet (SXM): 19.5 TFLOPS fp32, 156 TF32, 312 bf16/fp16
+      // dense; 40 GB at 1,555 GB/s, 80 GB at 2,039 GB/s.
+      {"A100-40GB", 19.5 * kT, 156 * kT, 312 * kT, 1555 * kG, 40 * kGiB, kGpuLaunch},
+      {"A100-80GB", 19.5 * kT, 156 * kT, 312 * kT, 2039 * kG, 80 * kGiB, kGpuLaunch},
+      // NVIDIA H100 data sheet, dense figures (the sheet's tensor figures are
+      // with sparsity; halved here): SXM 67 TFLOPS fp32, 494.5 TF32, 989.5
+      // bf16, 3.35 TB/s, 80 GB; PCIe 51 / 378 / 756, 2.0 TB/s, 80 GB.
+      {"H100-SXM", 67 * kT, 494.5 * kT, 989.5 * kT, 3350 * kG, 80 * kGiB, kGpuLaunch},
+      {"H100-PCIe", 51 * kT, 378 * kT, 756 * kT, 2000 * kG, 80 * kGiB, kGpuLaunch},
+      // NVIDIA H200 data sheet: the H100 SXM's compute, 141 GB at 4.8 TB/s.
+      {"H200", 67 * kT, 494.5 * kT, 989.5 * kT, 4800 * kG, 141 * kG, kGpuLaunch},
+      // Cloud TPU docs (cloud.google.com/tpu/docs/v2, /v3): a v2 chip has two
+      // cores, 45 TFLOPS bf16, 16 GiB HBM at 600 GB/s; a v3 chip 123 TFLOPS,
+      // 32 GiB at 900 GB/s. Per core: half. The MXU multiplies in bf16; fp32
+      // matmuls take several bf16 passes, taken here as a third of bf16 peak
+      // (an estimate: calibrate).
+      {"TPUv2", 22.5 / 3 * kT, 22.5 / 3 * kT, 22.5 * kT, 300 * kG, 8 * kGiB, 1 * kUs},
+      {"TPUv3", 61.5 / 3 * kT, 61.5 / 3 * kT, 61.5 * kT, 450 * kG, 16 * kGiB, 1 * kUs},
+      // One CPU core as the reference executor uses it: AVX2 with two FMA
+      // units at ~3 GHz gives 2 x 8 x 2 x 3e9 = 96 GFLOP/s fp32 peak (Intel
+      // optimization manual, Haswell and later); no fast half precision. A
+      // DDR4 channel share of ~10 GB/s; 16 GiB. Estimates: calibrate.
+      {"CPU", 96 * kG, 96 * kG, 96 * kG, 10 * kG, 16 * kGiB, 1 * kUs},
+  };
+  return devices;
+}
+
+const std::vector<Link>& LinkCatalogue() {
+  static const std::vector<Link> links = {
+      // PCI-SIG: x16 gives 15.75 GB/s (gen3), 31.5 (gen4), 63 (gen5) per
+      // direction after encoding; DMA achieves ~80% of that in
+      // p2pBandwidthLatencyTest-style measurements (CUDA samples), so 12.6 /
+      // 25 / 50 GB/s. Latency ~10 us for a peer copy (same measurements).
+      {"pcie3", 10 * kUs, 12.6 * kG, false, Contention::kPerPair},
+      {"pcie4", 10 * kUs, 25 * kG, false, Contention::kPerPair},
+      {"pcie5", 10 * kUs, 50 * kG, false, Contention::kPerPair},
+      // Host-staged: device-to-host into pinned memory, then host-to-device,
+      // each at the PCIe rate above and each with its own latency; all staged
+      // traffic of a host shares its memory path (GPipe's P100s without P2P).
+      {"pcie3-host-staged", 10 * kUs, 12.6 * kG, true, Contention::kHost},
+      {"pcie4-host-staged", 10 * kUs, 25 * kG, true, Contention::kHost},
+      {"pcie5-host-staged", 10 * kUs, 50 * kG, true, Contention::kHost},
+      // NVLink per GPU, per direction (NVIDIA P100/V100/A100/H100 data
+      // sheets: 160, 300, 600, 900 GB/s bidirectional in total). Latency
+      // ~3 us for a peer copy (p2pBandwidthLatencyTest-style measurements).
+      {"nvlink1", 3 * kUs, 80 * kG, false, Contention::kPerPair},
+      {"nvlink2", 3 * kUs, 150 * kG, false, Contention::kPerPair},
+      {"nvlink3", 3 * kUs, 300 * kG, false, Contention::kPerPair},
+      {"nvlink4", 3 * kUs, 450 * kG, false, Contention::kPerPair},
+      // InfiniBand HDR 200 Gb/s and NDR 400 Gb/s per port (NVIDIA ConnectX-6 /
+      // ConnectX-7 product briefs): 25 and 50 GB/s per direction; a few us
+      // end to end through NCCL's net transport.
+      {"ib-hdr", 5 * kUs, 25 * kG, false, Contention::kPerDevice},
+      {"ib-ndr", 5 * kUs, 50 * kG, false, Contention::kPerDevice},
+      // TPU inter-chip interconnect: 656 Gb/s per link for v3 (Jouppi et al.,
+      // "A Domain-Specific Supercomputer for Training Deep Neural Networks",
+      // CACM 2020), about 82 GB/s per direction.
+      {"tpu-ici", 2 * kUs, 82 * kG, false, Contention::kPerPair},
+      // In-process: a memcpy between threads of one host, ~10 GB/s for one
+      // core's copy; ~1 us to hand a buffer over. Estimates: calibrate.
+      {"inproc", 1 * kUs, 10 * kG, false, Contention::kPerDevice},
+  };
+  return links;
+}
+
+const Device* FindDevice(std::string_view name) {
+  for (const auto& d : DeviceCatalogue()) {
+    if (EqualsIgnoreCase(d.name, name)) return &d;
+  }
+  return nullptr;
+}
+
+const Link* FindLink(std::string_view name) {
+  for (const auto& l : LinkCatalogue()) {
+    if (EqualsIgnoreCase(l.name, name)) return &l;
+  }
+  return nullptr;
+}
+
+std::string DeviceNames() {
+  std::vector<std::string> names;
+  for (const auto& d : DeviceCatalogue()) names.push_back(d.name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+std::string LinkNames() {
+  std::vector<std::string> names;
+  for (const auto& l : LinkCatalogue()) names.push_back(l.name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+}  // namespace twinpipe::cost

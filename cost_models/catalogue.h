@@ -1,0 +1,61 @@
+// The device and link catalogue: peak compute per dtype, memory, launch
+// overhead; per-direction latency and bandwidth of links and how they share
+// bandwidth. Names are case-insensitive ("h100-sxm" finds "H100-SXM"). Every
+// figure cites its source in catalogue.cc.
+//
+//   const Device* d = FindDevice("H100-SXM");
+//   double peak = d->PeakFlops(Dtype::kBf16);   // FLOP/s
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace twinpipe::cost {
+
+enum class Dtype { kFp32, kTf32, kFp16, kBf16 };
+std::optional<Dtype> DtypeFromName(std::string_view name);
+std::string_view DtypeName(Dtype dtype);
+// Bytes of one stored element (activations, parameters): tf32 is stored as fp32.
+int DtypeBytes(Dtype dtype);
+
+struct Device {
+  std::string name;
+  double fp32_flops = 0;       // peak FLOP/s, dense
+  double tf32_flops = 0;       // peak FLOP/s with TF32 tensor cores (= fp32 where none)
+  double half_flops = 0;       // peak FLOP/s in fp16/bf16 (dense)
+  double memory_bandwidth = 0; // bytes/s
+  double memory_bytes = 0;     // capacity, bytes
+  double launch_overhead_s = 0;  // fixed cost per op (kernel launches, dispatch)
+
+  double PeakFlops(Dtype dtype) const;
+};
+
+// How transfers over a link share bandwidth.
+enum class Contention {
+  kPerPair,     // each device pair has its own path (NVLink, P2P through a switch port)
+  kHost,        // all transfers through one host's memory share it (host-staged PCIe)
+  kPerDevice,   // each device's port is shared by its transfers (NIC, in-process copy engine)
+};
+std::string_view ContentionName(Contention c);
+std::optional<Contention> ContentionFromName(std::string_view name);
+
+struct Link {
+  std::string name;
+  double latency_s = 0;        // alpha, per transfer, per direction
+  double bandwidth = 0;        // beta^-1, bytes/s per direction
+  bool host_staged = false;    // D2H then H2D through pinned host memory
+  Contention contention = Contention::kPerPair;
+};
+
+const std::vector<Device>& DeviceCatalogue();
+const std::vector<Link>& LinkCatalogue();
+// Case-insensitive lookups; nullptr when unknown.
+const Device* FindDevice(std::string_view name);
+const Link* FindLink(std::string_view name);
+// "P100-PCIe, P100-SXM2, ..." for messages.
+std::string DeviceNames();
+std::string LinkNames();
+
+}  // namespace twinpipe::cost

@@ -1,0 +1,422 @@
+#include "cost_models/config.h"
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/topological_sort.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ir/builders.h"
+
+namespace twinpipe::cost {
+namespace {
+
+using nlohmann::json;
+
+// Internal to the loader: thrown at the first problem, turned into an Error
+// at LoadConfig's boundary.
+struct ConfigError {
+  std::string message;
+};
+
+constexpr double kMaxCount = 1e15;
+
+class Reader {
+ public:
+  explicit Reader(std::string_view source) : source_(source) {}
+
+  [[noreturn]] void Fail(const std::string& path, const std::string& what) const {
+    throw ConfigError{fmt::format("{}: {}: {}", source_, path.empty() ? "/" : path, what)};
+  }
+
+  const json& Object(const json& parent, const std::string& key, const std::string& path) const {
+    auto it = parent.find(key);
+    if (it == parent.end()) Fail(path, fmt::format("missing section '{}'", key));
+    if (!it->is_object()) Fail(path + "/" + key, fmt::format("expected an object, got {}", it->type_name()));
+    return *it;
+  }
+
+  void Keys(const json& obj, const std::string& path, const std::set<std::string>& allowed) const {
+    for (auto it = obj.begin(); it != obj.end(); ++it) {
+      if (!allowed.contains(it.key())) {
+        std::vector<std::string> names(allowed.begin(), allowed.end());
+        Fail(path + "/" + it.key(), fmt::format("unknown key (expected one of {})", fmt::join(names, ", ")));
+      }
+    }
+  }
+
+  int64_t Int(const json& obj, const std::string& key, const std::string& path, int64_t lo, int64_t hi,
+              std::optional<int64_t> fallback = std::nullopt) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      if (fallback) return *fallback;
+      Fail(path, fmt::format("missing key '{}' (an integer from {} to {})", key, lo, hi));
+    }
+    const std::string p = path + "/" + key;
+    if (!it->is_number_integer()) Fail(p, fmt::format("expected an integer, got {}", it->dump()));
+    const int64_t v = it->get<int64_t>();
+    if (v < lo || v > hi) Fail(p, fmt::format("expected an integer from {} to {}, got {}", lo, hi, v));
+    return v;
+  }
+
+  double Number(const json& obj, const std::string& key, const std::string& path, double lo, double hi,
+                std::optional<double> fallback = std::nullopt, bool lo_open = false) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      if (fallback) return *fallback;
+      Fail(path, fmt::format("missing key '{}' (a number)", key));
+    }
+    const std::string p = path + "/" + key;
+    if (!it->is_number()) Fail(p, fmt::format("expected a number, got {}", it->dump()));
+    const double v = it->get<double>();
+    if (!std::isfinite(v) || v < lo || v > hi || (lo_open && v == lo)) {
+      Fail(p, fmt::format("expected a number {} {} and at most {}, got {}", lo_open ? ">" : ">=", lo, hi, it->dump()));
+    }
+    return v;
+  }
+
+  std::string String(const json& obj, const std::string& key, const std::string& path,
+                     const std::vector<std::string>& choices, std::optional<std::string> fallback) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      if (fallback) return *fallback;
+      Fail(path, fmt::format("missing key '{}' (one of {})", key, fmt::join(choices, ", ")));
+    }
+    const std::string p = path + "/" + key;
+    if (!it->is_string()) Fail(p, fmt::format("expected a string, got {}", it->dump()));
+    std::string v = it->get<std::string>();
+    if (!choices.empty() && std::find(choices.begin(), choices.end(), v) == choices.end()) {
+      Fail(p, fmt::format("'{}' is not one of {}", v, fmt::join(choices, ", ")));
+    }
+    return v;
+  }
+
+  bool Bool(const json& obj, const std::string& key, const std::string& path, bool fallback) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) return fallback;
+    if (!it->is_boolean()) Fail(path + "/" + key, fmt::format("expected true or false, got {}", it->dump()));
+    return it->get<bool>();
+  }
+
+ private:
+  std::string_view source_;
+};
+
+Dtype ReadDtype(const Reader& r, const json& m, const std::string& path) {
+  return *DtypeFromName(r.String(m, "dtype", path, {"fp32", "tf32", "fp16", "bf16"}, "fp32"));
+}
+
+void LoadExplicitModel(const Reader& r, const json& m, Config& c) {
+  r.Keys(m, "/model", {"layers", "edges", "dtype", "input_bytes"});
+  c.model.dtype = ReadDtype(r, m, "/model");
+  const json& layers = m["layers"];
+  if (!layers.is_array() || layers.empty()) r.Fail("/model/layers", "expected a non-empty array of layer objects");
+  std::vector<Layer> given;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const std::string p = fmt::format("/model/layers/{}", i);
+    const json& l = layers[i];
+    if (!l.is_object()) r.Fail(p, "expected a layer object");
+    r.Keys(l, p, {"name", "kind", "fwd_flops", "bwd_input_flops", "bwd_weight_flops", "params",
+                  "out_bytes", "stash_bytes", "cost"});
+    Layer layer;
+    layer.name = r.String(l, "name", p, {}, fmt::format("layer{}", i));
+    layer.kind = r.String(l, "kind", p, {}, "explicit");
+    layer.fwd_flops = r.Number(l, "fwd_flops", p, 0, kMaxCount * 1e6);
+    layer.bwd_input_flops = r.Number(l, "bwd_input_flops", p, 0, kMaxCount * 1e6, layer.fwd_flops);
+    layer.bwd_weight_flops = r.Number(l, "bwd_weight_flops", p, 0, kMaxCount * 1e6, layer.fwd_flops);
+    layer.params = r.Number(l, "params", p, 0, kMaxCount, 0.0);
+    layer.out_bytes = r.Number(l, "out_bytes", p, 0, kMaxCount);
+    layer.stash_bytes = r.Number(l, "stash_bytes", p, 0, kMaxCount, layer.out_bytes);
+    if (l.contains("cost")) layer.cost = r.Number(l, "cost", p, 0, kMaxCount * 1e6);
+    given.push_back(layer);
+  }
+  const int L = static_cast<int>(given.size());
+  bool any_cost = false, all_cost = true;
+  for (const auto& l : given) {
+    any_cost = any_cost || l.cost.has_value();
+    all_cost = all_cost && l.cost.has_value();
+  }
+  if (any_cost && !all_cost) {
+    for (int i = 0; i < L; ++i) {
+      if (!given[i].cost) r.Fail(fmt::format("/model/layers/{}", i), "missing 'cost': give a cost for every layer or for none");
+    }
+  }
+  c.model.input_bytes = r.Number(m, "input_bytes", "/model", 0, kMaxCount, given.front().out_bytes);
+  if (!m.contains("edges")) {
+    c.model.layers = std::move(given);
+    return;
+  }
+  // A layer graph: check the edges, then linearise in topological order
+  // (the given order when it already is one).
+  const json& edges = m["edges"];
+  if (!edges.is_array()) r.Fail("/model/edges", "expected an array of [from, to] layer index pairs");
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+  Graph g(L);
+  std::vector<std::pair<int, int>> pairs;
+  bool ordered = true;
+  for (size_t i = 0; i < edges.size(); ++i) {
+    const std::string p = fmt::format("/model/edges/{}", i);
+    const json& e = edges[i];
+    if (!e.is_array() || e.size() != 2 || !e[0].is_number_integer() || !e[1].is_number_integer()) {
+      r.Fail(p, "expected [from, to] with two layer indices");
+    }
+    const int64_t from = e[0].get<int64_t>(), to = e[1].get<int64_t>();
+    if (from < 0 || from >= L || to < 0 || to >= L || from == to) {
+      r.Fail(p, fmt::format("expected two different layer indices 0..{}, got [{}, {}]", L - 1, from, to));
+    }
+    boost::add_edge(static_cast<size_t>(from), static_cast<size_t>(to), g);
+    pairs.emplace_back(static_cast<int>(from), static_cast<int>(to));
+    ordered = ordered && from < to;
+  }
+  std::vector<int> order(L);
+  for (int i = 0; i < L; ++i) order[i] = i;
+  if (!ordered) {
+    std::vector<size_t> reversed;
+    try {
+      boost::topological_sort(g, std::back_inserter(reversed));
+    } catch (const boost::not_a_dag&) {
+      r.Fail("/model/edges", "the layer graph has a cycle; expected a directed acyclic graph");
+    }
+    order.assign(reversed.rbegin(), reversed.rend());
+  }
+  std::vector<int> position(L);
+  for (int i = 0; i < L; ++i) position[order[i]] = i;
+  for (int i = 0; i < L; ++i) c.model.layers.push_back(given[order[i]]);
+  for (auto& [from, to] : pairs) c.model.edges.emplace_back(position[from], position[to]);
+}
+
+void LoadModel(const Reader& r, const json& root, Config& c) {
+  const json& m = r.Object(root, "model", "");
+  if (m.contains("layers") && m["layers"].is_array()) {
+    if (m.contains("generator")) r.Fail("/model", "give either 'generator' or a 'layers' list, not both");
+    LoadExplicitModel(r, m, c);
+    return;
+  }
+  c.generator = r.String(m, "generator", "/model", {"transformer", "mlp", "cnn"}, std::nullopt);
+  const std::string p = "/model";
+  constexpr int64_t kBig = 1 << 24;
+  if (c.generator == "transformer") {
+    r.Keys(m, p, {"generator", "layers", "d_model", "ffn", "heads", "seq", "vocab", "dtype"});
+    TransformerSpec t;
+    t.layers = static_cast<int>(r.Int(m, "layers", p, 1, kBig));
+    t.d_model = static_cast<int>(r.Int(m, "d_model", p, 1, kBig));
+    t.ffn = static_cast<int>(r.Int(m, "ffn", p, 1, kBig, 4 * int64_t{t.d_model}));
+    t.heads = static_cast<int>(r.Int(m, "heads", p, 1, kBig));
+    t.seq = static_cast<int>(r.Int(m, "seq", p, 1, kBig));
+    t.vocab = static_cast<int>(r.Int(m, "vocab", p, 1, kBig));
+    t.dtype = ReadDtype(r, m, p);
+    if (t.d_model % t.heads != 0) {
+      r.Fail(p + "/heads", fmt::format("{} heads do not divide d_model {}", t.heads, t.d_model));
+    }
+    c.transformer = t;
+    c.model = GenerateTransformer(t);
+  } else if (c.generator == "mlp") {
+    r.Keys(m, p, {"generator", "layers", "width", "input", "classes", "norm", "residual", "dtype"});
+    MlpSpec s;
+    s.layers = static_cast<int>(r.Int(m, "layers", p, 2, kBig));
+    s.width = static_cast<int>(r.Int(m, "width", p, 1, kBig));
+    s.input = static_cast<int>(r.Int(m, "input", p, 1, kBig));
+    s.classes = static_cast<int>(r.Int(m, "classes", p, 2, kBig));
+    const std::string norm = r.String(m, "norm", p, {"none", "layernorm", "batchnorm"}, "none");
+    s.norm = norm == "layernorm" ? Norm::kLayerNorm : norm == "batchnorm" ? Norm::kBatchNorm : Norm::kNone;
+    s.residual = r.Bool(m, "residual", p, false);
+    s.dtype = ReadDtype(r, m, p);
+    c.mlp = s;
+    c.model = GenerateMlp(s);
+  } else {
+    r.Keys(m, p, {"generator", "layers", "channels", "image", "in_channels", "classes", "reductions", "dtype"});
+    CnnSpec s;
+    s.layers = static_cast<int>(r.Int(m, "layers", p, 1, 1 << 16));
+    s.channels = static_cast<int>(r.Int(m, "channels", p, 1, 1 << 16));
+    s.image = static_cast<int>(r.Int(m, "image", p, 1, 1 << 16));
+    s.in_channels = static_cast<int>(r.Int(m, "in_channels", p, 1, 1 << 16, 3));
+    s.classes = static_cast<int>(r.Int(m, "classes", p, 2, kBig));
+    s.reductions = static_cast<int>(r.Int(m, "reductions", p, 0, 30, 3));
+    s.dtype = ReadDtype(r, m, p);
+    if (s.reductions > s.layers) {
+      r.Fail(p + "/reductions", fmt::format("{} reductions need at least as many layers, got {}", s.reductions, s.layers));
+    }
+    c.cnn = s;
+    c.model = GenerateCnn(s);
+  }
+}
+
+Device ReadCustomDevice(const Reader& r, const json& d, const std::string& p) {
+  if (!d.is_object()) r.Fail(p, "expected a device object");
+  r.Keys(d, p, {"name", "fp32_flops", "tf32_flops", "half_flops", "memory_bandwidth", "memory_bytes",
+                "launch_overhead_s"});
+  Device dev;
+  dev.name = r.String(d, "name", p, {}, std::nullopt);
+  dev.fp32_flops = r.Number(d, "fp32_flops", p, 0, 1e20, std::nullopt, true);
+  dev.tf32_flops = r.Number(d, "tf32_flops", p, 0, 1e20, dev.fp32_flops, true);
+  dev.half_flops = r.Number(d, "half_flops", p, 0, 1e20, dev.fp32_flops, true);
+  dev.memory_bandwidth = r.Number(d, "memory_bandwidth", p, 0, 1e16, std::nullopt, true);
+  dev.memory_bytes = r.Number(d, "memory_bytes", p, 0, 1e16, std::nullopt, true);
+  dev.launch_overhead_s = r.Number(d, "launch_overhead_s", p, 0, 1, 0.0);
+  return dev;
+}
+
+Link ReadCustomLink(const Reader& r, const json& l, const std::string& p) {
+  if (!l.is_object()) r.Fail(p, "expected a link object");
+  r.Keys(l, p, {"name", "latency_s", "bandwidth", "host_staged", "contention"});
+  Link link;
+  link.name = r.String(l, "name", p, {}, std::nullopt);
+  link.latency_s = r.Number(l, "latency_s", p, 0, 10);
+  link.bandwidth = r.Number(l, "bandwidth", p, 0, 1e16, std::nullopt, true);
+  link.host_staged = r.Bool(l, "host_staged", p, false);
+  link.contention = *ContentionFromName(r.String(l, "contention", p, {"pair", "host", "device"}, "pair"));
+  return link;
+}
+
+void LoadCluster(const Reader& r, const json& root, Config& c) {
+  const json& cl = r.Object(root, "cluster", "");
+  const std::string p = "/cluster";
+  r.Keys(cl, p, {"device", "devices", "link", "efficiency", "custom_devices", "custom_links"});
+  std::vector<Device> custom_devices;
+  std::vector<Link> custom_links;
+  for (const char* key : {"custom_devices", "custom_links"}) {
+    if (!cl.contains(key)) continue;
+    if (!cl[key].is_array()) r.Fail(p + "/" + key, "expected an array of objects");
+    for (size_t i = 0; i < cl[key].size(); ++i) {
+      const std::string ip = fmt::format("{}/{}/{}", p, key, i);
+      if (std::string_view(key) == "custom_devices") {
+        custom_devices.push_back(ReadCustomDevice(r, cl[key][i], ip));
+      } else {
+        custom_links.push_back(ReadCustomLink(r, cl[key][i], ip));
+      }
+    }
+  }
+  auto find_device = [&](const std::string& name, const std::string& path) {
+    for (const auto& d : custom_devices) {
+      if (d.name == name) return d;
+    }
+    if (const Device* d = FindDevice(name)) return *d;
+    r.Fail(path, fmt::format("unknown device '{}': expected one of {} or a custom_devices name", name, DeviceNames()));
+  };
+  const int devices = static_cast<int>(r.Int(cl, "devices", p, 1, 1 << 20, c.pipeline.stages));
+  auto it = cl.find("device");
+  if (it == cl.end()) r.Fail(p, fmt::format("missing key 'device' (one of {})", DeviceNames()));
+  if (it->is_string()) {
+    c.cluster.devices.assign(devices, find_device(it->get<std::string>(), p + "/device"));
+  } else if (it->is_array()) {
+    if (static_cast<int>(it->size()) != devices) {
+      r.Fail(p + "/device", fmt::format("lists {} devices, expected one per device ({})", it->size(), devices));
+    }
+    for (size_t i = 0; i < it->size(); ++i) {
+      const std::string ip = fmt::format("{}/device/{}", p, i);
+      if (!(*it)[i].is_string()) r.Fail(ip, "expected a device name");
+      c.cluster.devices.push_back(find_device((*it)[i].get<std::string>(), ip));
+    }
+  } else {
+    r.Fail(p + "/device", "expected a device name or an array of names, one per device");
+  }
+  const std::string link = r.String(cl, "link", p, {}, "nvlink4");
+  bool found = false;
+  for (const auto& l : custom_links) {
+    if (l.name == link) {
+      c.cluster.link = l;
+      found = true;
+    }
+  }
+  if (!found) {
+    const Link* l = FindLink(link);
+    if (!l) r.Fail(p + "/link", fmt::format("unknown link '{}': expected one of {} or a custom_links name", link, LinkNames()));
+    c.cluster.link = *l;
+  }
+  c.cluster.efficiency = r.Number(cl, "efficiency", p, 0, 1, 0.5, true);
+}
+
+Config Load(std::string_view text, std::string_view source) {
+  Reader r(source);
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw ConfigError{fmt::format("{}: not valid JSON: {}", source, e.what())};
+  }
+  if (!root.is_object()) r.Fail("", "expected an object with model, training, pipeline and cluster");
+  r.Keys(root, "", {"model", "training", "pipeline", "cluster"});
+  Config c;
+  c.source = std::string(source);
+  LoadModel(r, root, c);
+  const int L = static_cast<int>(c.model.layers.size());
+
+  const json& t = r.Object(root, "training", "");
+  r.Keys(t, "/training", {"batch", "microbatches", "optimizer", "bytes_per_param", "learning_rate",
+                          "momentum", "seed", "steps"});
+  c.training.batch = r.Int(t, "batch", "/training", 1, int64_t{1} << 40);
+  c.training.micro_batches = static_cast<int>(r.Int(t, "microbatches", "/training", 1, 1 << 24));
+  if (c.training.batch % c.training.micro_batches != 0) {
+    r.Fail("/training/microbatches", fmt::format("{} micro-batches do not divide the batch of {} samples",
+                                                 c.training.micro_batches, c.training.batch));
+  }
+  c.training.optimizer = r.String(t, "optimizer", "/training", {"adam", "sgd"}, "adam");
+  c.training.bytes_per_param = r.Number(t, "bytes_per_param", "/training", 0, 1024, 12.0);
+  c.training.learning_rate = r.Number(t, "learning_rate", "/training", 0, 1e6, 1e-3);
+  c.training.momentum = r.Number(t, "momentum", "/training", 0, 1, 0.9);
+  c.training.seed = r.Int(t, "seed", "/training", 0, int64_t{1} << 62, 1);
+  c.training.steps = static_cast<int>(r.Int(t, "steps", "/training", 1, 1 << 24, 1));
+
+  const json& pl = r.Object(root, "pipeline", "");
+  r.Keys(pl, "/pipeline", {"stages", "schedule", "recompute", "partition", "first_layers"});
+  c.pipeline.stages = static_cast<int>(r.Int(pl, "stages", "/pipeline", 1, 1 << 20));
+  if (c.pipeline.stages > L) {
+    r.Fail("/pipeline/stages", fmt::format("{} stages but the model has only {} layers", c.pipeline.stages, L));
+  }
+  c.pipeline.schedule = r.String(pl, "schedule", "/pipeline", ir::BuilderNames(), "gpipe");
+  c.pipeline.recompute = *ir::RecomputeModeFromName(
+      r.String(pl, "recompute", "/pipeline", {"none", "full", "except-last"}, "full"));
+  c.pipeline.partition = r.String(pl, "partition", "/pipeline", PartitionAlgorithms(), "minmax");
+  if (pl.contains("first_layers")) {
+    const json& f = pl["first_layers"];
+    if (!f.is_array()) r.Fail("/pipeline/first_layers", "expected an array with the first layer of each cell");
+    for (size_t i = 0; i < f.size(); ++i) {
+      const std::string ip = fmt::format("/pipeline/first_layers/{}", i);
+      if (!f[i].is_number_integer()) r.Fail(ip, fmt::format("expected a layer index, got {}", f[i].dump()));
+      c.pipeline.first_layers.push_back(f[i].get<int>());
+    }
+  }
+  if (c.pipeline.partition == "manual" && c.pipeline.first_layers.empty()) {
+    r.Fail("/pipeline/first_layers", "partition 'manual' needs the first layer of each cell");
+  }
+
+  LoadCluster(r, root, c);
+  const int D = c.cluster.NumDevices();
+  if (c.pipeline.stages > D) {
+    r.Fail("/pipeline/stages", fmt::format("{} stages but only {} devices (/cluster/devices)", c.pipeline.stages, D));
+  }
+  if (D % c.pipeline.stages != 0) {
+    r.Fail("/cluster/devices", fmt::format("{} devices are not a whole number of {}-stage pipelines "
+                                           "(data-parallel replicas)", D, c.pipeline.stages));
+  }
+  return c;
+}
+
+}  // namespace
+
+const std::vector<std::string>& PartitionAlgorithms() {
+  static const std::vector<std::string> names = {"gpipe", "minmax", "memory", "manual"};
+  return names;
+}
+
+Result<Config> LoadConfig(std::string_view text, std::string_view source) {
+  try {
+    return Load(text, source);
+  } catch (const ConfigError& e) {
+    return Fail(e.message);
+  }
+}
+
+Result<Config> LoadConfigFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Fail(fmt::format("{}: cannot open config", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return LoadConfig(buffer.str(), path);
+}
+
+}  // namespace twinpipe::cost

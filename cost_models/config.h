@@ -1,0 +1,71 @@
+// The twinpipe config (DESIGN.md section 6): model, training, pipeline and
+// cluster sections, loaded with complete validation. Every error names the
+// file, the JSON path and what was expected.
+//
+//   Result<Config> c = LoadConfig(text, "examples/quickstart.json");
+//   c->model.layers.size(); c->pipeline.stages; c->cluster.devices[0].name;
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cost_models/catalogue.h"
+#include "cost_models/generators.h"
+#include "cost_models/model.h"
+#include "ir/passes.h"
+#include "ir/result.h"
+
+namespace twinpipe::cost {
+
+struct TrainingConfig {
+  int64_t batch = 1;          // mini-batch N, samples
+  int micro_batches = 1;      // M
+  std::string optimizer = "adam";
+  double bytes_per_param = 12;  // weights + gradients + optimizer state (GPipe's figure)
+  double learning_rate = 1e-3;
+  double momentum = 0.9;
+  int64_t seed = 1;
+  int steps = 1;
+
+  int64_t MicroBatchSize() const { return batch / micro_batches; }
+};
+
+struct PipelineConfig {
+  int stages = 1;                       // K
+  std::string schedule = "gpipe";
+  ir::RecomputeMode recompute = ir::RecomputeMode::kFull;
+  std::string partition = "minmax";     // gpipe | minmax | memory | manual
+  std::vector<int> first_layers;        // manual: first layer of each cell
+};
+
+struct ClusterConfig {
+  std::vector<Device> devices;  // one per device (heterogeneous clusters list several kinds)
+  Link link;
+  double efficiency = 0.5;      // fraction of peak FLOP/s that layers achieve
+
+  int NumDevices() const { return static_cast<int>(devices.size()); }
+};
+
+struct Config {
+  std::string source;
+  std::string generator;  // "transformer", "mlp", "cnn" or "" for an explicit layer list
+  std::optional<TransformerSpec> transformer;
+  std::optional<MlpSpec> mlp;
+  std::optional<CnnSpec> cnn;
+  Model model;
+  TrainingConfig training;
+  PipelineConfig pipeline;
+  ClusterConfig cluster;
+
+  int Replicas() const { return cluster.NumDevices() / pipeline.stages; }
+};
+
+Result<Config> LoadConfig(std::string_view text, std::string_view source);
+Result<Config> LoadConfigFile(const std::string& path);
+
+// The partition algorithm names, for messages and --help.
+const std::vector<std::string>& PartitionAlgorithms();
+
+}  // namespace twinpipe::cost

@@ -1,0 +1,142 @@
+#include "cost_models/config.h"
+
+#include <gtest/gtest.h>
+
+namespace twinpipe::cost {
+namespace {
+
+const char* kGood = R"({
+  "model":    {"generator": "transformer", "layers": 24, "d_model": 1024, "ffn": 4096, "heads": 16, "seq": 512, "vocab": 32000, "dtype": "bf16"},
+  "training": {"batch": 128, "microbatches": 16, "optimizer": "adam", "bytes_per_param": 12},
+  "pipeline": {"stages": 4, "schedule": "gpipe", "recompute": "full", "partition": "minmax"},
+  "cluster":  {"device": "H100-SXM", "devices": 4, "link": "nvlink4"}
+})";
+
+TEST(LoadConfig, ReadsTheDesignExample) {
+  auto c = LoadConfig(kGood, "q.json");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->model.layers.size(), 26u);
+  EXPECT_EQ(c->model.dtype, Dtype::kBf16);
+  EXPECT_EQ(c->training.MicroBatchSize(), 8);
+  EXPECT_EQ(c->pipeline.stages, 4);
+  EXPECT_EQ(c->cluster.NumDevices(), 4);
+  EXPECT_EQ(c->cluster.devices[0].name, "H100-SXM");
+  EXPECT_EQ(c->cluster.link.name, "nvlink4");
+  EXPECT_EQ(c->Replicas(), 1);
+}
+
+TEST(LoadConfig, ExplicitLayersCustomDevicesAndHeterogeneousClusters) {
+  auto c = LoadConfig(R"({
+    "model": {"layers": [{"name": "a", "fwd_flops": 1e9, "out_bytes": 4096, "cost": 2},
+                         {"name": "b", "fwd_flops": 2e9, "params": 1e6, "out_bytes": 2048, "cost": 1},
+                         {"name": "c", "fwd_flops": 1e9, "out_bytes": 1024, "cost": 3}]},
+    "training": {"batch": 8, "microbatches": 4},
+    "pipeline": {"stages": 2, "partition": "manual", "first_layers": [0, 2]},
+    "cluster": {"device": ["mine", "V100"], "link": "slow",
+                "custom_devices": [{"name": "mine", "fp32_flops": 1e12, "memory_bandwidth": 1e11, "memory_bytes": 1e9}],
+                "custom_links": [{"name": "slow", "latency_s": 1e-4, "bandwidth": 1e9, "contention": "host"}]}
+  })", "x.json");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->model.layers[1].bwd_input_flops, 2e9);  // defaults to the forward
+  EXPECT_EQ(c->model.layers[1].stash_bytes, 2048);
+  EXPECT_EQ(*c->model.layers[2].cost, 3);
+  EXPECT_EQ(c->cluster.devices[0].name, "mine");
+  EXPECT_EQ(c->cluster.devices[1].name, "V100");
+  EXPECT_EQ(c->cluster.link.contention, Contention::kHost);
+  EXPECT_EQ(c->pipeline.first_layers, (std::vector<int>{0, 2}));
+}
+
+TEST(LoadConfig, GraphModelsAreLinearisedTopologically) {
+  auto c = LoadConfig(R"({
+    "model": {"layers": [{"name": "a", "fwd_flops": 1, "out_bytes": 1},
+                         {"name": "c", "fwd_flops": 1, "out_bytes": 3},
+                         {"name": "b", "fwd_flops": 1, "out_bytes": 2}],
+              "edges": [[0, 2], [2, 1], [0, 1]]},
+    "training": {"batch": 1, "microbatches": 1},
+    "pipeline": {"stages": 1},
+    "cluster": {"device": "CPU", "link": "inproc"}
+  })", "g.json");
+  ASSERT_TRUE(c) << c.error().message;
+  ASSERT_EQ(c->model.layers.size(), 3u);
+  EXPECT_EQ(c->model.layers[0].name, "a");
+  EXPECT_EQ(c->model.layers[1].name, "b");
+  EXPECT_EQ(c->model.layers[2].name, "c");
+  EXPECT_EQ(CutBytes(c->model), (std::vector<double>{1, 1 + 2}));
+}
+
+struct BadConfig {
+  std::string patch_from, patch_to;  // a substring of kGood and its replacement
+  std::string message;
+};
+void PrintTo(const BadConfig& b, std::ostream* os) { *os << b.patch_to.substr(0, 30); }
+
+class LoadConfigErrors : public ::testing::TestWithParam<BadConfig> {};
+
+TEST_P(LoadConfigErrors, NameTheJsonPathAndWhatWasExpected) {
+  std::string text = kGood;
+  const auto& b = GetParam();
+  const auto at = text.find(b.patch_from);
+  ASSERT_NE(at, std::string::npos) << b.patch_from;
+  text.replace(at, b.patch_from.size(), b.patch_to);
+  auto c = LoadConfig(text, "q.json");
+  ASSERT_FALSE(c) << "accepted: " << text;
+  EXPECT_EQ(c.error().message, b.message);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, LoadConfigErrors,
+    ::testing::Values(
+        BadConfig{"\"microbatches\": 16", "\"microbatches\": 7",
+                  "q.json: /training/microbatches: 7 micro-batches do not divide the batch of 128 samples"},
+        BadConfig{"\"stages\": 4", "\"stages\": 30", "q.json: /pipeline/stages: 30 stages but the model has only 26 layers"},
+        BadConfig{"\"devices\": 4", "\"devices\": 2", "q.json: /pipeline/stages: 4 stages but only 2 devices (/cluster/devices)"},
+        BadConfig{"\"devices\": 4", "\"devices\": 6",
+                  "q.json: /cluster/devices: 6 devices are not a whole number of 4-stage pipelines (data-parallel replicas)"},
+        BadConfig{"\"d_model\": 1024", "\"d_model\": -1024", "q.json: /model/d_model: expected an integer from 1 to 16777216, got -1024"},
+        BadConfig{"\"d_model\": 1024", "\"d_model\": \"big\"", "q.json: /model/d_model: expected an integer, got \"big\""},
+        BadConfig{"\"heads\": 16", "\"heads\": 15", "q.json: /model/heads: 15 heads do not divide d_model 1024"},
+        BadConfig{"\"dtype\": \"bf16\"", "\"dtype\": \"fp8\"", "q.json: /model/dtype: 'fp8' is not one of fp32, tf32, fp16, bf16"},
+        BadConfig{"\"optimizer\": \"adam\"", "\"optimiser\": \"adam\"",
+                  "q.json: /training/optimiser: unknown key (expected one of batch, bytes_per_param, learning_rate, "
+                  "microbatches, momentum, optimizer, seed, steps)"},
+        BadConfig{"\"schedule\": \"gpipe\"", "\"schedule\": \"zigzag\"",
+                  "q.json: /pipeline/schedule: 'zigzag' is not one of naive, gpipe, 1f1b"},
+        BadConfig{"\"H100-SXM\"", "\"H300\"",
+                  "q.json: /cluster/device: unknown device 'H300': expected one of P100-PCIe, P100-SXM2, V100, "
+                  "A100-40GB, A100-80GB, H100-SXM, H100-PCIe, H200, TPUv2, TPUv3, CPU or a custom_devices name"},
+        BadConfig{"\"nvlink4\"", "\"nvlink9\"",
+                  "q.json: /cluster/link: unknown link 'nvlink9': expected one of pcie3, pcie4, pcie5, "
+                  "pcie3-host-staged, pcie4-host-staged, pcie5-host-staged, nvlink1, nvlink2, nvlink3, nvlink4, "
+                  "ib-hdr, ib-ndr, tpu-ici, inproc or a custom_links name"},
+        BadConfig{"\"bytes_per_param\": 12", "\"bytes_per_param\": -12",
+                  "q.json: /training/bytes_per_param: expected a number >= 0 and at most 1024, got -12"},
+        BadConfig{"\"partition\": \"minmax\"", "\"partition\": \"manual\"",
+                  "q.json: /pipeline/first_layers: partition 'manual' needs the first layer of each cell"},
+        BadConfig{"\"cluster\":", "\"clusters\":",
+                  "q.json: /clusters: unknown key (expected one of cluster, model, pipeline, training)"},
+        BadConfig{"\"batch\": 128, ", "", "q.json: /training: missing key 'batch' (an integer from 1 to 1099511627776)"},
+        BadConfig{"\"vocab\": 32000, \"dtype\": \"bf16\"}", "\"vocab\": 32000, \"dtype\": \"bf16\"",
+                  "q.json: not valid JSON: [json.exception.parse_error.101] parse error at line 6, column 2: "
+                  "syntax error while parsing object - unexpected end of input; expected '}'"}));
+
+TEST(LoadConfig, RejectsCyclicGraphs) {
+  auto c = LoadConfig(R"({
+    "model": {"layers": [{"fwd_flops": 1, "out_bytes": 1}, {"fwd_flops": 1, "out_bytes": 1}],
+              "edges": [[1, 0], [0, 1]]},
+    "training": {"batch": 1, "microbatches": 1}, "pipeline": {"stages": 1}, "cluster": {"device": "CPU"}})",
+                      "cyc.json");
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message, "cyc.json: /model/edges: the layer graph has a cycle; expected a directed acyclic graph");
+}
+
+TEST(LoadConfig, CostsForAllLayersOrNone) {
+  auto c = LoadConfig(R"({
+    "model": {"layers": [{"fwd_flops": 1, "out_bytes": 1, "cost": 1}, {"fwd_flops": 1, "out_bytes": 1}]},
+    "training": {"batch": 1, "microbatches": 1}, "pipeline": {"stages": 1}, "cluster": {"device": "CPU"}})",
+                      "c.json");
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message, "c.json: /model/layers/1: missing 'cost': give a cost for every layer or for none");
+}
+
+}  // namespace
+}  // namespace twinpipe::cost

@@ -1,0 +1,70 @@
+// Model generators: transformer, MLP and CNN stacks with per-layer FLOPs,
+// parameters and bytes per sample, in closed form (see each function).
+//
+//   Model m = GenerateTransformer({.layers = 24, .d_model = 1024, .ffn = 4096,
+//                                  .heads = 16, .seq = 512, .vocab = 32000});
+#pragma once
+
+#include <string>
+
+#include "cost_models/model.h"
+
+namespace twinpipe::cost {
+
+struct TransformerSpec {
+  int layers = 1;       // transformer blocks
+  int d_model = 64;
+  int ffn = 256;
+  int heads = 4;
+  int seq = 16;
+  int vocab = 100;
+  Dtype dtype = Dtype::kFp32;
+};
+
+// embedding (tokens + positions), `layers` pre-LayerNorm blocks, output head
+// (final LayerNorm, vocabulary projection, softmax cross-entropy). Per sample
+// (S = seq, d = d_model, f = ffn, V = vocab), matmul FLOPs:
+//   block forward 8Sd^2 + 4S^2 d + 4Sdf; input backward 8Sd^2 + 4Sdf + 8S^2 d;
+//   weight backward 8Sd^2 + 4Sdf; params 4d^2 + 2df + f + 9d (as GPT-2);
+//   head forward 2SdV, params dV + V + 2d.
+// Stashed bytes of a block follow Korthikanti et al. 2022 (S d (34 + 5 h S / d)
+// bytes at 16 bits), scaled to the dtype.
+Model GenerateTransformer(const TransformerSpec& spec);
+
+enum class Norm { kNone, kLayerNorm, kBatchNorm };
+
+struct MlpSpec {
+  int layers = 2;      // input layer + (layers - 2) hidden blocks + classifier head
+  int width = 64;
+  int input = 32;
+  int classes = 8;
+  Norm norm = Norm::kNone;
+  bool residual = false;
+  Dtype dtype = Dtype::kFp32;
+};
+
+// input linear (input -> width, relu); hidden blocks ([norm], linear width ->
+// width, relu, [+ residual]); head (linear width -> classes, softmax
+// cross-entropy). A linear n -> m costs 2nm FLOPs per sample in each of
+// forward, input backward and weight backward.
+Model GenerateMlp(const MlpSpec& spec);
+
+struct CnnSpec {
+  int layers = 8;        // convolutional blocks between stem and head
+  int channels = 32;     // after the stem
+  int image = 32;        // input height = width
+  int in_channels = 3;
+  int classes = 10;
+  int reductions = 3;    // blocks that halve the spatial size and double channels
+  Dtype dtype = Dtype::kFp32;
+};
+
+// stem (3x3 conv), `layers` blocks (3x3 conv + batchnorm + relu; evenly spaced
+// reduction blocks use stride 2 and double the channels), head (global average
+// pool, linear to classes, softmax cross-entropy). A 3x3 conv from Ci to Co
+// channels at output Ho x Wo costs 2 Ho Wo Ci Co 9 FLOPs per sample forward
+// (and as much for each backward), so cost and activation size vary widely
+// from layer to layer, as in ResNet or AmoebaNet.
+Model GenerateCnn(const CnnSpec& spec);
+
+}  // namespace twinpipe::cost

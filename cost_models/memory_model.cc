@@ -1,0 +1,56 @@
+#include "cost_models/memory_model.h"
+
+#include <algorithm>
+
+#include "ir/builders.h"
+
+namespace twinpipe::cost {
+
+CellMemory CellPeakMemory(const Model& model, const std::vector<double>& cut_bytes, int first, int last,
+                          const MemoryInputs& in) {
+  CellMemory m;
+  double params = 0, stash = 0;
+  for (int i = first; i <= last; ++i) {
+    params += model.layers[i].params;
+    stash += model.layers[i].stash_bytes;
+  }
+  const double input = first == 0 ? model.input_bytes : cut_bytes[first - 1];
+  const double output = last + 1 < static_cast<int>(model.layers.size()) ? cut_bytes[last] : 0;
+  const double b = in.micro_batch;
+  m.params_bytes = params * in.bytes_per_param;
+  switch (in.recompute) {
+    case ir::RecomputeMode::kNone:
+      m.stash_bytes = in.in_flight * stash * b;
+      break;
+    case ir::RecomputeMode::kFull:
+      m.stash_bytes = in.in_flight * input * b;
+      m.working_bytes = stash * b;
+      break;
+    case ir::RecomputeMode::kExceptLast:
+      // One micro-batch keeps everything; the others keep their input.
+      m.stash_bytes = (in.in_flight - 1) * input * b + stash * b;
+      m.working_bytes = in.in_flight > 1 ? stash * b : 0;
+      break;
+  }
+  m.boundary_bytes = 2 * (input + output) * b;  // activation and gradient, in and out
+  m.total_bytes = m.params_bytes + m.stash_bytes + m.working_bytes + m.boundary_bytes;
+  return m;
+}
+
+std::vector<int> InFlightPerStage(const std::string& schedule, int stages, int micro_batches) {
+  std::vector<int> most(stages, micro_batches);
+  auto built = ir::BuildByName(schedule, stages, micro_batches);
+  if (!built) return most;
+  for (int s = 0; s < stages; ++s) {
+    int in_flight = 0, peak = 0;
+    for (const ir::Op& op : built->programs[built->placement[s]]) {
+      if (op.stage != s) continue;
+      if (op.kind == ir::OpKind::kForward) peak = std::max(peak, ++in_flight);
+      if (ir::IsInputBackward(op.kind)) --in_flight;
+    }
+    most[s] = peak;
+  }
+  return most;
+}
+
+}  // namespace twinpipe::cost

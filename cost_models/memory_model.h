@@ -1,0 +1,39 @@
+// Peak memory of a cell (consecutive layers) at a pipeline stage: parameters
+// with gradients and optimizer state, activations stashed per in-flight
+// micro-batch, the recompute working set and the boundary buffers.
+//
+//   CellMemory m = CellPeakMemory(model, cut_bytes, 0, 5, inputs);
+//   m.total_bytes
+#pragma once
+
+#include <vector>
+
+#include "cost_models/model.h"
+#include "ir/passes.h"
+
+namespace twinpipe::cost {
+
+struct MemoryInputs {
+  double bytes_per_param = 12;   // weights + gradients + optimizer state
+  double micro_batch = 1;        // samples per micro-batch
+  int in_flight = 1;             // micro-batches whose forward waits for backward
+  ir::RecomputeMode recompute = ir::RecomputeMode::kFull;
+};
+
+struct CellMemory {
+  double params_bytes = 0;
+  double stash_bytes = 0;        // all in-flight micro-batches
+  double working_bytes = 0;      // one micro-batch's activations rebuilt by R
+  double boundary_bytes = 0;     // activation and gradient buffers at both ends
+  double total_bytes = 0;
+};
+
+// `cut_bytes` is CutBytes(model); the cell is layers first..last inclusive.
+CellMemory CellPeakMemory(const Model& model, const std::vector<double>& cut_bytes, int first,
+                          int last, const MemoryInputs& in);
+
+// Most micro-batches of each stage in flight under a schedule (by building it:
+// GPipe M, 1F1B min(K-s, M), naive 1). Unknown names give M.
+std::vector<int> InFlightPerStage(const std::string& schedule, int stages, int micro_batches);
+
+}  // namespace twinpipe::cost

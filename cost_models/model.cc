@@ -1,0 +1,32 @@
+#include "cost_models/model.h"
+
+#include <algorithm>
+
+namespace twinpipe::cost {
+
+std::vector<double> CutBytes(const Model& model) {
+  const int L = static_cast<int>(model.layers.size());
+  std::vector<double> cut(std::max(0, L - 1), 0.0);
+  if (model.edges.empty()) {
+    for (int j = 0; j + 1 < L; ++j) cut[j] = model.layers[j].out_bytes;
+    return cut;
+  }
+  // A tensor of layer u is live across cuts u..last_consumer(u)-1.
+  std::vector<int> last(L, -1);
+  for (const auto& [from, to] : model.edges) last[from] = std::max(last[from], to);
+  std::vector<double> delta(L + 1, 0.0);
+  for (int u = 0; u < L; ++u) {
+    if (last[u] > u) {
+      delta[u] += model.layers[u].out_bytes;
+      delta[last[u]] -= model.layers[u].out_bytes;
+    }
+  }
+  double live = 0;
+  for (int j = 0; j + 1 < L; ++j) {
+    live += delta[j];
+    cut[j] = live;
+  }
+  return cut;
+}
+
+}  // namespace twinpipe::cost

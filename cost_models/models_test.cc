@@ -1,0 +1,79 @@
+#include <gtest/gtest.h>
+
+#include "cost_models/comm_model.h"
+#include "cost_models/compute_model.h"
+#include "cost_models/memory_model.h"
+#include "cost_models/model.h"
+
+namespace twinpipe::cost {
+namespace {
+
+TEST(ComputeModel, RooflineWithLaunchOverhead) {
+  Device d{.name = "toy", .fp32_flops = 1e12, .tf32_flops = 1e12, .half_flops = 2e12,
+           .memory_bandwidth = 1e11, .memory_bytes = 1e10, .launch_overhead_s = 1e-5};
+  Layer compute_bound{.fwd_flops = 1e9, .bwd_input_flops = 1e9, .bwd_weight_flops = 1e9,
+                      .params = 0, .out_bytes = 100, .stash_bytes = 0};
+  // 8 samples x 1e9 FLOPs at 1e12 x 0.5: 16 ms (memory: 800 B, negligible).
+  EXPECT_DOUBLE_EQ(LayerOpTime(compute_bound, ir::OpKind::kForward, d, Dtype::kFp32, 0.5, 8), 1e-5 + 0.016);
+  EXPECT_DOUBLE_EQ(LayerOpTime(compute_bound, ir::OpKind::kBackward, d, Dtype::kFp32, 0.5, 8), 1e-5 + 0.032);
+  EXPECT_DOUBLE_EQ(LayerOpTime(compute_bound, ir::OpKind::kForward, d, Dtype::kBf16, 0.5, 8), 1e-5 + 0.008);
+  Layer memory_bound{.fwd_flops = 10, .params = 1e6, .out_bytes = 1e6, .stash_bytes = 1e6};
+  // 1e6 params x 4 B + 2 x 1e6 B x 2 samples = 8e6 B at 1e11 B/s = 80 us.
+  EXPECT_NEAR(LayerOpTime(memory_bound, ir::OpKind::kForward, d, Dtype::kFp32, 0.5, 2), 1e-5 + 8e-5, 1e-15);
+}
+
+TEST(CommModel, AlphaBetaAndHostStaging) {
+  Link direct{.name = "d", .latency_s = 1e-5, .bandwidth = 1e10};
+  Link staged = direct;
+  staged.host_staged = true;
+  EXPECT_DOUBLE_EQ(TransferTime(direct, 1e8), 1e-5 + 0.01);
+  EXPECT_DOUBLE_EQ(TransferTime(staged, 1e8), 2 * (1e-5 + 0.01));
+  EXPECT_DOUBLE_EQ(TransferTime(direct, 0), 0);
+}
+
+Model Chain() {
+  Model m;
+  m.input_bytes = 10;
+  for (int i = 0; i < 4; ++i) {
+    m.layers.push_back(Layer{.name = "l", .params = 100.0 * (i + 1), .out_bytes = 20.0 + i, .stash_bytes = 50});
+  }
+  return m;
+}
+
+TEST(CutBytes, ChainIsEachLayersOutput) {
+  EXPECT_EQ(CutBytes(Chain()), (std::vector<double>{20, 21, 22}));
+}
+
+TEST(CutBytes, SkipConnectionsKeepTensorsLive) {
+  Model m = Chain();
+  m.edges = {{0, 1}, {1, 2}, {2, 3}, {0, 3}};  // layer 0's output also feeds layer 3
+  EXPECT_EQ(CutBytes(m), (std::vector<double>{20, 21 + 20, 22 + 20}));
+}
+
+TEST(MemoryModel, RecomputeKeepsOnlyBoundaryInputs) {
+  const Model m = Chain();
+  const auto cut = CutBytes(m);
+  // Cell = layers 1..2: params 200 + 300; stash 50 + 50 per sample; input 20
+  // (layer 0's output); output 22. Micro-batch 4, 3 in flight, 12 B/param.
+  MemoryInputs in{12, 4, 3, ir::RecomputeMode::kNone};
+  CellMemory none = CellPeakMemory(m, cut, 1, 2, in);
+  EXPECT_DOUBLE_EQ(none.params_bytes, 500 * 12);
+  EXPECT_DOUBLE_EQ(none.stash_bytes, 3 * 100 * 4);
+  EXPECT_DOUBLE_EQ(none.working_bytes, 0);
+  EXPECT_DOUBLE_EQ(none.boundary_bytes, 2 * (20 + 22) * 4);
+  in.recompute = ir::RecomputeMode::kFull;
+  CellMemory full = CellPeakMemory(m, cut, 1, 2, in);
+  EXPECT_DOUBLE_EQ(full.stash_bytes, 3 * 20 * 4);
+  EXPECT_DOUBLE_EQ(full.working_bytes, 100 * 4);
+  EXPECT_DOUBLE_EQ(full.total_bytes, 6000 + 240 + 400 + 336);
+}
+
+TEST(MemoryModel, InFlightFollowsTheSchedule) {
+  EXPECT_EQ(InFlightPerStage("gpipe", 4, 8), (std::vector<int>{8, 8, 8, 8}));
+  EXPECT_EQ(InFlightPerStage("1f1b", 4, 8), (std::vector<int>{4, 3, 2, 1}));
+  EXPECT_EQ(InFlightPerStage("1f1b", 4, 2), (std::vector<int>{2, 2, 2, 1}));
+  EXPECT_EQ(InFlightPerStage("naive", 3, 8), (std::vector<int>{1, 1, 1}));
+}
+
+}  // namespace
+}  // namespace twinpipe::cost

@@ -1,0 +1,137 @@
+#include "partition/plan.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "cost_models/comm_model.h"
+#include "cost_models/compute_model.h"
+#include "cost_models/memory_model.h"
+
+namespace twinpipe::partition {
+namespace {
+
+using cost::Config;
+
+bool AllUserCosts(const Config& c) {
+  for (const auto& l : c.model.layers) {
+    if (!l.cost) return false;
+  }
+  return true;
+}
+
+// Seconds of one micro-batch's F + B (+ R when recomputing) of layer i.
+double LayerStepTime(const Config& c, const cost::Device& d, int i) {
+  const auto& layer = c.model.layers[i];
+  const double mb = static_cast<double>(c.training.MicroBatchSize());
+  auto t = [&](ir::OpKind k) {
+    return cost::LayerOpTime(layer, k, d, c.model.dtype, c.cluster.efficiency, mb);
+  };
+  double s = t(ir::OpKind::kForward) + t(ir::OpKind::kBackward);
+  if (c.pipeline.recompute != ir::RecomputeMode::kNone) s += t(ir::OpKind::kRecompute);
+  return s;
+}
+
+double CutTime(const Config& c, double bytes_per_sample) {
+  const double bytes = bytes_per_sample * static_cast<double>(c.training.MicroBatchSize());
+  return 2 * cost::TransferTime(c.cluster.link, bytes);  // activation forward, gradient backward
+}
+
+}  // namespace
+
+PartitionProblem BuildProblem(const Config& c) {
+  const int L = static_cast<int>(c.model.layers.size()), K = c.pipeline.stages;
+  PartitionProblem p;
+  p.num_layers = L;
+  p.num_cells = K;
+  const bool user = AllUserCosts(c);
+  std::map<std::string, int> class_of_name;
+  std::vector<const cost::Device*> classes;
+  for (int k = 0; k < K; ++k) {
+    const cost::Device& d = c.cluster.devices[k];
+    auto [it, fresh] = class_of_name.emplace(d.name, static_cast<int>(classes.size()));
+    if (fresh) classes.push_back(&d);
+    p.cell_class.push_back(it->second);
+  }
+  const double reference_peak = classes[0]->PeakFlops(c.model.dtype);
+  for (const cost::Device* d : classes) {
+    std::vector<double> prefix(L + 1, 0.0);
+    const double slowdown = reference_peak / d->PeakFlops(c.model.dtype);
+    for (int i = 0; i < L; ++i) {
+      const double layer = user ? *c.model.layers[i].cost * slowdown : LayerStepTime(c, *d, i);
+      prefix[i + 1] = prefix[i] + layer;
+    }
+    p.prefix.push_back(std::move(prefix));
+  }
+  const auto cut = cost::CutBytes(c.model);
+  p.cut_cost.assign(std::max(0, L - 1), 0.0);
+  if (!user) {
+    for (int j = 0; j + 1 < L; ++j) p.cut_cost[j] = CutTime(c, cut[j]);
+  }
+  const auto in_flight = cost::InFlightPerStage(c.pipeline.schedule, K, c.training.micro_batches);
+  p.memory = [&c, cut, in_flight](int a, int b, int k) {
+    cost::MemoryInputs in{c.training.bytes_per_param, static_cast<double>(c.training.MicroBatchSize()),
+                          in_flight[k], c.pipeline.recompute};
+    return cost::CellPeakMemory(c.model, cut, a, b, in).total_bytes;
+  };
+  for (int k = 0; k < K; ++k) p.capacity.push_back(c.cluster.devices[k].memory_bytes);
+  for (const auto& l : c.model.layers) p.layer_names.push_back(l.name);
+  return p;
+}
+
+PartitionReport DescribePartition(const Config& c, const std::vector<int>& firsts) {
+  const int L = static_cast<int>(c.model.layers.size()), K = static_cast<int>(firsts.size());
+  const auto cut = cost::CutBytes(c.model);
+  const auto in_flight = cost::InFlightPerStage(c.pipeline.schedule, c.pipeline.stages, c.training.micro_batches);
+  const bool user = AllUserCosts(c);
+  const double mb = static_cast<double>(c.training.MicroBatchSize());
+  PartitionReport r;
+  r.user_costs = user;
+  double total = 0;
+  for (int k = 0; k < K; ++k) {
+    CellReport cell;
+    cell.first_layer = firsts[k];
+    cell.last_layer = k + 1 < K ? firsts[k + 1] - 1 : L - 1;
+    cell.device = k;
+    const cost::Device& d = c.cluster.devices[k];
+    for (int i = cell.first_layer; i <= cell.last_layer; ++i) {
+      cell.time_s += LayerStepTime(c, d, i);
+      cell.params += c.model.layers[i].params;
+      if (user) cell.cost += *c.model.layers[i].cost;
+    }
+    if (cell.last_layer + 1 < L) {
+      cell.boundary_bytes = cut[cell.last_layer] * mb;
+      cell.time_s += CutTime(c, cut[cell.last_layer]);
+    }
+    if (!user) cell.cost = cell.time_s;
+    cost::MemoryInputs in{c.training.bytes_per_param, mb, in_flight[k], c.pipeline.recompute};
+    cell.peak_memory_bytes = cost::CellPeakMemory(c.model, cut, cell.first_layer, cell.last_layer, in).total_bytes;
+    r.bottleneck_s = std::max(r.bottleneck_s, cell.time_s);
+    total += cell.time_s;
+    r.cells.push_back(cell);
+  }
+  r.imbalance = total > 0 ? r.bottleneck_s / (total / K) : 1.0;
+  return r;
+}
+
+Result<PartitionReport> PlanPartition(const Config& c, const std::string& algorithm) {
+  const PartitionProblem p = BuildProblem(c);
+  Result<Partition> part = Fail(fmt::format("unknown partition algorithm '{}': expected one of {}", algorithm,
+                                            fmt::join(cost::PartitionAlgorithms(), ", ")));
+  if (algorithm == "gpipe") part = MinVariance(p);
+  if (algorithm == "minmax") part = MinMax(p);
+  if (algorithm == "memory") part = MinMaxUnderMemory(p);
+  if (algorithm == "manual") {
+    part = Manual(p, c.pipeline.first_layers);
+    if (!part) return Fail(fmt::format("{}: /pipeline/first_layers{}", c.source, part.error().message));
+  }
+  if (!part) {
+    return tl::unexpected(Error{fmt::format("{}: {}", c.source, part.error().message), part.error().kind});
+  }
+  PartitionReport r = DescribePartition(c, part->first_layers);
+  r.algorithm = algorithm;
+  return r;
+}
+
+}  // namespace twinpipe::partition
