@@ -1,0 +1,37 @@
+// From a config to a runnable plan: the partition of its model into one cell
+// per stage and the verified schedule with recompute, comm (bytes from the
+// cells' boundaries) and all-reduce (bytes from the cells' gradients). The
+// one shared path from config to IR for `schedule`, `simulate` and `execute`.
+//
+//   Result<Plan> plan = PlanFromConfig(config);
+//   plan->schedule; plan->partition.cells[0].last_layer;
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "cost_models/config.h"
+#include "ir/schedule.h"
+#include "partition/plan.h"
+
+namespace twinpipe::partition {
+
+struct Plan {
+  PartitionReport partition;
+  ir::Schedule schedule;
+};
+
+// Overrides of the config's pipeline section (empty: the config's own).
+struct PlanOverrides {
+  std::string schedule;
+  std::optional<ir::RecomputeMode> recompute;
+};
+
+Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& overrides = {});
+
+// For a schedule read from a file: partitions the config's model into the
+// schedule's stages (placing stage s on cluster device placement[s]) and
+// fills every comm and all-reduce op whose bytes are unknown (0).
+Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule);
+
+}  // namespace twinpipe::partition

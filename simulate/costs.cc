@@ -1,0 +1,48 @@
+#include "simulate/costs.h"
+
+#include "cost_models/compute_model.h"
+#include "cost_models/model.h"
+
+namespace twinpipe::simulate {
+
+SimCosts CostsFromPlan(const cost::Config& c, const partition::Plan& plan) {
+  const ir::Schedule& s = plan.schedule;
+  const int32_t K = s.num_stages, D = s.num_devices;
+  const double mb = static_cast<double>(c.training.MicroBatchSize());
+  const auto cut = cost::CutBytes(c.model);
+  SimCosts costs;
+  costs.link = c.cluster.link;
+  costs.compute_s.assign(K, {});
+  costs.activation_bytes.assign(K, 0.0);
+  costs.input_bytes.assign(K, 0.0);
+  costs.static_bytes.assign(D, 0.0);
+  costs.step_s.assign(D, 0.0);
+  std::vector<double> device_params(D, 0.0);
+  for (int32_t st = 0; st < K; ++st) {
+    const auto& cell = plan.partition.cells[st];
+    const cost::Device& device = c.cluster.devices[s.placement[st]];
+    const ir::OpKind kinds[] = {ir::OpKind::kForward, ir::OpKind::kBackward, ir::OpKind::kBackwardInput,
+                                ir::OpKind::kBackwardWeight, ir::OpKind::kRecompute};
+    double stash = 0;
+    for (int i = cell.first_layer; i <= cell.last_layer; ++i) {
+      const cost::Layer& layer = c.model.layers[i];
+      for (ir::OpKind k : kinds) {
+        costs.compute_s[st][ComputeSlot(k)] +=
+            cost::LayerOpTime(layer, k, device, c.model.dtype, c.cluster.efficiency, mb);
+      }
+      stash += layer.stash_bytes;
+    }
+    costs.activation_bytes[st] = stash * mb;
+    costs.input_bytes[st] = (cell.first_layer == 0 ? c.model.input_bytes : cut[cell.first_layer - 1]) * mb;
+    costs.static_bytes[s.placement[st]] += cell.params * c.training.bytes_per_param;
+    device_params[s.placement[st]] += cell.params;
+  }
+  for (int32_t d = 0; d < D; ++d) {
+    // The optimizer reads and writes weights, gradients and state once.
+    const cost::Device& device = c.cluster.devices[d];
+    costs.step_s[d] = device.launch_overhead_s + 2 * device_params[d] * c.training.bytes_per_param / device.memory_bandwidth;
+  }
+  return costs;
+}
+
+}  // namespace twinpipe::simulate

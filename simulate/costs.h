@@ -1,0 +1,17 @@
+// The simulator's costs for a planned pipeline: per stage the time of each
+// compute op kind (summed over the cell's layers by the compute model), the
+// optimizer step per device, the link, and the memory each op holds.
+//
+//   auto plan = partition::PlanFromConfig(config);
+//   SimCosts costs = CostsFromPlan(config, *plan);
+#pragma once
+
+#include "cost_models/config.h"
+#include "partition/pipeline_plan.h"
+#include "simulate/engine.h"
+
+namespace twinpipe::simulate {
+
+SimCosts CostsFromPlan(const cost::Config& config, const partition::Plan& plan);
+
+}  // namespace twinpipe::simulate

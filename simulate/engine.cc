@@ -1,0 +1,579 @@
+#include "simulate/engine.h"
+
+#include <algorithm>
+#include <limits>
+#include <queue>
+
+#include <fmt/format.h>
+
+namespace twinpipe::simulate {
+
+using ir::Op;
+using ir::OpKind;
+
+int ComputeSlot(OpKind kind) {
+  switch (kind) {
+    case OpKind::kForward: return 0;
+    case OpKind::kBackward: return 1;
+    case OpKind::kBackwardInput: return 2;
+    case OpKind::kBackwardWeight: return 3;
+    case OpKind::kRecompute: return 4;
+    default: return -1;
+  }
+}
+
+SimCosts UniformCosts(const ir::Schedule& s, double forward_s, double backward_s) {
+  SimCosts c;
+  c.compute_s.assign(s.num_stages, {forward_s, backward_s, backward_s / 2, backward_s / 2, forward_s});
+  c.step_s.assign(s.num_devices, 0.0);
+  c.link = cost::Link{.name = "free", .latency_s = 0, .bandwidth = std::numeric_limits<double>::infinity()};
+  c.activation_bytes.assign(s.num_stages, 0.0);
+  c.input_bytes.assign(s.num_stages, 0.0);
+  c.static_bytes.assign(s.num_devices, 0.0);
+  return c;
+}
+
+namespace {
+
+constexpr int32_t kNone = -1;
+
+bool IsCompute(OpKind k) { return ComputeSlot(k) >= 0 || k == OpKind::kStep; }
+
+enum EventType : uint8_t { kComputeEnd, kAllReduceEnd, kPhaseEnd, kDomainCheck };
+
+struct Event {
+  double time;
+  uint64_t seq;
+  EventType type;
+  int32_t a;
+  uint32_t b;
+};
+
+struct EventAfter {
+  bool operator()(const Event& x, const Event& y) const {
+    return x.time != y.time ? x.time > y.time : x.seq > y.seq;
+  }
+};
+
+struct Transfer {
+  int32_t send = kNone, recv = kNone;
+  int32_t channel = 0;
+  int32_t domain = 0;
+  int8_t phase = 0;      // 0 latency, 1 data, (host-staged) 2 latency, 3 data
+  double bytes = 0;
+};
+
+struct Channel {
+  int32_t src, dst;
+  std::vector<int32_t> transfers;  // in FIFO order
+  size_t head = 0;
+  bool busy = false;
+};
+
+// Processor sharing: active data phases split the bandwidth equally. `work`
+// is the bytes each active transfer has moved since the domain last idled.
+struct Domain {
+  double bandwidth = 0;
+  double work = 0;
+  double last_time = 0;
+  uint32_t version = 0;
+  std::vector<std::pair<double, int32_t>> active;  // min-heap of (finish work, transfer)
+};
+
+struct Engine {
+  std::vector<int32_t> ops;  // in program order
+  size_t head = 0;
+  bool busy = false;
+};
+
+class Simulator {
+ public:
+  Simulator(const ir::Schedule& s, const SimCosts& c) : s_(s), c_(c) {}
+
+  Result<SimResult> Run();
+
+ private:
+  void Build();
+  void Push(double t, EventType type, int32_t a, uint32_t b = 0) {
+    events_.push(Event{t, seq_++, type, a, b});
+  }
+  void TryCompute(int32_t device);
+  void TryAllReduce(int32_t device);
+  void TryChannel(int32_t channel);
+  void StartPhase(int32_t transfer);
+  void DomainJoin(int32_t domain, int32_t transfer, double bytes);
+  void DomainReschedule(int32_t domain);
+  void DomainCheck(int32_t domain, uint32_t version);
+  void FinishTransfer(int32_t transfer);
+  void Complete(int32_t op);
+  void Memory(int32_t device, double delta, int32_t op);
+  double Duration(const Op& op) const;
+  std::string Blocked() const;
+  // Of two finished ops (or kNone), the one that ended later.
+  int32_t Later(int32_t a, int32_t b) const {
+    if (a == kNone) return b;
+    if (b == kNone) return a;
+    return r_.end_s[b] > r_.end_s[a] ? b : a;
+  }
+
+  const ir::Schedule& s_;
+  const SimCosts& c_;
+  double now_ = 0;
+  uint64_t seq_ = 0;
+  std::priority_queue<Event, std::vector<Event>, EventAfter> events_;
+
+  std::vector<const Op*> op_;            // by id
+  std::vector<int32_t> unmet_;           // dependencies not yet complete
+  std::vector<int32_t> dep_offset_;      // CSR: dependents of op i
+  std::vector<int32_t> dependents_;
+  std::vector<int32_t> last_dep_;        // the dependency that completed last
+  std::vector<int32_t> pred_;            // the op whose end let this one start (critical path)
+  std::vector<int32_t> input_recv_;      // compute op -> the receive that holds its input buffer
+  std::vector<int32_t> transfer_of_;     // send or recv op -> transfer
+  std::vector<char> done_;
+  std::vector<char> send_ready_;
+  std::vector<char> recompute_;          // per (stage, micro-batch): has an R
+  std::vector<Engine> compute_, allreduce_;
+  std::vector<Transfer> transfers_;
+  std::vector<Channel> channels_;
+  std::vector<Domain> domains_;
+  std::vector<double> memory_now_;
+  std::vector<int32_t> in_flight_;
+  SimResult r_;
+  int64_t completed_ = 0;
+};
+
+double Simulator::Duration(const Op& op) const {
+  if (op.kind == OpKind::kStep) return c_.step_s[op.device];
+  if (op.kind == OpKind::kAllReduce) {
+    const double n = s_.replicas;
+    if (n <= 1) return 0;
+    return 2 * (n - 1) / n * static_cast<double>(op.bytes) / c_.link.bandwidth + 2 * (n - 1) * c_.link.latency_s;
+  }
+  return c_.compute_s[op.stage][ComputeSlot(op.kind)];
+}
+
+void Simulator::Build() {
+  const int32_t K = s_.num_stages, M = s_.num_micro_batches, D = s_.num_devices;
+  const int64_t n = s_.NumOps();
+  op_.resize(n);
+  for (const auto& program : s_.programs) {
+    for (const Op& op : program) op_[op.id] = &op;
+  }
+  // Where each (kind, stage, micro-batch) op is.
+  constexpr int kKinds = 9;
+  std::vector<int32_t> where(static_cast<size_t>(kKinds) * K * M, kNone);
+  auto at = [&](OpKind k, int32_t st, int32_t m) -> int32_t& {
+    return where[(static_cast<size_t>(k) * K + st) * M + m];
+  };
+  std::vector<int32_t> last_backward(K, kNone);
+  for (int32_t id = 0; id < n; ++id) {
+    const Op& op = *op_[id];
+    if (static_cast<int>(op.kind) < kKinds) at(op.kind, op.stage, op.micro_batch) = id;
+    if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardInput || op.kind == OpKind::kBackwardWeight) {
+      last_backward[op.stage] = id;  // program order within a device = id order
+    }
+  }
+  recompute_.assign(static_cast<size_t>(K) * M, 0);
+  for (int32_t st = 0; st < K; ++st) {
+    for (int32_t m = 0; m < M; ++m) recompute_[static_cast<size_t>(st) * M + m] = at(OpKind::kRecompute, st, m) != kNone;
+  }
+  auto backward_of = [&](int32_t st, int32_t m) {
+    const int32_t b = at(OpKind::kBackward, st, m);
+    return b != kNone ? b : at(OpKind::kBackwardInput, st, m);
+  };
+  // Dependencies, as (op, dependency) pairs, then CSR by dependency.
+  std::vector<std::pair<int32_t, int32_t>> edges;
+  edges.reserve(static_cast<size_t>(n) * 2);
+  input_recv_.assign(n, kNone);
+  std::vector<std::vector<int32_t>> allreduce_of_device(D);
+  for (int32_t id = 0; id < n; ++id) {
+    const Op& op = *op_[id];
+    const int32_t st = op.stage, m = op.micro_batch;
+    auto dep = [&](int32_t d) {
+      if (d != kNone) edges.emplace_back(id, d);
+    };
+    const bool same_prev = st > 0 && s_.placement[st - 1] == op.device;
+    const bool same_next = st + 1 < K && s_.placement[st + 1] == op.device;
+    switch (op.kind) {
+      case OpKind::kForward: {
+        const int32_t recv = at(OpKind::kRecvF, st, m);
+        dep(recv);
+        input_recv_[id] = recv;
+        if (recv == kNone && same_prev) dep(at(OpKind::kForward, st - 1, m));
+        break;
+      }
+      case OpKind::kRecompute: dep(at(OpKind::kForward, st, m)); break;
+      case OpKind::kBackward:
+      case OpKind::kBackwardInput: {
+        dep(at(OpKind::kForward, st, m));
+        dep(at(OpKind::kRecompute, st, m));
+        const int32_t recv = at(OpKind::kRecvB, st, m);
+        dep(recv);
+        input_recv_[id] = recv;
+        if (recv == kNone && same_next) dep(backward_of(st + 1, m));
+        break;
+      }
+      case OpKind::kBackwardWeight: dep(at(OpKind::kBackwardInput, st, m)); break;
+      case OpKind::kSendF: dep(at(OpKind::kForward, st, m)); break;
+      case OpKind::kSendB: dep(backward_of(st, m)); break;
+      case OpKind::kAllReduce:
+        dep(last_backward[st]);
+        allreduce_of_device[op.device].push_back(id);
+        break;
+      default: break;
+    }
+  }
+  for (int32_t id = 0; id < n; ++id) {
+    if (op_[id]->kind == OpKind::kStep) {
+      for (int32_t ar : allreduce_of_device[op_[id]->device]) edges.emplace_back(id, ar);
+    }
+  }
+  unmet_.assign(n, 0);
+  dep_offset_.assign(n + 1, 0);
+  for (const auto& [op, d] : edges) {
+    ++unmet_[op];
+    ++dep_offset_[d + 1];
+  }
+  for (int64_t i = 0; i < n; ++i) dep_offset_[i + 1] += dep_offset_[i];
+  dependents_.resize(edges.size());
+  std::vector<int32_t> fill(dep_offset_.begin(), dep_offset_.end() - 1);
+  for (const auto& [op, d] : edges) dependents_[fill[d]++] = op;
+
+  // Engines and channels.
+  compute_.assign(D, {});
+  allreduce_.assign(D, {});
+  transfer_of_.assign(n, kNone);
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> channel_of(D);  // per src: (dst, channel)
+  auto channel = [&](int32_t src, int32_t dst) {
+    for (auto [peer, ch] : channel_of[src]) {
+      if (peer == dst) return ch;
+    }
+    const auto ch = static_cast<int32_t>(channels_.size());
+    channels_.push_back(Channel{src, dst, {}, 0, false});
+    channel_of[src].emplace_back(dst, ch);
+    return ch;
+  };
+  // Domains: a channel's own (pair), the hosts' (host), or the sender's port (device).
+  auto domain_of = [&](int32_t ch) -> int32_t {
+    switch (c_.link.contention) {
+      case cost::Contention::kPerPair: return ch;
+      case cost::Contention::kHost: return 0;
+      case cost::Contention::kPerDevice: return channels_[ch].src;
+    }
+    return ch;
+  };
+  for (int32_t d = 0; d < D; ++d) {
+    for (const Op& op : s_.programs[d]) {
+      if (IsCompute(op.kind)) compute_[d].ops.push_back(op.id);
+      if (op.kind == OpKind::kAllReduce) allreduce_[d].ops.push_back(op.id);
+      if (ir::IsSend(op.kind)) {
+        const int32_t ch = channel(d, op.peer);
+        const auto t = static_cast<int32_t>(transfers_.size());
+        transfers_.push_back(Transfer{op.id, kNone, ch, 0, 0, static_cast<double>(op.bytes)});
+        channels_[ch].transfers.push_back(t);
+        transfer_of_[op.id] = t;
+      }
+    }
+  }
+  // Receives pair with their channel's transfers in FIFO order (verified).
+  std::vector<size_t> next_recv(channels_.size(), 0);
+  for (int32_t d = 0; d < D; ++d) {
+    for (const Op& op : s_.programs[d]) {
+      if (!ir::IsRecv(op.kind)) continue;
+      const int32_t ch = channel(op.peer, d);
+      if (next_recv[ch] == channels_[ch].transfers.size()) continue;  // no send: never completes
+      const int32_t t = channels_[ch].transfers[next_recv[ch]++];
+      transfers_[t].recv = op.id;
+      transfer_of_[op.id] = t;
+    }
+  }
+  for (auto& t : transfers_) t.domain = domain_of(t.channel);
+  const size_t num_domains = c_.link.contention == cost::Contention::kHost ? 1
+                             : c_.link.contention == cost::Contention::kPerDevice ? static_cast<size_t>(D)
+                                                                               : channels_.size();
+  domains_.assign(num_domains, Domain{c_.link.bandwidth, 0, 0, 0, {}});
+
+  done_.assign(n, 0);
+  send_ready_.assign(n, 0);
+  pred_.assign(n, kNone);
+  last_dep_.assign(n, kNone);
+  r_.start_s.assign(n, 0);
+  r_.end_s.assign(n, 0);
+  r_.devices.assign(D, {});
+  r_.links.clear();
+  for (const Channel& ch : channels_) r_.links.push_back(LinkStats{ch.src, ch.dst, 0, 0});
+  r_.peak_in_flight.assign(K, 0);
+  in_flight_.assign(K, 0);
+  r_.memory.assign(D, {});
+  memory_now_.assign(D, 0);
+  for (int32_t d = 0; d < D; ++d) Memory(d, c_.static_bytes[d], kNone);
+}
+
+void Simulator::Memory(int32_t device, double delta, int32_t op) {
+  double& now = memory_now_[device];
+  now += delta;
+  auto& samples = r_.memory[device];
+  if (!samples.empty() && samples.back().first == now_) {
+    samples.back().second = now;
+  } else {
+    samples.emplace_back(now_, now);
+  }
+  DeviceStats& stats = r_.devices[device];
+  if (now > stats.peak_memory_bytes) {
+    stats.peak_memory_bytes = now;
+    stats.peak_op = op;
+  }
+}
+
+void Simulator::TryCompute(int32_t device) {
+  Engine& e = compute_[device];
+  if (e.busy || e.head == e.ops.size()) return;
+  const int32_t id = e.ops[e.head];
+  if (unmet_[id] > 0) return;
+  e.busy = true;
+  const Op& op = *op_[id];
+  r_.start_s[id] = now_;
+  pred_[id] = Later(e.head > 0 ? e.ops[e.head - 1] : kNone, last_dep_[id]);
+  // Memory at start: F and R materialise the cell's activations.
+  if (op.kind == OpKind::kForward) Memory(device, c_.activation_bytes[op.stage], id);
+  if (op.kind == OpKind::kRecompute) Memory(device, c_.activation_bytes[op.stage] - c_.input_bytes[op.stage], id);
+  const double d = Duration(op);
+  r_.devices[device].busy_s += d;
+  Push(now_ + d, kComputeEnd, id);
+}
+
+void Simulator::TryAllReduce(int32_t device) {
+  Engine& e = allreduce_[device];
+  if (e.busy || e.head == e.ops.size()) return;
+  const int32_t id = e.ops[e.head];
+  if (unmet_[id] > 0) return;
+  e.busy = true;
+  r_.start_s[id] = now_;
+  pred_[id] = Later(e.head > 0 ? e.ops[e.head - 1] : kNone, last_dep_[id]);
+  Push(now_ + Duration(*op_[id]), kAllReduceEnd, id);
+}
+
+void Simulator::TryChannel(int32_t ch) {
+  Channel& c = channels_[ch];
+  if (c.busy || c.head == c.transfers.size()) return;
+  const int32_t t = c.transfers[c.head];
+  const Transfer& tr = transfers_[t];
+  if (!send_ready_[tr.send] || tr.recv == kNone) return;  // no receive: it waits forever
+  c.busy = true;
+  r_.start_s[tr.send] = r_.start_s[tr.recv] = now_;
+  pred_[tr.send] = Later(c.head > 0 ? transfers_[c.transfers[c.head - 1]].send : kNone, last_dep_[tr.send]);
+  pred_[tr.recv] = pred_[tr.send];  // the transfer, shown as its receive, follows what released it
+  Memory(op_[tr.recv]->device, tr.bytes, tr.recv);  // the receive buffer
+  StartPhase(t);
+}
+
+void Simulator::StartPhase(int32_t t) {
+  Transfer& tr = transfers_[t];
+  if (tr.phase == (c_.link.host_staged ? 4 : 2)) {
+    FinishTransfer(t);
+  } else if (tr.phase % 2 == 0) {
+    Push(now_ + c_.link.latency_s, kPhaseEnd, t);
+  } else if (tr.bytes <= 0 || c_.link.bandwidth == std::numeric_limits<double>::infinity()) {
+    Push(now_, kPhaseEnd, t);  // nothing to share: done at once
+  } else {
+    DomainJoin(tr.domain, t, tr.bytes);
+  }
+}
+
+void Simulator::DomainJoin(int32_t d, int32_t t, double bytes) {
+  Domain& dom = domains_[d];
+  if (dom.active.empty()) {
+    dom.work = 0;
+  } else if (now_ > dom.last_time) {
+    dom.work += (now_ - dom.last_time) * dom.bandwidth / static_cast<double>(dom.active.size());
+  }
+  dom.last_time = now_;
+  dom.active.emplace_back(dom.work + bytes, t);
+  std::push_heap(dom.active.begin(), dom.active.end(), std::greater<>());
+  DomainReschedule(d);
+}
+
+void Simulator::DomainReschedule(int32_t d) {
+  Domain& dom = domains_[d];
+  ++dom.version;
+  if (dom.active.empty()) return;
+  const double n = static_cast<double>(dom.active.size());
+  const double remaining = dom.active.front().first - dom.work;
+  Push(now_ + std::max(0.0, remaining) * n / dom.bandwidth, kDomainCheck, d, dom.version);
+}
+
+void Simulator::DomainCheck(int32_t d, uint32_t version) {
+  Domain& dom = domains_[d];
+  if (version != dom.version) return;  // superseded by a later join or finish
+  if (now_ > dom.last_time) dom.work += (now_ - dom.last_time) * dom.bandwidth / static_cast<double>(dom.active.size());
+  dom.last_time = now_;
+  // This event was scheduled for the front's finish: it is done, and so is
+  // anything that finishes within rounding of it.
+  const double limit = dom.active.front().first;
+  dom.work = std::max(dom.work, limit);
+  std::vector<int32_t> finished;
+  while (!dom.active.empty() && dom.active.front().first <= limit * (1 + 1e-12)) {
+    std::pop_heap(dom.active.begin(), dom.active.end(), std::greater<>());
+    finished.push_back(dom.active.back().second);
+    dom.active.pop_back();
+  }
+  DomainReschedule(d);
+  for (int32_t t : finished) {
+    ++transfers_[t].phase;
+    StartPhase(t);
+  }
+}
+
+void Simulator::FinishTransfer(int32_t t) {
+  const Transfer& tr = transfers_[t];
+  Channel& c = channels_[tr.channel];
+  c.busy = false;
+  ++c.head;
+  LinkStats& link = r_.links[tr.channel];
+  link.bytes += static_cast<int64_t>(tr.bytes);
+  link.busy_s += now_ - r_.start_s[tr.send];
+  Complete(tr.send);
+  Complete(tr.recv);
+  TryChannel(tr.channel);
+}
+
+void Simulator::Complete(int32_t id) {
+  r_.end_s[id] = now_;
+  done_[id] = 1;
+  ++completed_;
+  for (int32_t k = dep_offset_[id]; k < dep_offset_[id + 1]; ++k) {
+    const int32_t op = dependents_[k];
+    last_dep_[op] = id;  // completions come in time order: the last is the latest
+    if (--unmet_[op] > 0) continue;
+    const Op& o = *op_[op];
+    if (ir::IsSend(o.kind)) {
+      send_ready_[op] = 1;
+      TryChannel(transfers_[transfer_of_[op]].channel);
+    } else if (o.kind == OpKind::kAllReduce) {
+      TryAllReduce(o.device);
+    } else {
+      TryCompute(o.device);
+    }
+  }
+}
+
+std::string Simulator::Blocked() const {
+  std::vector<std::string> lines;
+  for (size_t d = 0; d < compute_.size(); ++d) {
+    const Engine& e = compute_[d];
+    if (e.head == e.ops.size()) continue;
+    const int32_t id = e.ops[e.head];
+    std::vector<std::string> waits;
+    for (int32_t dep = 0; dep < static_cast<int32_t>(op_.size()); ++dep) {
+      if (done_[dep]) continue;
+      for (int32_t k = dep_offset_[dep]; k < dep_offset_[dep + 1]; ++k) {
+        if (dependents_[k] == id) waits.push_back(ir::OpToken(*op_[dep]));
+      }
+    }
+    lines.push_back(fmt::format("device {} at {} waits for {}", d, ir::OpToken(*op_[id]),
+                                waits.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(waits, ", "))));
+  }
+  return fmt::format("{}", fmt::join(lines, "; "));
+}
+
+Result<SimResult> Simulator::Run() {
+  Build();
+  for (int32_t d = 0; d < s_.num_devices; ++d) {
+    TryCompute(d);
+    TryAllReduce(d);
+  }
+  for (size_t id = 0; id < op_.size(); ++id) {
+    if (ir::IsSend(op_[id]->kind) && unmet_[id] == 0) {
+      send_ready_[id] = 1;
+      TryChannel(transfers_[transfer_of_[id]].channel);
+    }
+  }
+  while (!events_.empty()) {
+    const Event ev = events_.top();
+    events_.pop();
+    now_ = ev.time;
+    switch (ev.type) {
+      case kComputeEnd: {
+        const Op& op = *op_[ev.a];
+        compute_[op.device].busy = false;
+        ++compute_[op.device].head;
+        // Memory at end: recompute keeps only the input; the last backward
+        // frees the (stage, micro-batch); a consumed receive buffer goes.
+        const bool recompute =
+            op.stage >= 0 && recompute_[static_cast<size_t>(op.stage) * s_.num_micro_batches + op.micro_batch];
+        if (op.kind == OpKind::kForward) {
+          if (recompute) Memory(op.device, c_.input_bytes[op.stage] - c_.activation_bytes[op.stage], ev.a);
+          r_.peak_in_flight[op.stage] = std::max(r_.peak_in_flight[op.stage], ++in_flight_[op.stage]);
+        }
+        if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardWeight) {
+          Memory(op.device, -c_.activation_bytes[op.stage], ev.a);
+          --in_flight_[op.stage];
+        }
+        if (input_recv_[ev.a] != kNone) {
+          Memory(op.device, -static_cast<double>(op_[input_recv_[ev.a]]->bytes), ev.a);
+        }
+        Complete(ev.a);
+        TryCompute(op.device);
+        break;
+      }
+      case kAllReduceEnd: {
+        const Op& op = *op_[ev.a];
+        allreduce_[op.device].busy = false;
+        ++allreduce_[op.device].head;
+        Complete(ev.a);
+        TryAllReduce(op.device);
+        break;
+      }
+      case kPhaseEnd: {
+        Transfer& tr = transfers_[ev.a];
+        ++tr.phase;
+        StartPhase(ev.a);
+        break;
+      }
+      case kDomainCheck: DomainCheck(ev.a, ev.b); break;
+    }
+  }
+  if (completed_ != static_cast<int64_t>(op_.size())) {
+    return FailRuntime(fmt::format("the schedule cannot progress at t={} s: {}", now_, Blocked()));
+  }
+  double last = 0;
+  int32_t last_op = kNone;
+  for (size_t id = 0; id < op_.size(); ++id) {
+    if (r_.end_s[id] >= last) {
+      last = r_.end_s[id];
+      last_op = static_cast<int32_t>(id);
+    }
+  }
+  r_.step_time_s = last;
+  double busy = 0;
+  for (const auto& d : r_.devices) busy += d.busy_s;
+  r_.bubble_fraction = last > 0 ? 1 - busy / (s_.num_devices * last) : 0;
+  for (int32_t op = last_op; op != kNone; op = pred_[op]) r_.critical_path.push_back(op);
+  std::reverse(r_.critical_path.begin(), r_.critical_path.end());
+  return std::move(r_);
+}
+
+}  // namespace
+
+Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs) {
+  const int32_t K = schedule.num_stages, D = schedule.num_devices;
+  if (static_cast<int32_t>(costs.compute_s.size()) != K || static_cast<int32_t>(costs.activation_bytes.size()) != K ||
+      static_cast<int32_t>(costs.input_bytes.size()) != K || static_cast<int32_t>(costs.step_s.size()) != D ||
+      static_cast<int32_t>(costs.static_bytes.size()) != D) {
+    return Fail(fmt::format("costs describe the wrong shape: need {} stages and {} devices", K, D));
+  }
+  int32_t expected = 0;
+  for (const auto& program : schedule.programs) {
+    for (const Op& op : program) {
+      if (op.id != expected++) {
+        ir::Schedule copy = schedule;
+        ir::Renumber(copy);
+        return Simulator(copy, costs).Run();
+      }
+    }
+  }
+  return Simulator(schedule, costs).Run();
+}
+
+}  // namespace twinpipe::simulate

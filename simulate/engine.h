@@ -1,0 +1,70 @@
+// The discrete-event simulator: predicts one training step of a verified
+// schedule, op by op, exactly in time (no time step).
+//
+// Each device has a compute engine (compute ops in program order, one at a
+// time) and an all-reduce engine; transfers run on a FIFO channel per ordered
+// device pair and start when their send's producer is done and the channel's
+// previous transfer has finished (receives are posted ahead, as a GPU's
+// communication stream does). A transfer takes latency + bytes / bandwidth
+// (twice, through host memory, when host-staged), sharing bandwidth equally
+// with the transfers active in its contention domain. Compute ops wait for
+// their data: the receive or the same-device op that produced their input.
+//
+//   SimCosts costs = UniformCosts(schedule, /*forward_s=*/1e-3, /*backward_s=*/2e-3);
+//   Result<SimResult> r = Simulate(schedule, costs);
+//   r->step_time_s; r->bubble_fraction;
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "cost_models/catalogue.h"
+#include "ir/result.h"
+#include "ir/schedule.h"
+
+namespace twinpipe::simulate {
+
+// Index into SimCosts::compute_s for F, B, I, W, R.
+int ComputeSlot(ir::OpKind kind);
+
+struct SimCosts {
+  std::vector<std::array<double, 5>> compute_s;  // [stage][F, B, I, W, R]: seconds per micro-batch
+  std::vector<double> step_s;                    // [device]: the optimizer step
+  cost::Link link;                               // every device pair, and between replicas
+  std::vector<double> activation_bytes;          // [stage]: what F keeps per micro-batch without recompute
+  std::vector<double> input_bytes;               // [stage]: the boundary input kept with recompute
+  std::vector<double> static_bytes;              // [device]: parameters, gradients, optimizer state
+};
+
+// Free communication, no memory, every stage alike: the closed-form setting.
+SimCosts UniformCosts(const ir::Schedule& schedule, double forward_s, double backward_s);
+
+struct DeviceStats {
+  double busy_s = 0;            // compute engine busy time
+  double peak_memory_bytes = 0;
+  int32_t peak_op = -1;         // the op at whose start or end the peak happens
+};
+
+struct LinkStats {
+  int32_t src = 0, dst = 0;
+  int64_t bytes = 0;
+  double busy_s = 0;            // sum of its transfers' durations
+};
+
+struct SimResult {
+  double step_time_s = 0;
+  double bubble_fraction = 0;   // idle / (devices x step time)
+  std::vector<double> start_s, end_s;        // per op id
+  std::vector<DeviceStats> devices;
+  std::vector<LinkStats> links;              // channels in first-use order
+  std::vector<int32_t> critical_path;        // op ids, earliest first
+  std::vector<int32_t> peak_in_flight;       // per stage: most stashed micro-batches at once
+  std::vector<std::vector<std::pair<double, double>>> memory;  // per device: (time, bytes) samples
+};
+
+// The schedule must verify. A schedule that cannot progress fails (runtime
+// error) naming the blocked ops; the simulator never spins.
+Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs);
+
+}  // namespace twinpipe::simulate

@@ -1,0 +1,73 @@
+#include "traces/trace.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace twinpipe::traces {
+namespace {
+
+Trace Small() {
+  Trace t;
+  t.source = "simulate";
+  t.stages = 2;
+  t.micro_batches = 1;
+  t.devices = 2;
+  t.placement = {0, 1};
+  using ir::OpKind;
+  t.events = {
+      {0, 0, Stream::kCompute, OpKind::kForward, 0, 0, -1, 0.0, 1e-3, 0},
+      {1, 0, Stream::kSend, OpKind::kSendF, 0, 0, 1, 1e-3, 1.5e-3, 4096},
+      {2, 1, Stream::kRecv, OpKind::kRecvF, 1, 0, 0, 1e-3, 1.5e-3, 4096},
+      {3, 1, Stream::kCompute, OpKind::kForward, 1, 0, -1, 1.5e-3, 2.5e-3, 0},
+  };
+  t.memory = {{{0, 100}, {1e-3, 200}}, {{0, 50}}};
+  return t;
+}
+
+TEST(Trace, JsonRoundTrip) {
+  const Trace t = Small();
+  const std::string text = WriteTraceJson(t);
+  auto back = ReadTraceJson(text, "t.json");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, t);
+  EXPECT_EQ(WriteTraceJson(*back), text);
+}
+
+TEST(Trace, ChromeTraceHasProcessesThreadsFlowsAndCounters) {
+  const auto j = nlohmann::json::parse(WriteChromeTrace(Small()));
+  std::map<std::string, int> phases;
+  std::map<std::string, std::string> flow_start, flow_end;
+  for (const auto& e : j["traceEvents"]) {
+    const std::string ph = e["ph"];
+    ++phases[ph];
+    if (ph == "s") flow_start[e["id"]] = std::to_string(e["pid"].get<int>());
+    if (ph == "f") flow_end[e["id"]] = std::to_string(e["pid"].get<int>());
+    if (ph == "X") {
+      EXPECT_GE(e["dur"].get<double>(), 0);
+      EXPECT_TRUE(e.contains("ts"));
+    }
+  }
+  EXPECT_EQ(phases["X"], 4);
+  EXPECT_EQ(phases["M"], 2 + 2 * 4);  // a process per device, a thread per stream
+  EXPECT_EQ(phases["C"], 3);
+  ASSERT_EQ(flow_start.size(), 1u);
+  EXPECT_EQ(flow_start.begin()->first, flow_end.begin()->first);  // the arrow joins send and receive
+  EXPECT_EQ(flow_start.begin()->second, "0");
+  EXPECT_EQ(flow_end.begin()->second, "1");
+}
+
+TEST(Trace, BadTracesNameThePath) {
+  EXPECT_EQ(ReadTraceJson("{\"format\": \"x\"}", "t.json").error().message, "t.json: /format: expected \"twinpipe-trace\"");
+  std::string text = WriteTraceJson(Small());
+  text.replace(text.find("\"stream\": \"send\""), 16, "\"stream\": \"disk\"");
+  EXPECT_EQ(ReadTraceJson(text, "t.json").error().message,
+            "t.json: /events/1/stream: expected compute, send, recv or allreduce");
+  std::string swapped = WriteTraceJson(Small());
+  swapped.replace(swapped.find("\"end_s\": 0.001"), 14, "\"end_s\": -1");
+  EXPECT_EQ(ReadTraceJson(swapped, "t.json").error().message, "t.json: /events/0/end_s: ends before it starts");
+}
+
+}  // namespace
+}  // namespace twinpipe::traces
