@@ -12,5 +12,6 @@ namespace twinpipe::cli {
 void AddSchedule(CLI::App& app, int& exit_code);
 void AddVerify(CLI::App& app, int& exit_code);
 void AddPartition(CLI::App& app, int& exit_code);
+void AddSimulate(CLI::App& app, int& exit_code);
 
 }  // namespace twinpipe::cli

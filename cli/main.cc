@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   twinpipe::cli::AddSchedule(app, exit_code);
   twinpipe::cli::AddVerify(app, exit_code);
   twinpipe::cli::AddPartition(app, exit_code);
+  twinpipe::cli::AddSimulate(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -13,7 +13,7 @@
 #include "ir/text_format.h"
 #include "ir/torch_csv.h"
 #include "ir/verifier.h"
-#include "partition/plan.h"
+#include "partition/pipeline_plan.h"
 #include "cost_models/config.h"
 
 namespace twinpipe::cli {
@@ -32,28 +32,8 @@ struct ScheduleOptions {
   std::string output;
 };
 
-// Bytes per micro-batch at each stage boundary (activation forward and
-// gradient backward alike) and each stage's gradient bytes for all-reduce,
-// from the config's model, cut by its partition algorithm.
-struct ConfigBytes {
-  std::vector<int64_t> boundary;
-  std::vector<int64_t> stage_gradients;
-};
-
-Result<ConfigBytes> BytesFromConfig(const cost::Config& c) {
-  auto report = partition::PlanPartition(c, c.pipeline.partition);
-  if (!report) return tl::unexpected(report.error());
-  ConfigBytes bytes;
-  const int e = cost::DtypeBytes(c.model.dtype);
-  for (size_t k = 0; k < report->cells.size(); ++k) {
-    if (k + 1 < report->cells.size()) bytes.boundary.push_back(static_cast<int64_t>(report->cells[k].boundary_bytes));
-    bytes.stage_gradients.push_back(static_cast<int64_t>(report->cells[k].params * e));
-  }
-  return bytes;
-}
-
 int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
-  std::optional<ConfigBytes> config_bytes;
+  ir::Schedule s;
   if (!o.config.empty()) {
     if (stages_flag || micro_batches_flag) {
       fmt::print(stderr, "twinpipe schedule: give either a CONFIG or --stages and --microbatches, not both\n");
@@ -64,51 +44,54 @@ int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
       fmt::print(stderr, "twinpipe schedule: {}\n", config.error().message);
       return kExitBadInput;
     }
-    o.stages = config->pipeline.stages;
-    o.micro_batches = config->training.micro_batches;
-    o.replicas = config->Replicas();
-    if (o.schedule.empty()) o.schedule = config->pipeline.schedule;
-    if (o.recompute.empty()) o.recompute = std::string(ir::RecomputeModeName(config->pipeline.recompute));
-    auto bytes = BytesFromConfig(*config);
-    if (!bytes) {
-      fmt::print(stderr, "twinpipe schedule: {}\n", bytes.error().message);
-      return bytes.error().kind == ErrorKind::kRuntime ? kExitRuntime : kExitBadInput;
+    partition::PlanOverrides overrides{o.schedule, std::nullopt};
+    if (!o.recompute.empty()) {
+      overrides.recompute = ir::RecomputeModeFromName(o.recompute);
+      if (!overrides.recompute) {
+        fmt::print(stderr, "twinpipe schedule: recompute '{}': expected none, full or except-last\n", o.recompute);
+        return kExitBadInput;
+      }
     }
-    config_bytes = std::move(*bytes);
-  } else if (o.stages == 0 || o.micro_batches == 0) {
-    fmt::print(stderr, "twinpipe schedule: give a CONFIG, or both --stages and --microbatches\n");
-    return kExitBadInput;
-  }
-  if (o.schedule.empty()) o.schedule = "gpipe";
-  if (o.recompute.empty()) o.recompute = "none";
-  auto built = ir::BuildByName(o.schedule, o.stages, o.micro_batches);
-  if (!built) {
-    fmt::print(stderr, "twinpipe schedule: {}\n", built.error().message);
-    return kExitBadInput;
-  }
-  auto mode = ir::RecomputeModeFromName(o.recompute);
-  if (!mode) {
-    fmt::print(stderr, "twinpipe schedule: recompute '{}': expected none, full or except-last\n",
-               o.recompute);
-    return kExitBadInput;
-  }
-  ir::Schedule s = std::move(*built);
-  s.replicas = o.replicas;
-  ir::InsertRecompute(s, *mode);
-  const std::vector<int64_t> boundary =
-      config_bytes ? config_bytes->boundary : std::vector<int64_t>(std::max(0, o.stages - 1), o.activation_bytes);
-  if (auto ok = ir::InsertComm(s, ir::CommBytes{boundary, boundary}); !ok) {
-    fmt::print(stderr, "twinpipe schedule: {}\n", ok.error().message);
-    return kExitRuntime;
-  }
-  ir::InsertAllReduce(s, config_bytes ? config_bytes->stage_gradients : std::vector<int64_t>{});
-  if (auto diagnostics = ir::Verify(s); !diagnostics.empty()) {
-    // A builder bug, not bad input: say so with the first diagnostics.
-    fmt::print(stderr, "twinpipe schedule: internal error: the built schedule does not verify:\n");
-    for (size_t i = 0; i < std::min<size_t>(diagnostics.size(), 20); ++i) {
-      fmt::print(stderr, "  {}\n", ir::FormatDiagnostic(s, diagnostics[i]));
+    auto plan = partition::PlanFromConfig(*config, overrides);
+    if (!plan) {
+      fmt::print(stderr, "twinpipe schedule: {}\n", plan.error().message);
+      return plan.error().kind == ErrorKind::kRuntime ? kExitRuntime : kExitBadInput;
     }
-    return kExitRuntime;
+    s = std::move(plan->schedule);
+  } else {
+    if (o.stages == 0 || o.micro_batches == 0) {
+      fmt::print(stderr, "twinpipe schedule: give a CONFIG, or both --stages and --microbatches\n");
+      return kExitBadInput;
+    }
+    if (o.schedule.empty()) o.schedule = "gpipe";
+    if (o.recompute.empty()) o.recompute = "none";
+    auto built = ir::BuildByName(o.schedule, o.stages, o.micro_batches);
+    if (!built) {
+      fmt::print(stderr, "twinpipe schedule: {}\n", built.error().message);
+      return kExitBadInput;
+    }
+    auto mode = ir::RecomputeModeFromName(o.recompute);
+    if (!mode) {
+      fmt::print(stderr, "twinpipe schedule: recompute '{}': expected none, full or except-last\n", o.recompute);
+      return kExitBadInput;
+    }
+    s = std::move(*built);
+    s.replicas = o.replicas;
+    ir::InsertRecompute(s, *mode);
+    const std::vector<int64_t> boundary(std::max(0, o.stages - 1), o.activation_bytes);
+    if (auto ok = ir::InsertComm(s, ir::CommBytes{boundary, boundary}); !ok) {
+      fmt::print(stderr, "twinpipe schedule: {}\n", ok.error().message);
+      return kExitRuntime;
+    }
+    ir::InsertAllReduce(s, {});
+    if (auto diagnostics = ir::Verify(s); !diagnostics.empty()) {
+      // A builder bug, not bad input: say so with the first diagnostics.
+      fmt::print(stderr, "twinpipe schedule: internal error: the built schedule does not verify:\n");
+      for (size_t i = 0; i < std::min<size_t>(diagnostics.size(), 20); ++i) {
+        fmt::print(stderr, "  {}\n", ir::FormatDiagnostic(s, diagnostics[i]));
+      }
+      return kExitRuntime;
+    }
   }
   std::string text;
   if (o.format == "text") {

@@ -80,6 +80,15 @@ struct Domain {
   std::vector<std::pair<double, int32_t>> active;  // min-heap of (finish work, transfer)
 };
 
+// Per-op simulation state, packed so one cache line serves two ops.
+struct OpState {
+  double start = 0, end = 0;
+  int32_t unmet = 0;        // dependencies not yet complete
+  int32_t last_dep = -1;    // the dependency that completed last
+  int32_t pred = -1;        // the op whose end let this one start (critical path)
+  int32_t link = -1;        // compute op: the receive holding its input; comm op: its transfer
+};
+
 struct Engine {
   std::vector<int32_t> ops;  // in program order
   size_t head = 0;
@@ -113,7 +122,7 @@ class Simulator {
   int32_t Later(int32_t a, int32_t b) const {
     if (a == kNone) return b;
     if (b == kNone) return a;
-    return r_.end_s[b] > r_.end_s[a] ? b : a;
+    return st_[b].end > st_[a].end ? b : a;
   }
 
   const ir::Schedule& s_;
@@ -123,15 +132,10 @@ class Simulator {
   std::priority_queue<Event, std::vector<Event>, EventAfter> events_;
 
   std::vector<const Op*> op_;            // by id
-  std::vector<int32_t> unmet_;           // dependencies not yet complete
+  std::vector<OpState> st_;             // by id
   std::vector<int32_t> dep_offset_;      // CSR: dependents of op i
   std::vector<int32_t> dependents_;
-  std::vector<int32_t> last_dep_;        // the dependency that completed last
-  std::vector<int32_t> pred_;            // the op whose end let this one start (critical path)
-  std::vector<int32_t> input_recv_;      // compute op -> the receive that holds its input buffer
-  std::vector<int32_t> transfer_of_;     // send or recv op -> transfer
   std::vector<char> done_;
-  std::vector<char> send_ready_;
   std::vector<char> recompute_;          // per (stage, micro-batch): has an R
   std::vector<Engine> compute_, allreduce_;
   std::vector<Transfer> transfers_;
@@ -185,7 +189,7 @@ void Simulator::Build() {
   // Dependencies, as (op, dependency) pairs, then CSR by dependency.
   std::vector<std::pair<int32_t, int32_t>> edges;
   edges.reserve(static_cast<size_t>(n) * 2);
-  input_recv_.assign(n, kNone);
+  st_.assign(n, OpState{});
   std::vector<std::vector<int32_t>> allreduce_of_device(D);
   for (int32_t id = 0; id < n; ++id) {
     const Op& op = *op_[id];
@@ -199,7 +203,7 @@ void Simulator::Build() {
       case OpKind::kForward: {
         const int32_t recv = at(OpKind::kRecvF, st, m);
         dep(recv);
-        input_recv_[id] = recv;
+        st_[id].link = recv;
         if (recv == kNone && same_prev) dep(at(OpKind::kForward, st - 1, m));
         break;
       }
@@ -210,7 +214,7 @@ void Simulator::Build() {
         dep(at(OpKind::kRecompute, st, m));
         const int32_t recv = at(OpKind::kRecvB, st, m);
         dep(recv);
-        input_recv_[id] = recv;
+        st_[id].link = recv;
         if (recv == kNone && same_next) dep(backward_of(st + 1, m));
         break;
       }
@@ -229,10 +233,9 @@ void Simulator::Build() {
       for (int32_t ar : allreduce_of_device[op_[id]->device]) edges.emplace_back(id, ar);
     }
   }
-  unmet_.assign(n, 0);
   dep_offset_.assign(n + 1, 0);
   for (const auto& [op, d] : edges) {
-    ++unmet_[op];
+    ++st_[op].unmet;
     ++dep_offset_[d + 1];
   }
   for (int64_t i = 0; i < n; ++i) dep_offset_[i + 1] += dep_offset_[i];
@@ -243,7 +246,6 @@ void Simulator::Build() {
   // Engines and channels.
   compute_.assign(D, {});
   allreduce_.assign(D, {});
-  transfer_of_.assign(n, kNone);
   std::vector<std::vector<std::pair<int32_t, int32_t>>> channel_of(D);  // per src: (dst, channel)
   auto channel = [&](int32_t src, int32_t dst) {
     for (auto [peer, ch] : channel_of[src]) {
@@ -272,7 +274,7 @@ void Simulator::Build() {
         const auto t = static_cast<int32_t>(transfers_.size());
         transfers_.push_back(Transfer{op.id, kNone, ch, 0, 0, static_cast<double>(op.bytes)});
         channels_[ch].transfers.push_back(t);
-        transfer_of_[op.id] = t;
+        st_[op.id].link = t;
       }
     }
   }
@@ -285,7 +287,7 @@ void Simulator::Build() {
       if (next_recv[ch] == channels_[ch].transfers.size()) continue;  // no send: never completes
       const int32_t t = channels_[ch].transfers[next_recv[ch]++];
       transfers_[t].recv = op.id;
-      transfer_of_[op.id] = t;
+      st_[op.id].link = t;
     }
   }
   for (auto& t : transfers_) t.domain = domain_of(t.channel);
@@ -295,11 +297,6 @@ void Simulator::Build() {
   domains_.assign(num_domains, Domain{c_.link.bandwidth, 0, 0, 0, {}});
 
   done_.assign(n, 0);
-  send_ready_.assign(n, 0);
-  pred_.assign(n, kNone);
-  last_dep_.assign(n, kNone);
-  r_.start_s.assign(n, 0);
-  r_.end_s.assign(n, 0);
   r_.devices.assign(D, {});
   r_.links.clear();
   for (const Channel& ch : channels_) r_.links.push_back(LinkStats{ch.src, ch.dst, 0, 0});
@@ -330,11 +327,12 @@ void Simulator::TryCompute(int32_t device) {
   Engine& e = compute_[device];
   if (e.busy || e.head == e.ops.size()) return;
   const int32_t id = e.ops[e.head];
-  if (unmet_[id] > 0) return;
+  OpState& st = st_[id];
+  if (st.unmet > 0) return;
   e.busy = true;
   const Op& op = *op_[id];
-  r_.start_s[id] = now_;
-  pred_[id] = Later(e.head > 0 ? e.ops[e.head - 1] : kNone, last_dep_[id]);
+  st.start = now_;
+  st.pred = Later(e.head > 0 ? e.ops[e.head - 1] : kNone, st.last_dep);
   // Memory at start: F and R materialise the cell's activations.
   if (op.kind == OpKind::kForward) Memory(device, c_.activation_bytes[op.stage], id);
   if (op.kind == OpKind::kRecompute) Memory(device, c_.activation_bytes[op.stage] - c_.input_bytes[op.stage], id);
@@ -347,10 +345,11 @@ void Simulator::TryAllReduce(int32_t device) {
   Engine& e = allreduce_[device];
   if (e.busy || e.head == e.ops.size()) return;
   const int32_t id = e.ops[e.head];
-  if (unmet_[id] > 0) return;
+  OpState& st = st_[id];
+  if (st.unmet > 0) return;
   e.busy = true;
-  r_.start_s[id] = now_;
-  pred_[id] = Later(e.head > 0 ? e.ops[e.head - 1] : kNone, last_dep_[id]);
+  st.start = now_;
+  st.pred = Later(e.head > 0 ? e.ops[e.head - 1] : kNone, st.last_dep);
   Push(now_ + Duration(*op_[id]), kAllReduceEnd, id);
 }
 
@@ -359,17 +358,27 @@ void Simulator::TryChannel(int32_t ch) {
   if (c.busy || c.head == c.transfers.size()) return;
   const int32_t t = c.transfers[c.head];
   const Transfer& tr = transfers_[t];
-  if (!send_ready_[tr.send] || tr.recv == kNone) return;  // no receive: it waits forever
+  OpState& send = st_[tr.send];
+  if (send.unmet > 0 || tr.recv == kNone) return;  // producer not done, or no receive ever
   c.busy = true;
-  r_.start_s[tr.send] = r_.start_s[tr.recv] = now_;
-  pred_[tr.send] = Later(c.head > 0 ? transfers_[c.transfers[c.head - 1]].send : kNone, last_dep_[tr.send]);
-  pred_[tr.recv] = pred_[tr.send];  // the transfer, shown as its receive, follows what released it
+  OpState& recv = st_[tr.recv];
+  send.start = recv.start = now_;
+  send.pred = Later(c.head > 0 ? transfers_[c.transfers[c.head - 1]].send : kNone, send.last_dep);
+  recv.pred = send.pred;  // the transfer, shown as its receive, follows what released it
   Memory(op_[tr.recv]->device, tr.bytes, tr.recv);  // the receive buffer
   StartPhase(t);
 }
 
 void Simulator::StartPhase(int32_t t) {
   Transfer& tr = transfers_[t];
+  if (tr.phase == 0 && c_.link.contention == cost::Contention::kPerPair) {
+    // A channel is its own domain and carries one transfer at a time: no
+    // sharing, so the whole transfer is one event.
+    const double copy = c_.link.latency_s + (tr.bytes > 0 ? tr.bytes / c_.link.bandwidth : 0.0);
+    tr.phase = c_.link.host_staged ? 3 : 1;
+    Push(now_ + (c_.link.host_staged ? 2 * copy : copy), kPhaseEnd, t);
+    return;
+  }
   if (tr.phase == (c_.link.host_staged ? 4 : 2)) {
     FinishTransfer(t);
   } else if (tr.phase % 2 == 0) {
@@ -432,24 +441,24 @@ void Simulator::FinishTransfer(int32_t t) {
   ++c.head;
   LinkStats& link = r_.links[tr.channel];
   link.bytes += static_cast<int64_t>(tr.bytes);
-  link.busy_s += now_ - r_.start_s[tr.send];
+  link.busy_s += now_ - st_[tr.send].start;
   Complete(tr.send);
   Complete(tr.recv);
   TryChannel(tr.channel);
 }
 
 void Simulator::Complete(int32_t id) {
-  r_.end_s[id] = now_;
+  st_[id].end = now_;
   done_[id] = 1;
   ++completed_;
   for (int32_t k = dep_offset_[id]; k < dep_offset_[id + 1]; ++k) {
     const int32_t op = dependents_[k];
-    last_dep_[op] = id;  // completions come in time order: the last is the latest
-    if (--unmet_[op] > 0) continue;
+    OpState& st = st_[op];
+    st.last_dep = id;  // completions come in time order: the last is the latest
+    if (--st.unmet > 0) continue;
     const Op& o = *op_[op];
     if (ir::IsSend(o.kind)) {
-      send_ready_[op] = 1;
-      TryChannel(transfers_[transfer_of_[op]].channel);
+      TryChannel(transfers_[st.link].channel);
     } else if (o.kind == OpKind::kAllReduce) {
       TryAllReduce(o.device);
     } else {
@@ -484,10 +493,7 @@ Result<SimResult> Simulator::Run() {
     TryAllReduce(d);
   }
   for (size_t id = 0; id < op_.size(); ++id) {
-    if (ir::IsSend(op_[id]->kind) && unmet_[id] == 0) {
-      send_ready_[id] = 1;
-      TryChannel(transfers_[transfer_of_[id]].channel);
-    }
+    if (ir::IsSend(op_[id]->kind) && st_[id].unmet == 0) TryChannel(transfers_[st_[id].link].channel);
   }
   while (!events_.empty()) {
     const Event ev = events_.top();
@@ -510,8 +516,8 @@ Result<SimResult> Simulator::Run() {
           Memory(op.device, -c_.activation_bytes[op.stage], ev.a);
           --in_flight_[op.stage];
         }
-        if (input_recv_[ev.a] != kNone) {
-          Memory(op.device, -static_cast<double>(op_[input_recv_[ev.a]]->bytes), ev.a);
+        if (op.kind != ir::OpKind::kStep && st_[ev.a].link != kNone) {
+          Memory(op.device, -static_cast<double>(op_[st_[ev.a].link]->bytes), ev.a);
         }
         Complete(ev.a);
         TryCompute(op.device);
@@ -539,9 +545,13 @@ Result<SimResult> Simulator::Run() {
   }
   double last = 0;
   int32_t last_op = kNone;
+  r_.start_s.resize(op_.size());
+  r_.end_s.resize(op_.size());
   for (size_t id = 0; id < op_.size(); ++id) {
-    if (r_.end_s[id] >= last) {
-      last = r_.end_s[id];
+    r_.start_s[id] = st_[id].start;
+    r_.end_s[id] = st_[id].end;
+    if (st_[id].end >= last) {
+      last = st_[id].end;
       last_op = static_cast<int32_t>(id);
     }
   }
@@ -549,7 +559,7 @@ Result<SimResult> Simulator::Run() {
   double busy = 0;
   for (const auto& d : r_.devices) busy += d.busy_s;
   r_.bubble_fraction = last > 0 ? 1 - busy / (s_.num_devices * last) : 0;
-  for (int32_t op = last_op; op != kNone; op = pred_[op]) r_.critical_path.push_back(op);
+  for (int32_t op = last_op; op != kNone; op = st_[op].pred) r_.critical_path.push_back(op);
   std::reverse(r_.critical_path.begin(), r_.critical_path.end());
   return std::move(r_);
 }

@@ -86,3 +86,27 @@ cli_case(partition_bad_type 2 "config_stages_string.json: /pipeline/stages: expe
          ${TP} partition ${IN}/config_stages_string.json)
 cli_case(partition_bad_algo 2 "--algo: best not in" ${TP} partition ${SRC}/examples/quickstart.json --algo best)
 cli_case(partition_missing 2 "nothere.json: cannot open config" ${TP} partition nothere.json)
+
+# simulate: whole predicted event logs of small scenarios are checked in.
+foreach(scenario sim_gpipe_recompute sim_1f1b_host_staged sim_replicas)
+  cli_case(simulate_${scenario}_trace 0 file:${EXP}/${scenario}.trace.json
+           bash -c "${TP} simulate \"$0\" --trace \"$1\" >/dev/null && cat \"$1\""
+           ${IN}/${scenario}.json ${CMAKE_CURRENT_BINARY_DIR}/${scenario}.trace.json)
+endforeach()
+cli_case(simulate_summary 0 "step time 24.2 ms   throughput 82.64 samples/s   bubble 33.88%"
+         ${TP} simulate ${IN}/sim_gpipe_recompute.json)
+cli_case(simulate_json 0 "\"bubble_fraction\": 0.338842974" ${TP} simulate ${IN}/sim_gpipe_recompute.json --json)
+cli_case(simulate_quickstart 0 "critical path" ${TP} simulate ${SRC}/examples/quickstart.json)
+cli_case(simulate_chrome 0 "critical path"
+         ${TP} simulate ${IN}/sim_replicas.json --chrome ${CMAKE_CURRENT_BINARY_DIR}/replicas.chrome.json)
+cli_case(simulate_torch_dualpipev 0 "bubble 16.55%"
+         ${TP} simulate ${IN}/sim_dualpipev.json --schedule-file ${TORCH}/dualpipev_4rank_10mb.csv)
+cli_case(simulate_schedule_mismatch 2 "/training/microbatches: is 10, the schedule has 8 micro-batches"
+         ${TP} simulate ${IN}/sim_dualpipev.json --schedule-file ${TORCH}/zb1p_2rank_2stagep_compute.csv)
+cli_case(simulate_oom 1 "device 0 is predicted to run out of memory: peak 1424.522 GiB, capacity 32.000 GiB"
+         ${TP} simulate ${IN}/too_big_minmax.json)
+cli_case(simulate_bad_config 2 "config_stages_string.json: /pipeline/stages: expected an integer"
+         ${TP} simulate ${IN}/config_stages_string.json)
+cli_case(simulate_deterministic 0 "step_time_s"
+         bash -c "${TP} simulate \"$0\" --json --trace - > \"$1.a\" && ${TP} simulate \"$0\" --json --trace - > \"$1.b\" && cmp \"$1.a\" \"$1.b\" && cat \"$1.a\""
+         ${SRC}/examples/cnn_pcie.json ${CMAKE_CURRENT_BINARY_DIR}/determinism)

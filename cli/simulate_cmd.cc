@@ -1,0 +1,103 @@
+// `twinpipe simulate`: predict one training step of a config's pipeline (or
+// of a schedule file run with a config's model and cluster), op by op.
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/schedule_io.h"
+#include "cost_models/config.h"
+#include "partition/pipeline_plan.h"
+#include "simulate/costs.h"
+#include "simulate/engine.h"
+#include "simulate/report.h"
+#include "traces/trace.h"
+
+namespace twinpipe::cli {
+namespace {
+
+struct SimulateOptions {
+  std::string config;
+  std::string schedule_file;
+  std::string format = "auto";
+  std::string dialect = "auto";
+  std::string schedule;
+  std::string recompute;
+  bool json = false;
+  std::string trace;
+  std::string chrome;
+};
+
+int Run(const SimulateOptions& o) {
+  auto config = cost::LoadConfigFile(o.config);
+  if (!config) {
+    fmt::print(stderr, "twinpipe simulate: {}\n", config.error().message);
+    return kExitBadInput;
+  }
+  Result<partition::Plan> plan = Fail("no plan");
+  if (!o.schedule_file.empty()) {
+    auto loaded = LoadSchedule(o.schedule_file, o.format, o.dialect);
+    if (!loaded) {
+      fmt::print(stderr, "twinpipe simulate: {}\n", loaded.error().message);
+      return kExitBadInput;
+    }
+    plan = partition::PlanForSchedule(*config, std::move(loaded->schedule));
+  } else {
+    partition::PlanOverrides overrides{o.schedule, std::nullopt};
+    if (!o.recompute.empty()) overrides.recompute = ir::RecomputeModeFromName(o.recompute);
+    plan = partition::PlanFromConfig(*config, overrides);
+  }
+  if (!plan) {
+    fmt::print(stderr, "twinpipe simulate: {}\n", plan.error().message);
+    return plan.error().kind == ErrorKind::kRuntime ? kExitRuntime : kExitBadInput;
+  }
+  const simulate::SimCosts costs = simulate::CostsFromPlan(*config, *plan);
+  auto result = simulate::Simulate(plan->schedule, costs);
+  if (!result) {
+    fmt::print(stderr, "twinpipe simulate: {}\n", result.error().message);
+    return result.error().kind == ErrorKind::kRuntime ? kExitRuntime : kExitBadInput;
+  }
+  const double samples = static_cast<double>(config->training.batch) * plan->schedule.replicas;
+  if (!o.trace.empty() || !o.chrome.empty()) {
+    const traces::Trace trace = simulate::ToTrace(plan->schedule, *result, "simulate");
+    for (const auto& [path, text] : {std::pair{o.trace, &traces::WriteTraceJson},
+                                     std::pair{o.chrome, &traces::WriteChromeTrace}}) {
+      if (path.empty()) continue;
+      if (auto ok = WriteOutput(path, text(trace)); !ok) {
+        fmt::print(stderr, "twinpipe simulate: {}\n", ok.error().message);
+        return kExitRuntime;
+      }
+    }
+  }
+  fmt::print("{}", o.json ? simulate::SummaryJson(plan->schedule, *result, samples)
+                          : simulate::SummaryTable(plan->schedule, *result, samples));
+  for (size_t d = 0; d < result->devices.size(); ++d) {
+    const double capacity = config->cluster.devices[d].memory_bytes;
+    if (result->devices[d].peak_memory_bytes > capacity) {
+      fmt::print(stderr, "twinpipe simulate: device {} is predicted to run out of memory: peak {:.3f} GiB, capacity {:.3f} GiB\n",
+                 d, result->devices[d].peak_memory_bytes / 1073741824.0, capacity / 1073741824.0);
+      return kExitRuntime;
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddSimulate(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<SimulateOptions>();
+  CLI::App* cmd = app.add_subcommand("simulate", "Predict one training step op by op, with no GPU");
+  cmd->add_option("config", o->config, "config JSON (model, training, pipeline, cluster)")->required();
+  cmd->add_option("--schedule-file", o->schedule_file, "run this schedule (text, JSON or torch CSV) instead of building one");
+  cmd->add_option("--format", o->format, "schedule file format")->check(CLI::IsMember({"auto", "text", "json", "torch-csv"}));
+  cmd->add_option("--dialect", o->dialect, "torch CSV dialect")->check(CLI::IsMember({"auto", "current", "older"}));
+  cmd->add_option("--schedule,-s", o->schedule, "override the config's schedule (naive, gpipe, 1f1b)");
+  cmd->add_option("--recompute", o->recompute, "override the config's recompute mode")
+      ->check(CLI::IsMember({"none", "full", "except-last"}));
+  cmd->add_flag("--json", o->json, "print the summary as one JSON object");
+  cmd->add_option("--trace", o->trace, "write the predicted trace (native JSON)");
+  cmd->add_option("--chrome", o->chrome, "write a Chrome / Perfetto trace");
+  cmd->callback([o, &exit_code] { exit_code = Run(*o); });
+}
+
+}  // namespace twinpipe::cli
