@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "simulate/huge_page_allocator.h"
+
 namespace twinpipe::simulate {
 
 using ir::Op;
@@ -80,9 +82,8 @@ struct Domain {
   std::vector<std::pair<double, int32_t>> active;  // min-heap of (finish work, transfer)
 };
 
-// Per-op simulation state, packed so one cache line serves two ops.
+// Per-op simulation state (start and end live in the result's arrays).
 struct OpState {
-  double start = 0, end = 0;
   int32_t unmet = 0;        // dependencies not yet complete
   int32_t last_dep = -1;    // the dependency that completed last
   int32_t pred = -1;        // the op whose end let this one start (critical path)
@@ -122,7 +123,7 @@ class Simulator {
   int32_t Later(int32_t a, int32_t b) const {
     if (a == kNone) return b;
     if (b == kNone) return a;
-    return st_[b].end > st_[a].end ? b : a;
+    return r_.end_s[b] > r_.end_s[a] ? b : a;
   }
 
   const ir::Schedule& s_;
@@ -131,14 +132,20 @@ class Simulator {
   uint64_t seq_ = 0;
   std::priority_queue<Event, std::vector<Event>, EventAfter> events_;
 
-  std::vector<const Op*> op_;            // by id
-  std::vector<OpState> st_;             // by id
-  std::vector<int32_t> dep_offset_;      // CSR: dependents of op i
-  std::vector<int32_t> dependents_;
-  std::vector<char> done_;
+  // What the event loop reads of each op, copied out of the schedule.
+  struct Info {
+    OpKind kind = OpKind::kStep;
+    int32_t device = 0, stage = -1, micro_batch = -1;
+  };
+  BigVector<const Op*> op_;              // by id
+  BigVector<Info> info_;
+  BigVector<OpState> st_;               // by id
+  BigVector<int32_t> dep_offset_;        // CSR: dependents of op i
+  BigVector<int32_t> dependents_;
+  BigVector<char> done_;
   std::vector<char> recompute_;          // per (stage, micro-batch): has an R
   std::vector<Engine> compute_, allreduce_;
-  std::vector<Transfer> transfers_;
+  BigVector<Transfer> transfers_;
   std::vector<Channel> channels_;
   std::vector<Domain> domains_;
   std::vector<double> memory_now_;
@@ -161,12 +168,16 @@ void Simulator::Build() {
   const int32_t K = s_.num_stages, M = s_.num_micro_batches, D = s_.num_devices;
   const int64_t n = s_.NumOps();
   op_.resize(n);
+  info_.resize(n);
   for (const auto& program : s_.programs) {
-    for (const Op& op : program) op_[op.id] = &op;
+    for (const Op& op : program) {
+      op_[op.id] = &op;
+      info_[op.id] = Info{op.kind, op.device, op.stage, op.micro_batch};
+    }
   }
   // Where each (kind, stage, micro-batch) op is.
   constexpr int kKinds = 9;
-  std::vector<int32_t> where(static_cast<size_t>(kKinds) * K * M, kNone);
+  BigVector<int32_t> where(static_cast<size_t>(kKinds) * K * M, kNone);
   auto at = [&](OpKind k, int32_t st, int32_t m) -> int32_t& {
     return where[(static_cast<size_t>(k) * K + st) * M + m];
   };
@@ -186,16 +197,17 @@ void Simulator::Build() {
     const int32_t b = at(OpKind::kBackward, st, m);
     return b != kNone ? b : at(OpKind::kBackwardInput, st, m);
   };
-  // Dependencies, as (op, dependency) pairs, then CSR by dependency.
-  std::vector<std::pair<int32_t, int32_t>> edges;
-  edges.reserve(static_cast<size_t>(n) * 2);
+  // Dependencies, visited twice (count, then fill) into CSR by dependency.
   st_.assign(n, OpState{});
   std::vector<std::vector<int32_t>> allreduce_of_device(D);
   for (int32_t id = 0; id < n; ++id) {
+    if (op_[id]->kind == OpKind::kAllReduce) allreduce_of_device[op_[id]->device].push_back(id);
+  }
+  auto for_each_dep = [&](int32_t id, auto&& visit) {
     const Op& op = *op_[id];
     const int32_t st = op.stage, m = op.micro_batch;
     auto dep = [&](int32_t d) {
-      if (d != kNone) edges.emplace_back(id, d);
+      if (d != kNone) visit(d);
     };
     const bool same_prev = st > 0 && s_.placement[st - 1] == op.device;
     const bool same_next = st + 1 < K && s_.placement[st + 1] == op.device;
@@ -203,7 +215,6 @@ void Simulator::Build() {
       case OpKind::kForward: {
         const int32_t recv = at(OpKind::kRecvF, st, m);
         dep(recv);
-        st_[id].link = recv;
         if (recv == kNone && same_prev) dep(at(OpKind::kForward, st - 1, m));
         break;
       }
@@ -214,34 +225,37 @@ void Simulator::Build() {
         dep(at(OpKind::kRecompute, st, m));
         const int32_t recv = at(OpKind::kRecvB, st, m);
         dep(recv);
-        st_[id].link = recv;
         if (recv == kNone && same_next) dep(backward_of(st + 1, m));
         break;
       }
       case OpKind::kBackwardWeight: dep(at(OpKind::kBackwardInput, st, m)); break;
       case OpKind::kSendF: dep(at(OpKind::kForward, st, m)); break;
       case OpKind::kSendB: dep(backward_of(st, m)); break;
-      case OpKind::kAllReduce:
-        dep(last_backward[st]);
-        allreduce_of_device[op.device].push_back(id);
+      case OpKind::kAllReduce: dep(last_backward[st]); break;
+      case OpKind::kStep:
+        for (int32_t ar : allreduce_of_device[op.device]) dep(ar);
         break;
       default: break;
     }
-  }
+  };
+  dep_offset_.assign(n + 1, 0);
   for (int32_t id = 0; id < n; ++id) {
-    if (op_[id]->kind == OpKind::kStep) {
-      for (int32_t ar : allreduce_of_device[op_[id]->device]) edges.emplace_back(id, ar);
+    for_each_dep(id, [&](int32_t d) {
+      ++st_[id].unmet;
+      ++dep_offset_[d + 1];
+    });
+    const OpKind k = op_[id]->kind;
+    if (k == OpKind::kForward) st_[id].link = at(OpKind::kRecvF, op_[id]->stage, op_[id]->micro_batch);
+    if (k == OpKind::kBackward || k == OpKind::kBackwardInput) {
+      st_[id].link = at(OpKind::kRecvB, op_[id]->stage, op_[id]->micro_batch);
     }
   }
-  dep_offset_.assign(n + 1, 0);
-  for (const auto& [op, d] : edges) {
-    ++st_[op].unmet;
-    ++dep_offset_[d + 1];
-  }
   for (int64_t i = 0; i < n; ++i) dep_offset_[i + 1] += dep_offset_[i];
-  dependents_.resize(edges.size());
-  std::vector<int32_t> fill(dep_offset_.begin(), dep_offset_.end() - 1);
-  for (const auto& [op, d] : edges) dependents_[fill[d]++] = op;
+  dependents_.resize(dep_offset_[n]);
+  {
+    BigVector<int32_t> fill(dep_offset_.begin(), dep_offset_.end() - 1);
+    for (int32_t id = 0; id < n; ++id) for_each_dep(id, [&](int32_t d) { dependents_[fill[d]++] = id; });
+  }
 
   // Engines and channels.
   compute_.assign(D, {});
@@ -297,12 +311,15 @@ void Simulator::Build() {
   domains_.assign(num_domains, Domain{c_.link.bandwidth, 0, 0, 0, {}});
 
   done_.assign(n, 0);
+  r_.start_s.assign(n, 0.0);
+  r_.end_s.assign(n, 0.0);
   r_.devices.assign(D, {});
   r_.links.clear();
   for (const Channel& ch : channels_) r_.links.push_back(LinkStats{ch.src, ch.dst, 0, 0});
   r_.peak_in_flight.assign(K, 0);
   in_flight_.assign(K, 0);
   r_.memory.assign(D, {});
+  for (int32_t d = 0; d < D; ++d) r_.memory[d].reserve(s_.programs[d].size() + 2);
   memory_now_.assign(D, 0);
   for (int32_t d = 0; d < D; ++d) Memory(d, c_.static_bytes[d], kNone);
 }
@@ -330,13 +347,13 @@ void Simulator::TryCompute(int32_t device) {
   OpState& st = st_[id];
   if (st.unmet > 0) return;
   e.busy = true;
-  const Op& op = *op_[id];
-  st.start = now_;
+  const Info& op = info_[id];
+  r_.start_s[id] = now_;
   st.pred = Later(e.head > 0 ? e.ops[e.head - 1] : kNone, st.last_dep);
   // Memory at start: F and R materialise the cell's activations.
   if (op.kind == OpKind::kForward) Memory(device, c_.activation_bytes[op.stage], id);
   if (op.kind == OpKind::kRecompute) Memory(device, c_.activation_bytes[op.stage] - c_.input_bytes[op.stage], id);
-  const double d = Duration(op);
+  const double d = op.kind == OpKind::kStep ? c_.step_s[device] : c_.compute_s[op.stage][ComputeSlot(op.kind)];
   r_.devices[device].busy_s += d;
   Push(now_ + d, kComputeEnd, id);
 }
@@ -348,7 +365,7 @@ void Simulator::TryAllReduce(int32_t device) {
   OpState& st = st_[id];
   if (st.unmet > 0) return;
   e.busy = true;
-  st.start = now_;
+  r_.start_s[id] = now_;
   st.pred = Later(e.head > 0 ? e.ops[e.head - 1] : kNone, st.last_dep);
   Push(now_ + Duration(*op_[id]), kAllReduceEnd, id);
 }
@@ -362,10 +379,10 @@ void Simulator::TryChannel(int32_t ch) {
   if (send.unmet > 0 || tr.recv == kNone) return;  // producer not done, or no receive ever
   c.busy = true;
   OpState& recv = st_[tr.recv];
-  send.start = recv.start = now_;
+  r_.start_s[tr.send] = r_.start_s[tr.recv] = now_;
   send.pred = Later(c.head > 0 ? transfers_[c.transfers[c.head - 1]].send : kNone, send.last_dep);
   recv.pred = send.pred;  // the transfer, shown as its receive, follows what released it
-  Memory(op_[tr.recv]->device, tr.bytes, tr.recv);  // the receive buffer
+  Memory(info_[tr.recv].device, tr.bytes, tr.recv);  // the receive buffer
   StartPhase(t);
 }
 
@@ -441,14 +458,14 @@ void Simulator::FinishTransfer(int32_t t) {
   ++c.head;
   LinkStats& link = r_.links[tr.channel];
   link.bytes += static_cast<int64_t>(tr.bytes);
-  link.busy_s += now_ - st_[tr.send].start;
+  link.busy_s += now_ - r_.start_s[tr.send];
   Complete(tr.send);
   Complete(tr.recv);
   TryChannel(tr.channel);
 }
 
 void Simulator::Complete(int32_t id) {
-  st_[id].end = now_;
+  r_.end_s[id] = now_;
   done_[id] = 1;
   ++completed_;
   for (int32_t k = dep_offset_[id]; k < dep_offset_[id + 1]; ++k) {
@@ -456,7 +473,7 @@ void Simulator::Complete(int32_t id) {
     OpState& st = st_[op];
     st.last_dep = id;  // completions come in time order: the last is the latest
     if (--st.unmet > 0) continue;
-    const Op& o = *op_[op];
+    const Info& o = info_[op];
     if (ir::IsSend(o.kind)) {
       TryChannel(transfers_[st.link].channel);
     } else if (o.kind == OpKind::kAllReduce) {
@@ -501,7 +518,7 @@ Result<SimResult> Simulator::Run() {
     now_ = ev.time;
     switch (ev.type) {
       case kComputeEnd: {
-        const Op& op = *op_[ev.a];
+        const Info& op = info_[ev.a];
         compute_[op.device].busy = false;
         ++compute_[op.device].head;
         // Memory at end: recompute keeps only the input; the last backward
@@ -517,14 +534,14 @@ Result<SimResult> Simulator::Run() {
           --in_flight_[op.stage];
         }
         if (op.kind != ir::OpKind::kStep && st_[ev.a].link != kNone) {
-          Memory(op.device, -static_cast<double>(op_[st_[ev.a].link]->bytes), ev.a);
+          Memory(op.device, -transfers_[st_[st_[ev.a].link].link].bytes, ev.a);
         }
         Complete(ev.a);
         TryCompute(op.device);
         break;
       }
       case kAllReduceEnd: {
-        const Op& op = *op_[ev.a];
+        const Info& op = info_[ev.a];
         allreduce_[op.device].busy = false;
         ++allreduce_[op.device].head;
         Complete(ev.a);
@@ -545,13 +562,9 @@ Result<SimResult> Simulator::Run() {
   }
   double last = 0;
   int32_t last_op = kNone;
-  r_.start_s.resize(op_.size());
-  r_.end_s.resize(op_.size());
   for (size_t id = 0; id < op_.size(); ++id) {
-    r_.start_s[id] = st_[id].start;
-    r_.end_s[id] = st_[id].end;
-    if (st_[id].end >= last) {
-      last = st_[id].end;
+    if (r_.end_s[id] >= last) {
+      last = r_.end_s[id];
       last_op = static_cast<int32_t>(id);
     }
   }

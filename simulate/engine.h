@@ -22,6 +22,7 @@
 #include "cost_models/catalogue.h"
 #include "ir/result.h"
 #include "ir/schedule.h"
+#include "simulate/huge_page_allocator.h"
 
 namespace twinpipe::simulate {
 
@@ -55,7 +56,7 @@ struct LinkStats {
 struct SimResult {
   double step_time_s = 0;
   double bubble_fraction = 0;   // idle / (devices x step time)
-  std::vector<double> start_s, end_s;        // per op id
+  BigVector<double> start_s, end_s;          // per op id
   std::vector<DeviceStats> devices;
   std::vector<LinkStats> links;              // channels in first-use order
   std::vector<int32_t> critical_path;        // op ids, earliest first
