@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "simulate/dependencies.h"
 #include "simulate/huge_page_allocator.h"
 
 namespace twinpipe::simulate {
@@ -98,7 +99,7 @@ struct Engine {
 
 class Simulator {
  public:
-  Simulator(const ir::Schedule& s, const SimCosts& c) : s_(s), c_(c) {}
+  Simulator(const ir::Schedule& s, const SimCosts& c) : s_(s), c_(c), deps_(s) {}
 
   Result<SimResult> Run();
 
@@ -128,6 +129,7 @@ class Simulator {
 
   const ir::Schedule& s_;
   const SimCosts& c_;
+  const Dependencies deps_;
   double now_ = 0;
   uint64_t seq_ = 0;
   std::priority_queue<Event, std::vector<Event>, EventAfter> events_;
@@ -143,7 +145,6 @@ class Simulator {
   BigVector<int32_t> dep_offset_;        // CSR: dependents of op i
   BigVector<int32_t> dependents_;
   BigVector<char> done_;
-  std::vector<char> recompute_;          // per (stage, micro-batch): has an R
   std::vector<Engine> compute_, allreduce_;
   BigVector<Transfer> transfers_;
   std::vector<Channel> channels_;
@@ -154,18 +155,10 @@ class Simulator {
   int64_t completed_ = 0;
 };
 
-double Simulator::Duration(const Op& op) const {
-  if (op.kind == OpKind::kStep) return c_.step_s[op.device];
-  if (op.kind == OpKind::kAllReduce) {
-    const double n = s_.replicas;
-    if (n <= 1) return 0;
-    return 2 * (n - 1) / n * static_cast<double>(op.bytes) / c_.link.bandwidth + 2 * (n - 1) * c_.link.latency_s;
-  }
-  return c_.compute_s[op.stage][ComputeSlot(op.kind)];
-}
+double Simulator::Duration(const Op& op) const { return OpDuration(op, c_, s_.replicas); }
 
 void Simulator::Build() {
-  const int32_t K = s_.num_stages, M = s_.num_micro_batches, D = s_.num_devices;
+  const int32_t K = s_.num_stages, D = s_.num_devices;
   const int64_t n = s_.NumOps();
   op_.resize(n);
   info_.resize(n);
@@ -175,80 +168,15 @@ void Simulator::Build() {
       info_[op.id] = Info{op.kind, op.device, op.stage, op.micro_batch};
     }
   }
-  // Where each (kind, stage, micro-batch) op is.
-  constexpr int kKinds = 9;
-  BigVector<int32_t> where(static_cast<size_t>(kKinds) * K * M, kNone);
-  auto at = [&](OpKind k, int32_t st, int32_t m) -> int32_t& {
-    return where[(static_cast<size_t>(k) * K + st) * M + m];
-  };
-  std::vector<int32_t> last_backward(K, kNone);
-  for (int32_t id = 0; id < n; ++id) {
-    const Op& op = *op_[id];
-    if (static_cast<int>(op.kind) < kKinds) at(op.kind, op.stage, op.micro_batch) = id;
-    if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardInput || op.kind == OpKind::kBackwardWeight) {
-      last_backward[op.stage] = id;  // program order within a device = id order
-    }
-  }
-  recompute_.assign(static_cast<size_t>(K) * M, 0);
-  for (int32_t st = 0; st < K; ++st) {
-    for (int32_t m = 0; m < M; ++m) recompute_[static_cast<size_t>(st) * M + m] = at(OpKind::kRecompute, st, m) != kNone;
-  }
-  auto backward_of = [&](int32_t st, int32_t m) {
-    const int32_t b = at(OpKind::kBackward, st, m);
-    return b != kNone ? b : at(OpKind::kBackwardInput, st, m);
-  };
-  // Dependencies, visited twice (count, then fill) into CSR by dependency.
   st_.assign(n, OpState{});
-  std::vector<std::vector<int32_t>> allreduce_of_device(D);
-  for (int32_t id = 0; id < n; ++id) {
-    if (op_[id]->kind == OpKind::kAllReduce) allreduce_of_device[op_[id]->device].push_back(id);
-  }
-  auto for_each_dep = [&](int32_t id, auto&& visit) {
-    const Op& op = *op_[id];
-    const int32_t st = op.stage, m = op.micro_batch;
-    auto dep = [&](int32_t d) {
-      if (d != kNone) visit(d);
-    };
-    const bool same_prev = st > 0 && s_.placement[st - 1] == op.device;
-    const bool same_next = st + 1 < K && s_.placement[st + 1] == op.device;
-    switch (op.kind) {
-      case OpKind::kForward: {
-        const int32_t recv = at(OpKind::kRecvF, st, m);
-        dep(recv);
-        if (recv == kNone && same_prev) dep(at(OpKind::kForward, st - 1, m));
-        break;
-      }
-      case OpKind::kRecompute: dep(at(OpKind::kForward, st, m)); break;
-      case OpKind::kBackward:
-      case OpKind::kBackwardInput: {
-        dep(at(OpKind::kForward, st, m));
-        dep(at(OpKind::kRecompute, st, m));
-        const int32_t recv = at(OpKind::kRecvB, st, m);
-        dep(recv);
-        if (recv == kNone && same_next) dep(backward_of(st + 1, m));
-        break;
-      }
-      case OpKind::kBackwardWeight: dep(at(OpKind::kBackwardInput, st, m)); break;
-      case OpKind::kSendF: dep(at(OpKind::kForward, st, m)); break;
-      case OpKind::kSendB: dep(backward_of(st, m)); break;
-      case OpKind::kAllReduce: dep(last_backward[st]); break;
-      case OpKind::kStep:
-        for (int32_t ar : allreduce_of_device[op.device]) dep(ar);
-        break;
-      default: break;
-    }
-  };
+  auto for_each_dep = [&](int32_t id, auto&& visit) { deps_.ForEach(id, visit); };
   dep_offset_.assign(n + 1, 0);
   for (int32_t id = 0; id < n; ++id) {
     for_each_dep(id, [&](int32_t d) {
       ++st_[id].unmet;
       ++dep_offset_[d + 1];
     });
-    const OpKind k = op_[id]->kind;
-    if (k == OpKind::kForward) st_[id].link = at(OpKind::kRecvF, op_[id]->stage, op_[id]->micro_batch);
-    if (k == OpKind::kBackward || k == OpKind::kBackwardInput) {
-      st_[id].link = at(OpKind::kRecvB, op_[id]->stage, op_[id]->micro_batch);
-    }
+    st_[id].link = deps_.InputRecv(id);
   }
   for (int64_t i = 0; i < n; ++i) dep_offset_[i + 1] += dep_offset_[i];
   dependents_.resize(dep_offset_[n]);
@@ -350,9 +278,7 @@ void Simulator::TryCompute(int32_t device) {
   const Info& op = info_[id];
   r_.start_s[id] = now_;
   st.pred = Later(e.head > 0 ? e.ops[e.head - 1] : kNone, st.last_dep);
-  // Memory at start: F and R materialise the cell's activations.
-  if (op.kind == OpKind::kForward) Memory(device, c_.activation_bytes[op.stage], id);
-  if (op.kind == OpKind::kRecompute) Memory(device, c_.activation_bytes[op.stage] - c_.input_bytes[op.stage], id);
+  if (const double m = MemoryAtStart(deps_, c_, id); m != 0) Memory(device, m, id);
   const double d = op.kind == OpKind::kStep ? c_.step_s[device] : c_.compute_s[op.stage][ComputeSlot(op.kind)];
   r_.devices[device].busy_s += d;
   Push(now_ + d, kComputeEnd, id);
@@ -391,9 +317,8 @@ void Simulator::StartPhase(int32_t t) {
   if (tr.phase == 0 && c_.link.contention == cost::Contention::kPerPair) {
     // A channel is its own domain and carries one transfer at a time: no
     // sharing, so the whole transfer is one event.
-    const double copy = c_.link.latency_s + (tr.bytes > 0 ? tr.bytes / c_.link.bandwidth : 0.0);
     tr.phase = c_.link.host_staged ? 3 : 1;
-    Push(now_ + (c_.link.host_staged ? 2 * copy : copy), kPhaseEnd, t);
+    Push(now_ + TransferDuration(c_.link, tr.bytes), kPhaseEnd, t);
     return;
   }
   if (tr.phase == (c_.link.host_staged ? 4 : 2)) {
@@ -521,21 +446,11 @@ Result<SimResult> Simulator::Run() {
         const Info& op = info_[ev.a];
         compute_[op.device].busy = false;
         ++compute_[op.device].head;
-        // Memory at end: recompute keeps only the input; the last backward
-        // frees the (stage, micro-batch); a consumed receive buffer goes.
-        const bool recompute =
-            op.stage >= 0 && recompute_[static_cast<size_t>(op.stage) * s_.num_micro_batches + op.micro_batch];
+        if (const double m = MemoryAtEnd(deps_, c_, ev.a); m != 0) Memory(op.device, m, ev.a);
         if (op.kind == OpKind::kForward) {
-          if (recompute) Memory(op.device, c_.input_bytes[op.stage] - c_.activation_bytes[op.stage], ev.a);
           r_.peak_in_flight[op.stage] = std::max(r_.peak_in_flight[op.stage], ++in_flight_[op.stage]);
         }
-        if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardWeight) {
-          Memory(op.device, -c_.activation_bytes[op.stage], ev.a);
-          --in_flight_[op.stage];
-        }
-        if (op.kind != ir::OpKind::kStep && st_[ev.a].link != kNone) {
-          Memory(op.device, -transfers_[st_[st_[ev.a].link].link].bytes, ev.a);
-        }
+        if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardWeight) --in_flight_[op.stage];
         Complete(ev.a);
         TryCompute(op.device);
         break;
@@ -579,7 +494,11 @@ Result<SimResult> Simulator::Run() {
 
 }  // namespace
 
-Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs) {
+namespace {
+
+// Checks the costs' shape; renumbers a copy when the ids are not canonical.
+template <typename Engine>
+Result<SimResult> Checked(const ir::Schedule& schedule, const SimCosts& costs, Engine engine) {
   const int32_t K = schedule.num_stages, D = schedule.num_devices;
   if (static_cast<int32_t>(costs.compute_s.size()) != K || static_cast<int32_t>(costs.activation_bytes.size()) != K ||
       static_cast<int32_t>(costs.input_bytes.size()) != K || static_cast<int32_t>(costs.step_s.size()) != D ||
@@ -592,11 +511,24 @@ Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs) 
       if (op.id != expected++) {
         ir::Schedule copy = schedule;
         ir::Renumber(copy);
-        return Simulator(copy, costs).Run();
+        return engine(copy, costs);
       }
     }
   }
-  return Simulator(schedule, costs).Run();
+  return engine(schedule, costs);
+}
+
+}  // namespace
+
+Result<SimResult> SimulateEventDriven(const ir::Schedule& schedule, const SimCosts& costs) {
+  return Checked(schedule, costs, [](const ir::Schedule& s, const SimCosts& c) { return Simulator(s, c).Run(); });
+}
+
+Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs) {
+  if (costs.link.contention == cost::Contention::kPerPair) {
+    return Checked(schedule, costs, [](const ir::Schedule& s, const SimCosts& c) { return SimulateInOrder(s, c); });
+  }
+  return SimulateEventDriven(schedule, costs);
 }
 
 }  // namespace twinpipe::simulate

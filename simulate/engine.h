@@ -65,7 +65,14 @@ struct SimResult {
 };
 
 // The schedule must verify. A schedule that cannot progress fails (runtime
-// error) naming the blocked ops; the simulator never spins.
+// error) naming the blocked ops; the simulator never spins. Uses the in-order
+// engine when transfers cannot share bandwidth (per-pair links), the
+// event-driven one otherwise.
 Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs);
+
+// The two engines, for tests that hold one against the other. The in-order
+// engine needs links that never share bandwidth (Contention::kPerPair).
+Result<SimResult> SimulateEventDriven(const ir::Schedule& schedule, const SimCosts& costs);
+Result<SimResult> SimulateInOrder(const ir::Schedule& schedule, const SimCosts& costs);
 
 }  // namespace twinpipe::simulate

@@ -227,3 +227,62 @@ TEST(Simulate, TraceRoundTripsThroughJson) {
 
 }  // namespace
 }  // namespace twinpipe::simulate
+
+namespace twinpipe::simulate {
+namespace {
+
+void ExpectSameResults(const ir::Schedule& s, const SimCosts& c, const std::string& what) {
+  auto a = SimulateInOrder(s, c);
+  auto b = SimulateEventDriven(s, c);
+  ASSERT_TRUE(a && b) << what;
+  const double tol = 1e-12 * std::max(1e-9, b->step_time_s);
+  EXPECT_NEAR(a->step_time_s, b->step_time_s, tol) << what;
+  ASSERT_EQ(a->start_s.size(), b->start_s.size());
+  for (size_t id = 0; id < a->start_s.size(); ++id) {
+    ASSERT_NEAR(a->start_s[id], b->start_s[id], tol) << what << " op " << id;
+    ASSERT_NEAR(a->end_s[id], b->end_s[id], tol) << what << " op " << id;
+  }
+  for (size_t d = 0; d < a->devices.size(); ++d) {
+    EXPECT_NEAR(a->devices[d].busy_s, b->devices[d].busy_s, tol) << what;
+    EXPECT_DOUBLE_EQ(a->devices[d].peak_memory_bytes, b->devices[d].peak_memory_bytes) << what << " device " << d;
+  }
+  EXPECT_EQ(a->peak_in_flight, b->peak_in_flight) << what;
+  ASSERT_EQ(a->links.size(), b->links.size());
+  for (size_t l = 0; l < a->links.size(); ++l) {
+    EXPECT_EQ(a->links[l].bytes, b->links[l].bytes);
+    EXPECT_NEAR(a->links[l].busy_s, b->links[l].busy_s, tol * 100);
+  }
+  EXPECT_NEAR(a->end_s[a->critical_path.back()], b->end_s[b->critical_path.back()], tol);
+}
+
+TEST(Engines, InOrderAndEventDrivenAgree) {
+  int cases = 0;
+  for (const std::string name : {"naive", "gpipe", "1f1b"}) {
+    for (auto mode : {ir::RecomputeMode::kNone, ir::RecomputeMode::kFull, ir::RecomputeMode::kExceptLast}) {
+      for (int K : {1, 2, 3, 5}) {
+        for (int M : {1, 2, 7}) {
+          ir::Schedule s = *ir::BuildByName(name, K, M);
+          s.replicas = K % 2 + 1;
+          ir::InsertRecompute(s, mode);
+          std::vector<int64_t> bytes;
+          for (int b = 0; b + 1 < K; ++b) bytes.push_back(1000000 * (b + 1));
+          ASSERT_TRUE(ir::InsertComm(s, {bytes, bytes}));
+          std::vector<int64_t> grads(K, 3000000);
+          ir::InsertAllReduce(s, grads);
+          SimCosts c = UniformCosts(s, 1e-3, 2.5e-3);
+          for (int st = 0; st < K; ++st) c.compute_s[st][0] *= 1 + 0.3 * st;  // uneven cells
+          c.link = cost::Link{.name = "l", .latency_s = 2e-5, .bandwidth = 2e9};
+          c.activation_bytes.assign(K, 5e6);
+          c.input_bytes.assign(K, 1e6);
+          c.static_bytes.assign(K, 1e8);
+          ExpectSameResults(s, c, name + " K=" + std::to_string(K) + " M=" + std::to_string(M));
+          ++cases;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 108);
+}
+
+}  // namespace
+}  // namespace twinpipe::simulate

@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdlib>
 #include <new>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace twinpipe::simulate {
@@ -41,6 +43,17 @@ struct HugePageAllocator {
     } else {
       ::operator delete(p, std::align_val_t{kHugePage});
     }
+  }
+
+  // Elements made without arguments are left uninitialised (resize(n) of
+  // doubles writes nothing): the engines write every one they read.
+  template <typename U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
   }
 
   template <typename U>

@@ -1,0 +1,69 @@
+#include "simulate/dependencies.h"
+
+namespace twinpipe::simulate {
+
+using ir::OpKind;
+
+Dependencies::Dependencies(const ir::Schedule& s)
+    : k_(s.num_stages), m_(s.num_micro_batches), placement_(s.placement), last_backward_(s.num_stages, -1),
+      all_reduces_(s.num_devices) {
+  ops_.resize(s.NumOps());
+  for (const auto& program : s.programs) {
+    for (const auto& op : program) ops_[op.id] = &op;
+  }
+  constexpr int kKinds = 9;  // F, B, I, W, R, SEND_F, RECV_F, SEND_B, RECV_B
+  where_.assign(static_cast<size_t>(kKinds) * k_ * m_, -1);
+  for (int32_t id = 0; id < size(); ++id) {
+    const ir::Op& op = *ops_[id];
+    if (static_cast<int>(op.kind) < kKinds) where_[(static_cast<size_t>(op.kind) * k_ + op.stage) * m_ + op.micro_batch] = id;
+    if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardInput || op.kind == OpKind::kBackwardWeight) {
+      last_backward_[op.stage] = id;  // ids follow program order on a device
+    }
+    if (op.kind == OpKind::kAllReduce) all_reduces_[op.device].push_back(id);
+  }
+}
+
+int32_t Dependencies::InputRecv(int32_t id) const {
+  const ir::Op& op = *ops_[id];
+  if (op.kind == OpKind::kForward) return Find(OpKind::kRecvF, op.stage, op.micro_batch);
+  if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardInput) {
+    return Find(OpKind::kRecvB, op.stage, op.micro_batch);
+  }
+  return -1;
+}
+
+double MemoryAtStart(const Dependencies& deps, const SimCosts& c, int32_t id) {
+  const ir::Op& op = deps.op(id);
+  if (op.kind == OpKind::kForward) return c.activation_bytes[op.stage];
+  if (op.kind == OpKind::kRecompute) return c.activation_bytes[op.stage] - c.input_bytes[op.stage];
+  return 0;
+}
+
+double MemoryAtEnd(const Dependencies& deps, const SimCosts& c, int32_t id) {
+  const ir::Op& op = deps.op(id);
+  double delta = 0;
+  if (op.kind == OpKind::kForward && deps.Recomputed(op.stage, op.micro_batch)) {
+    delta += c.input_bytes[op.stage] - c.activation_bytes[op.stage];
+  }
+  if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardWeight) delta -= c.activation_bytes[op.stage];
+  const int32_t recv = deps.InputRecv(id);
+  if (recv >= 0) delta -= static_cast<double>(deps.op(recv).bytes);  // the consumed receive buffer
+  return delta;
+}
+
+double OpDuration(const ir::Op& op, const SimCosts& c, int32_t replicas) {
+  if (op.kind == OpKind::kStep) return c.step_s[op.device];
+  if (op.kind == OpKind::kAllReduce) {
+    const double n = replicas;
+    if (n <= 1) return 0;
+    return 2 * (n - 1) / n * static_cast<double>(op.bytes) / c.link.bandwidth + 2 * (n - 1) * c.link.latency_s;
+  }
+  return c.compute_s[op.stage][ComputeSlot(op.kind)];
+}
+
+double TransferDuration(const cost::Link& link, double bytes) {
+  const double copy = link.latency_s + (bytes > 0 ? bytes / link.bandwidth : 0.0);
+  return link.host_staged ? 2 * copy : copy;
+}
+
+}  // namespace twinpipe::simulate

@@ -1,0 +1,304 @@
+// The simulator's fast path: when no two transfers can share bandwidth (each
+// device pair has its own link, carrying one transfer at a time), every
+// resource serves its ops in a fixed order (program order on a device's
+// engines, FIFO on a channel), so the step is a longest-path evaluation:
+// start = max(end of the resource's previous op, end of the op's inputs).
+// Devices are advanced one at a time for as long as their inputs are ready,
+// which walks memory sequentially; no event queue is needed. Same results as
+// the event-driven engine (a test holds them against each other).
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "simulate/dependencies.h"
+#include "simulate/engine.h"
+
+namespace twinpipe::simulate {
+namespace {
+
+using ir::Op;
+using ir::OpKind;
+
+// A memory change, packed: op id x 2, + 1 when at the op's end. Its time and
+// size are looked up at merge time.
+using MemoryEvent = int32_t;
+
+struct InOrderChannel {
+  int32_t src, dst;
+  std::vector<int32_t> recvs;  // in the receiver's program order
+  size_t next = 0;
+  double free = 0;
+  int32_t prev_send = -1;
+  std::vector<int32_t> allocations;  // receives (buffers taken at transfer start), in time order
+};
+
+bool IsComputeEngineOp(OpKind k) { return ComputeSlot(k) >= 0 || k == OpKind::kStep; }
+
+}  // namespace
+
+Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
+  const Dependencies deps(s);
+  const int32_t D = s.num_devices;
+  const int64_t n = deps.size();
+  SimResult r;
+  r.start_s.resize(n);  // uninitialised: every op's times are written when it is done
+  r.end_s.resize(n);
+  r.devices.assign(D, {});
+  r.peak_in_flight.assign(s.num_stages, 0);
+  BigVector<char> done(n, 0);
+
+  // Channels, and each receive's place in its channel.
+  std::vector<InOrderChannel> channels;
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> channel_of(D);  // per src: (dst, channel)
+  auto channel = [&](int32_t src, int32_t dst) {
+    for (auto [peer, ch] : channel_of[src]) {
+      if (peer == dst) return ch;
+    }
+    const auto ch = static_cast<int32_t>(channels.size());
+    channels.push_back(InOrderChannel{src, dst, {}});
+    channel_of[src].emplace_back(dst, ch);
+    return ch;
+  };
+  for (int32_t d = 0; d < D; ++d) {  // channels numbered by first send, as links are listed
+    for (const Op& op : s.programs[d]) {
+      if (ir::IsSend(op.kind)) channel(d, op.peer);
+    }
+  }
+  for (int32_t d = 0; d < D; ++d) {
+    for (const Op& op : s.programs[d]) {
+      if (ir::IsRecv(op.kind)) channels[channel(op.peer, d)].recvs.push_back(op.id);
+    }
+  }
+  std::vector<LinkStats> links;
+  for (const auto& ch : channels) links.push_back(LinkStats{ch.src, ch.dst, 0, 0});
+
+  std::vector<size_t> pc(D, 0);
+  std::vector<double> compute_free(D, 0), allreduce_free(D, 0);
+  std::vector<int32_t> compute_prev(D, -1), allreduce_prev(D, -1);
+  std::vector<std::vector<MemoryEvent>> compute_memory(D);
+  std::vector<int32_t> in_flight(s.num_stages, 0);
+  std::vector<char> blocked(D, 0);
+  std::vector<int32_t> ready;
+  for (int32_t d = D - 1; d >= 0; --d) ready.push_back(d);
+  for (int32_t d = 0; d < D; ++d) compute_memory[d].reserve(2 * s.programs[d].size());
+
+  // Start time of an op on a resource free at `free` after `prev`: the later
+  // of that and its inputs; `who` gets the op whose end decided it.
+  auto start_after = [&](int32_t id, double free, int32_t prev, int32_t& who, bool& inputs_done) {
+    double start = free;
+    who = prev;
+    inputs_done = true;
+    deps.ForEach(id, [&](int32_t dep) {
+      if (!done[dep]) {
+        inputs_done = false;
+      } else if (who < 0 || r.end_s[dep] > start) {
+        start = std::max(start, r.end_s[dep]);
+        who = dep;
+      }
+    });
+    return start;
+  };
+
+  while (!ready.empty()) {
+    const int32_t d = ready.back();
+    ready.pop_back();
+    blocked[d] = 0;
+    const auto& program = s.programs[d];
+    for (; pc[d] < program.size(); ++pc[d]) {
+      const Op& op = program[pc[d]];
+      const int32_t id = op.id;
+      if (ir::IsRecv(op.kind)) continue;  // completed by its sender
+      int32_t who = -1;
+      bool inputs_done = true;
+      if (IsComputeEngineOp(op.kind)) {
+        const double start = start_after(id, compute_free[d], compute_prev[d], who, inputs_done);
+        if (!inputs_done) {
+          blocked[d] = 1;
+          break;
+        }
+        const double end = start + OpDuration(op, c, s.replicas);
+        r.start_s[id] = start;
+        r.end_s[id] = end;
+        done[id] = 1;
+        compute_free[d] = end;
+        compute_prev[d] = id;
+        r.devices[d].busy_s += end - start;
+        if (MemoryAtStart(deps, c, id) != 0) compute_memory[d].push_back(2 * id);
+        if (MemoryAtEnd(deps, c, id) != 0) compute_memory[d].push_back(2 * id + 1);
+        if (op.kind == OpKind::kForward) {
+          r.peak_in_flight[op.stage] = std::max(r.peak_in_flight[op.stage], ++in_flight[op.stage]);
+        }
+        if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardWeight) --in_flight[op.stage];
+      } else if (op.kind == OpKind::kAllReduce) {
+        const double start = start_after(id, allreduce_free[d], allreduce_prev[d], who, inputs_done);
+        if (!inputs_done) {
+          blocked[d] = 1;
+          break;
+        }
+        r.start_s[id] = start;
+        r.end_s[id] = start + OpDuration(op, c, s.replicas);
+        done[id] = 1;
+        allreduce_free[d] = r.end_s[id];
+        allreduce_prev[d] = id;
+      } else if (ir::IsSend(op.kind)) {
+        InOrderChannel& ch = channels[channel(d, op.peer)];
+        const double start = start_after(id, ch.free, ch.prev_send, who, inputs_done);
+        if (!inputs_done || ch.next == ch.recvs.size()) {  // no receive will ever take it
+          blocked[d] = 1;
+          break;
+        }
+        const int32_t recv = ch.recvs[ch.next++];
+        const double end = start + TransferDuration(c.link, static_cast<double>(op.bytes));
+        r.start_s[id] = r.start_s[recv] = start;
+        r.end_s[id] = r.end_s[recv] = end;
+        done[id] = done[recv] = 1;
+        ch.free = end;
+        ch.prev_send = id;
+        ch.allocations.push_back(recv);
+        LinkStats& link = links[&ch - channels.data()];
+        link.bytes += op.bytes;
+        link.busy_s += end - start;
+        if (blocked[ch.dst]) {
+          blocked[ch.dst] = 0;
+          ready.push_back(ch.dst);
+        }
+      }
+    }
+  }
+
+  int64_t finished = 0;
+  for (int64_t id = 0; id < n; ++id) finished += done[id];
+  if (finished != n) {
+    std::vector<std::string> lines;
+    for (int32_t d = 0; d < D; ++d) {
+      if (pc[d] == s.programs[d].size()) continue;
+      const Op& op = s.programs[d][pc[d]];
+      std::vector<std::string> waits;
+      deps.ForEach(op.id, [&](int32_t dep) {
+        if (!done[dep]) waits.push_back(ir::OpToken(deps.op(dep)));
+      });
+      if (ir::IsSend(op.kind) && waits.empty()) waits.push_back(fmt::format("a receive on device {}", op.peer));
+      lines.push_back(fmt::format("device {} at {} waits for {}", d, ir::OpToken(op),
+                                  waits.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(waits, ", "))));
+    }
+    double now = 0;
+    for (int64_t id = 0; id < n; ++id) {
+      if (done[id]) now = std::max(now, r.end_s[id]);
+    }
+    return FailRuntime(fmt::format("the schedule cannot progress at t={} s: {}", now, fmt::join(lines, "; ")));
+  }
+
+  // Memory: per device, the compute stream's events merged with its incoming
+  // channels' allocations (each in time order; at equal times compute first).
+  r.memory.assign(D, {});
+  struct Change {
+    double time, delta;
+    int32_t op;
+  };
+  auto compute_change = [&](MemoryEvent e) {
+    const int32_t id = e / 2;
+    return e % 2 ? Change{r.end_s[id], MemoryAtEnd(deps, c, id), id}
+                 : Change{r.start_s[id], MemoryAtStart(deps, c, id), id};
+  };
+  auto allocation = [&](int32_t recv) {
+    return Change{r.start_s[recv], static_cast<double>(deps.op(recv).bytes), recv};
+  };
+  for (int32_t d = 0; d < D; ++d) {
+    // Stream 0: the compute engine's changes; then each incoming channel's.
+    std::vector<const std::vector<int32_t>*> streams = {&compute_memory[d]};
+    for (const auto& ch : channels) {
+      if (ch.dst == d) streams.push_back(&ch.allocations);
+    }
+    auto change = [&](size_t k, size_t i) {
+      return k == 0 ? compute_change((*streams[0])[i]) : allocation((*streams[k])[i]);
+    };
+    std::vector<size_t> at(streams.size(), 0);
+    double now = c.static_bytes[d];
+    auto& samples = r.memory[d];
+    samples.reserve(compute_memory[d].size() + 1);
+    samples.emplace_back(0.0, now);
+    DeviceStats& stats = r.devices[d];
+    stats.peak_memory_bytes = now;
+    while (true) {
+      int best = -1;
+      double best_time = 0;
+      for (size_t k = 0; k < streams.size(); ++k) {
+        if (at[k] == streams[k]->size()) continue;
+        const double t = change(k, at[k]).time;
+        if (best < 0 || t < best_time) {
+          best = static_cast<int>(k);
+          best_time = t;
+        }
+      }
+      if (best < 0) break;
+      const Change e = change(best, at[best]++);
+      now += e.delta;
+      if (samples.back().first == e.time) {
+        samples.back().second = now;
+      } else {
+        samples.emplace_back(e.time, now);
+      }
+      if (now > stats.peak_memory_bytes) {
+        stats.peak_memory_bytes = now;
+        stats.peak_op = e.op;
+      }
+    }
+  }
+
+  double last = 0;
+  int32_t last_op = -1;
+  for (int64_t id = 0; id < n; ++id) {
+    if (r.end_s[id] >= last) {
+      last = r.end_s[id];
+      last_op = static_cast<int32_t>(id);
+    }
+  }
+  r.step_time_s = last;
+  double busy = 0;
+  for (const auto& dev : r.devices) busy += dev.busy_s;
+  r.bubble_fraction = last > 0 ? 1 - busy / (D * last) : 0;
+  // The critical path, walked back from the last op: each op's predecessor
+  // is whichever of its resource's previous op and its inputs ended last
+  // (the resource's op on ties), as the event-driven engine records it.
+  auto previous_on_resource = [&](int32_t id) {
+    const Op& op = deps.op(id);
+    const auto& program = s.programs[op.device];
+    const int32_t first = program.front().id;
+    for (int32_t p = id - 1; p >= first; --p) {
+      const Op& q = program[p - first];
+      const bool same = IsComputeEngineOp(op.kind)       ? IsComputeEngineOp(q.kind)
+                        : op.kind == OpKind::kAllReduce ? q.kind == OpKind::kAllReduce
+                                                        : ir::IsSend(q.kind) && q.peer == op.peer;
+      if (same) return p;
+    }
+    return -1;
+  };
+  auto send_of = [&](int32_t recv) {  // a receive's transfer is its send's
+    for (const auto& ch : channels) {
+      if (ch.dst != deps.op(recv).device || ch.src != deps.op(recv).peer) continue;
+      auto k = std::find(ch.recvs.begin(), ch.recvs.end(), recv) - ch.recvs.begin();
+      for (const Op& q : s.programs[ch.src]) {
+        if (ir::IsSend(q.kind) && q.peer == ch.dst && k-- == 0) return q.id;
+      }
+    }
+    return -1;
+  };
+  for (int32_t op = last_op; op >= 0;) {
+    r.critical_path.push_back(op);
+    const int32_t at = ir::IsRecv(deps.op(op).kind) ? send_of(op) : op;
+    int32_t who = previous_on_resource(at);
+    double latest = who >= 0 ? r.end_s[who] : 0;
+    deps.ForEach(at, [&](int32_t dep) {
+      if (who < 0 || r.end_s[dep] > latest) {
+        who = dep;
+        latest = r.end_s[dep];
+      }
+    });
+    op = who;
+  }
+  std::reverse(r.critical_path.begin(), r.critical_path.end());
+  r.links = std::move(links);
+  return r;
+}
+
+}  // namespace twinpipe::simulate
