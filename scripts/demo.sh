@@ -19,10 +19,19 @@ done
 
 echo "== a torch.distributed.pipelining schedule (DualPipeV, 4 ranks, 10 micro-batches)"
 "$tp" verify ../shared/interop/torch/dualpipev_4rank_10mb.csv || true
+echo
+echo "== twinpipe partition $config   (cut 26 layers into 4 cells by predicted time)"
+"$tp" partition "$config"
+for schedule in gpipe 1f1b; do
+  echo
+  echo "== twinpipe simulate $config --schedule $schedule   (predicted step on 4 H100s over NVLink)"
+  "$tp" simulate "$config" --schedule "$schedule" --trace "$out/$schedule.trace.json" --chrome "$out/$schedule.chrome.json"
+done
 cat <<'TXT'
 
-What comes next (see the issues): `partition` cuts the model into cells with
-cost models; `simulate` predicts step time, bubble and memory per device;
-`execute` runs the same schedule on CPUs and GPUs; `compare`, `calibrate`,
-`render` and `search` close the loop between prediction and measurement.
+Traces: pass --trace FILE (twinpipe's JSON) or --chrome FILE (open in
+https://ui.perfetto.dev) to `twinpipe simulate`.
+What comes next (see the issues): `execute` runs the same schedule on CPUs and
+GPUs; `compare`, `calibrate`, `render` and `search` close the loop between
+prediction and measurement.
 TXT

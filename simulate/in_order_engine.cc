@@ -215,7 +215,9 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
     std::vector<size_t> at(streams.size(), 0);
     double now = c.static_bytes[d];
     auto& samples = r.memory[d];
-    samples.reserve(compute_memory[d].size() + 1);
+    size_t changes = 1;
+    for (const auto* stream : streams) changes += stream->size();
+    samples.reserve(changes);
     samples.emplace_back(0.0, now);
     DeviceStats& stats = r.devices[d];
     stats.peak_memory_bytes = now;
