@@ -1,0 +1,50 @@
+// The layer interface of the CPU backend: forward saves what backward needs;
+// backward returns the input gradient and adds weight gradients (in double,
+// so their sum does not depend on the order micro-batches arrive in).
+//
+//   Saved saved;  Tensor y = layer.Forward(x, saved, Mode::kTrain);
+//   Tensor dx = layer.Backward(dy, saved);
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "execute/tensor.h"
+
+namespace twinpipe::execute {
+
+struct Param {
+  std::string name;
+  std::vector<float> value;
+  std::vector<double> grad;          // accumulated over the micro-batches of a step
+  std::vector<float> m, v;           // optimizer state (momentum; Adam's second moment)
+};
+
+// kTrain: the first forward of a micro-batch; kRecompute: its rebuild (R),
+// which must not update statistics again; kEval: inference.
+enum class Mode { kTrain, kRecompute, kEval };
+
+// What a forward keeps for its backward: tensors, and composite layers'
+// inner layers' own.
+struct Saved {
+  std::vector<Tensor> t;
+  std::vector<Saved> inner;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual std::string_view Name() const = 0;
+  virtual Tensor Forward(const Tensor& x, Saved& saved, Mode mode) = 0;
+  virtual Tensor Backward(const Tensor& dy, const Saved& saved) = 0;
+  virtual std::vector<Param*> Params() { return {}; }
+  // Called once per mini-batch at STEP (batchnorm folds its statistics).
+  virtual void EndStep() {}
+};
+
+// A deterministic initial value stream per (seed, layer, parameter).
+std::vector<float> InitUniform(uint64_t seed, size_t n, float bound);
+
+}  // namespace twinpipe::execute

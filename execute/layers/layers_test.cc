@@ -1,0 +1,163 @@
+// Each layer's backward against central finite differences of a scalar
+// objective L = sum(y * w) with a fixed random w, in double-checked fp32.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "execute/layers/activations.h"
+#include "execute/layers/linear.h"
+#include "execute/layers/norms.h"
+#include "execute/layers/residual_block.h"
+#include "execute/layers/softmax_cross_entropy.h"
+
+namespace twinpipe::execute {
+namespace {
+
+Tensor Random(MemoryAccount* a, int rows, int cols, uint64_t seed) {
+  Tensor t(a, rows, cols);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> n(0.f, 1.f);
+  for (int i = 0; i < rows * cols; ++i) t.data()[i] = n(rng);
+  return t;
+}
+
+double Objective(Layer& layer, const Tensor& x, const Tensor& w) {
+  Saved saved;
+  Tensor y = layer.Forward(x, saved, Mode::kRecompute);  // no statistics updates while probing
+  double s = 0;
+  for (int i = 0; i < y.rows() * y.cols(); ++i) s += static_cast<double>(y.data()[i]) * w.data()[i];
+  return s;
+}
+
+// Checks dL/dx and dL/dparam against finite differences.
+void CheckGradients(Layer& layer, int rows, int in, int out, double tol = 2e-2) {
+  MemoryAccount account;
+  Tensor x = Random(&account, rows, in, 1);
+  Tensor w = Random(&account, rows, out, 2);
+  for (Param* p : layer.Params()) std::fill(p->grad.begin(), p->grad.end(), 0.0);
+  Saved saved;
+  layer.Forward(x, saved, Mode::kRecompute);
+  Tensor dx = layer.Backward(w, saved);
+  const float h = 1e-2f;
+  auto check = [&](float& v, double analytic, const std::string& what) {
+    const float keep = v;
+    v = keep + h;
+    const double up = Objective(layer, x, w);
+    v = keep - h;
+    const double down = Objective(layer, x, w);
+    v = keep;
+    const double numeric = (up - down) / (2 * h);
+    EXPECT_NEAR(analytic, numeric, tol * std::max(1.0, std::abs(numeric))) << layer.Name() << " " << what;
+  };
+  for (int i = 0; i < rows * in; ++i) check(x.data()[i], dx.data()[i], "dx[" + std::to_string(i) + "]");
+  for (Param* p : layer.Params()) {
+    for (size_t i = 0; i < p->value.size(); ++i) check(p->value[i], p->grad[i], p->name + "[" + std::to_string(i) + "]");
+  }
+}
+
+TEST(Layers, LinearMatchesFiniteDifferences) {
+  Linear l(7, 5, 3);
+  CheckGradients(l, 4, 5, 3);
+}
+
+TEST(Layers, ReluMatchesFiniteDifferences) {
+  Relu l;
+  CheckGradients(l, 4, 6, 6);
+}
+
+TEST(Layers, GeluMatchesFiniteDifferences) {
+  Gelu l;
+  CheckGradients(l, 4, 6, 6);
+}
+
+TEST(Layers, LayerNormMatchesFiniteDifferences) {
+  LayerNorm l(6);
+  CheckGradients(l, 3, 6, 6);
+}
+
+TEST(Layers, BatchNormMatchesFiniteDifferences) {
+  BatchNorm l(4);
+  CheckGradients(l, 5, 4, 4);
+}
+
+TEST(Layers, ResidualBlocksMatchFiniteDifferences) {
+  for (auto norm : {cost::Norm::kNone, cost::Norm::kLayerNorm, cost::Norm::kBatchNorm}) {
+    for (bool residual : {false, true}) {
+      ResidualBlock b(3, 5, norm, residual);
+      CheckGradients(b, 4, 5, 5);
+    }
+  }
+}
+
+TEST(Layers, SoftmaxCrossEntropyMatchesFiniteDifferences) {
+  MemoryAccount account;
+  Tensor logits = Random(&account, 3, 4, 5);
+  const std::vector<int> labels = {1, 3, 0};
+  double loss = 0;
+  Tensor grad = SoftmaxCrossEntropy(logits, labels, 6.0, loss);
+  const float h = 1e-2f;
+  for (int i = 0; i < 12; ++i) {
+    const float keep = logits.data()[i];
+    double up = 0, down = 0;
+    logits.data()[i] = keep + h;
+    SoftmaxCrossEntropy(logits, labels, 6.0, up);
+    logits.data()[i] = keep - h;
+    SoftmaxCrossEntropy(logits, labels, 6.0, down);
+    logits.data()[i] = keep;
+    EXPECT_NEAR(grad.data()[i], (up - down) / (2 * h) / 6.0, 1e-3);
+  }
+}
+
+TEST(BatchNorm, MicroBatchStatisticsInTrainingMiniBatchStatisticsForEvaluation) {
+  MemoryAccount account;
+  BatchNorm bn(3, /*momentum=*/0.5f);
+  Tensor a = Random(&account, 4, 3, 11), b = Random(&account, 6, 3, 12);
+  Saved sa, sb;
+  Tensor ya = bn.Forward(a, sa, Mode::kTrain);
+  bn.Forward(b, sb, Mode::kTrain);
+  bn.Forward(b, sb, Mode::kRecompute);  // a recompute does not count twice
+  // Training output normalises with micro-batch a's own statistics.
+  for (int c = 0; c < 3; ++c) {
+    double mean = 0, var = 0;
+    for (int r = 0; r < 4; ++r) mean += a.at(r, c);
+    mean /= 4;
+    for (int r = 0; r < 4; ++r) var += (a.at(r, c) - mean) * (a.at(r, c) - mean);
+    var /= 4;
+    for (int r = 0; r < 4; ++r) EXPECT_NEAR(ya.at(r, c), (a.at(r, c) - mean) / std::sqrt(var + 1e-5), 1e-5);
+  }
+  bn.EndStep();
+  // Running statistics: from all 10 rows of the mini-batch, unbiased variance.
+  for (int c = 0; c < 3; ++c) {
+    double mean = 0, var = 0;
+    for (int r = 0; r < 4; ++r) mean += a.at(r, c);
+    for (int r = 0; r < 6; ++r) mean += b.at(r, c);
+    mean /= 10;
+    for (int r = 0; r < 4; ++r) var += (a.at(r, c) - mean) * (a.at(r, c) - mean);
+    for (int r = 0; r < 6; ++r) var += (b.at(r, c) - mean) * (b.at(r, c) - mean);
+    var /= 9;
+    EXPECT_NEAR(bn.running_mean()[c], 0.5 * 0 + 0.5 * mean, 1e-6);
+    EXPECT_NEAR(bn.running_var()[c], 0.5 * 1 + 0.5 * var, 1e-5);
+  }
+  Saved none;
+  Tensor y = bn.Forward(a, none, Mode::kEval);
+  EXPECT_NEAR(y.at(0, 0), (a.at(0, 0) - bn.running_mean()[0]) / std::sqrt(bn.running_var()[0] + 1e-5), 1e-5);
+}
+
+TEST(Tensor, AccountsItsBytes) {
+  MemoryAccount account;
+  {
+    Tensor t(&account, 4, 8);
+    EXPECT_EQ(account.bytes(), 128);
+    Tensor u = t;
+    EXPECT_EQ(account.bytes(), 256);
+    Tensor v = std::move(u);
+    EXPECT_EQ(account.bytes(), 256);
+  }
+  EXPECT_EQ(account.bytes(), 0);
+  EXPECT_EQ(account.peak_bytes(), 256);
+}
+
+}  // namespace
+}  // namespace twinpipe::execute

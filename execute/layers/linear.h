@@ -1,0 +1,24 @@
+// Fully connected layer: y (B, out) = x (B, in) W^T + b, W is (out, in).
+//
+//   Linear fc(seed, /*in=*/32, /*out=*/64);
+#pragma once
+
+#include "execute/layers/layer.h"
+
+namespace twinpipe::execute {
+
+class Linear : public Layer {
+ public:
+  // Kaiming-uniform-style init from `seed`, bound 1/sqrt(in).
+  Linear(uint64_t seed, int in, int out);
+  std::string_view Name() const override { return "linear"; }
+  Tensor Forward(const Tensor& x, Saved& saved, Mode mode) override;  // saves x
+  Tensor Backward(const Tensor& dy, const Saved& saved) override;
+  std::vector<Param*> Params() override { return {&weight_, &bias_}; }
+
+ private:
+  int in_, out_;
+  Param weight_, bias_;
+};
+
+}  // namespace twinpipe::execute

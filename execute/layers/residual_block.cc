@@ -1,0 +1,50 @@
+#include "execute/layers/residual_block.h"
+
+#include "execute/layers/activations.h"
+#include "execute/layers/linear.h"
+#include "execute/layers/norms.h"
+
+namespace twinpipe::execute {
+
+ResidualBlock::ResidualBlock(uint64_t seed, int width, cost::Norm norm, bool residual) : residual_(residual) {
+  if (norm == cost::Norm::kLayerNorm) inner_.push_back(std::make_unique<LayerNorm>(width));
+  if (norm == cost::Norm::kBatchNorm) inner_.push_back(std::make_unique<BatchNorm>(width));
+  inner_.push_back(std::make_unique<Linear>(seed, width, width));
+  inner_.push_back(std::make_unique<Relu>());
+}
+
+Tensor ResidualBlock::Forward(const Tensor& x, Saved& saved, Mode mode) {
+  saved.inner.resize(inner_.size());
+  Tensor h = inner_[0]->Forward(x, saved.inner[0], mode);
+  for (size_t i = 1; i < inner_.size(); ++i) h = inner_[i]->Forward(h, saved.inner[i], mode);
+  if (residual_) {
+    const size_t n = static_cast<size_t>(h.rows()) * h.cols();
+    for (size_t i = 0; i < n; ++i) h.data()[i] += x.data()[i];
+  }
+  if (mode == Mode::kEval) saved.inner.clear();
+  return h;
+}
+
+Tensor ResidualBlock::Backward(const Tensor& dy, const Saved& saved) {
+  Tensor g = inner_.back()->Backward(dy, saved.inner.back());
+  for (size_t i = inner_.size() - 1; i-- > 0;) g = inner_[i]->Backward(g, saved.inner[i]);
+  if (residual_) {
+    const size_t n = static_cast<size_t>(g.rows()) * g.cols();
+    for (size_t i = 0; i < n; ++i) g.data()[i] += dy.data()[i];
+  }
+  return g;
+}
+
+std::vector<Param*> ResidualBlock::Params() {
+  std::vector<Param*> all;
+  for (auto& l : inner_) {
+    for (Param* p : l->Params()) all.push_back(p);
+  }
+  return all;
+}
+
+void ResidualBlock::EndStep() {
+  for (auto& l : inner_) l->EndStep();
+}
+
+}  // namespace twinpipe::execute
