@@ -13,5 +13,6 @@ void AddSchedule(CLI::App& app, int& exit_code);
 void AddVerify(CLI::App& app, int& exit_code);
 void AddPartition(CLI::App& app, int& exit_code);
 void AddSimulate(CLI::App& app, int& exit_code);
+void AddExecute(CLI::App& app, int& exit_code);
 
 }  // namespace twinpipe::cli

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   twinpipe::cli::AddVerify(app, exit_code);
   twinpipe::cli::AddPartition(app, exit_code);
   twinpipe::cli::AddSimulate(app, exit_code);
+  twinpipe::cli::AddExecute(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

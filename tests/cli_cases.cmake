@@ -110,3 +110,18 @@ cli_case(simulate_bad_config 2 "config_stages_string.json: /pipeline/stages: exp
 cli_case(simulate_deterministic 0 "step_time_s"
          bash -c "${TP} simulate \"$0\" --json --trace - > \"$1.a\" && ${TP} simulate \"$0\" --json --trace - > \"$1.b\" && cmp \"$1.a\" \"$1.b\" && cat \"$1.a\""
          ${SRC}/examples/cnn_pcie.json ${CMAKE_CURRENT_BINARY_DIR}/determinism)
+
+# execute (CPU backend)
+cli_case(execute_mlp 0 "step   20  loss" ${TP} execute ${SRC}/examples/mlp_cpu.json)
+cli_case(execute_json 0 "\"final_loss\"" ${TP} execute ${SRC}/examples/mlp_cpu.json --steps 2 --json)
+cli_case(execute_trace 0 "\"source\": \"execute:cpu\""
+         bash -c "${TP} execute \"$0\" --steps 1 --trace \"$1\" >/dev/null && cat \"$1\""
+         ${SRC}/examples/mlp_cpu.json ${CMAKE_CURRENT_BINARY_DIR}/execute.trace.json)
+cli_case(execute_refuses_invalid_schedule 2 "deadlock"
+         ${TP} execute ${IN}/exec_two_stages.json --schedule-file ${VFIX}/both_receive_first.txt)
+cli_case(execute_runs_a_schedule_file 0 "step    1  loss"
+         ${TP} execute ${IN}/exec_two_stages.json --schedule-file ${EXP}/exec_two_stages_1f1b.txt)
+cli_case(execute_not_executable 2 "transformer is not executable yet"
+         ${TP} execute ${SRC}/examples/quickstart.json)
+cli_case(execute_cuda_not_built 1 "the cuda backend is not built into this twinpipe"
+         ${TP} execute ${SRC}/examples/mlp_cpu.json --backend cuda)

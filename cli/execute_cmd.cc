@@ -1,0 +1,127 @@
+// `twinpipe execute`: train the config's model for some steps with the very
+// schedule `simulate` predicts, on the CPU backend, and record a measured trace.
+#include <algorithm>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/schedule_io.h"
+#include "cost_models/config.h"
+#include "execute/runtime.h"
+#include "partition/pipeline_plan.h"
+#include "traces/trace.h"
+
+namespace twinpipe::cli {
+namespace {
+
+struct ExecuteCmdOptions {
+  std::string config;
+  std::string backend = "cpu";
+  std::string schedule_file;
+  std::string format = "auto";
+  std::string dialect = "auto";
+  std::string schedule;
+  std::string recompute;
+  int steps = 0;
+  int64_t seed = -1;
+  double timeout_s = 60;
+  bool json = false;
+  std::string trace;
+  std::string chrome;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+int Run(const ExecuteCmdOptions& o) {
+  auto config = cost::LoadConfigFile(o.config);
+  if (!config) {
+    fmt::print(stderr, "twinpipe execute: {}\n", config.error().message);
+    return kExitBadInput;
+  }
+  if (o.backend != "cpu") {
+    fmt::print(stderr, "twinpipe execute: the {} backend is not built into this twinpipe (only cpu is)\n", o.backend);
+    return kExitRuntime;
+  }
+  if (o.seed >= 0) config->training.seed = o.seed;
+  Result<partition::Plan> plan = Fail("no plan");
+  if (!o.schedule_file.empty()) {
+    auto loaded = LoadSchedule(o.schedule_file, o.format, o.dialect);
+    if (!loaded) {
+      fmt::print(stderr, "twinpipe execute: {}\n", loaded.error().message);
+      return kExitBadInput;
+    }
+    plan = partition::PlanForSchedule(*config, std::move(loaded->schedule));
+  } else {
+    partition::PlanOverrides overrides{o.schedule, std::nullopt};
+    if (!o.recompute.empty()) overrides.recompute = ir::RecomputeModeFromName(o.recompute);
+    plan = partition::PlanFromConfig(*config, overrides);
+  }
+  if (!plan) {
+    fmt::print(stderr, "twinpipe execute: {}\n", plan.error().message);
+    return plan.error().kind == ErrorKind::kRuntime ? kExitRuntime : kExitBadInput;
+  }
+  execute::ExecuteOptions options{o.steps > 0 ? o.steps : config->training.steps, o.timeout_s};
+  auto result = execute::ExecuteCpu(*config, *plan, options);
+  if (!result) {
+    fmt::print(stderr, "twinpipe execute: {}\n", result.error().message);
+    return result.error().kind == ErrorKind::kRuntime ? kExitRuntime : kExitBadInput;
+  }
+  for (const auto& [path, write] : {std::pair{o.trace, &traces::WriteTraceJson},
+                                    std::pair{o.chrome, &traces::WriteChromeTrace}}) {
+    if (path.empty()) continue;
+    if (auto ok = WriteOutput(path, write(result->trace)); !ok) {
+      fmt::print(stderr, "twinpipe execute: {}\n", ok.error().message);
+      return kExitRuntime;
+    }
+  }
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["losses"] = result->losses;
+    j["final_loss"] = result->losses.back();
+    j["param_norm"] = result->param_norm;
+    j["step_time_s"] = Median(result->step_time_s);
+    j["devices"] = nlohmann::ordered_json::array();
+    for (size_t d = 0; d < result->peak_memory_bytes.size(); ++d) {
+      j["devices"].push_back({{"device", d}, {"peak_memory_bytes", result->peak_memory_bytes[d]}});
+    }
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+  for (size_t i = 0; i < result->losses.size(); ++i) {
+    fmt::print("step {:>4}  loss {:.6f}  time {:.3f} ms\n", i + 1, result->losses[i], result->step_time_s[i] * 1e3);
+  }
+  fmt::print("parameter norm {:.6f}; median step {:.3f} ms; peak memory per device:", result->param_norm,
+             Median(result->step_time_s) * 1e3);
+  for (double b : result->peak_memory_bytes) fmt::print(" {:.1f} KiB", b / 1024);
+  fmt::print("\n");
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddExecute(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<ExecuteCmdOptions>();
+  CLI::App* cmd = app.add_subcommand("execute", "Train with the schedule for some steps and record a measured trace");
+  cmd->add_option("config", o->config, "config JSON")->required();
+  cmd->add_option("--backend", o->backend, "cpu (cuda arrives with the GPU backend)")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--steps", o->steps, "training steps (default: training.steps)")->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--seed", o->seed, "seed for weights and data (default: training.seed)")->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
+  cmd->add_option("--timeout", o->timeout_s, "seconds a receive may wait before the run fails")->check(CLI::Range(0.001, 1e6));
+  cmd->add_option("--schedule-file", o->schedule_file, "run this schedule (text, JSON or torch CSV)");
+  cmd->add_option("--format", o->format, "schedule file format")->check(CLI::IsMember({"auto", "text", "json", "torch-csv"}));
+  cmd->add_option("--dialect", o->dialect, "torch CSV dialect")->check(CLI::IsMember({"auto", "current", "older"}));
+  cmd->add_option("--schedule,-s", o->schedule, "override the config's schedule (naive, gpipe, 1f1b)");
+  cmd->add_option("--recompute", o->recompute, "override the config's recompute mode")
+      ->check(CLI::IsMember({"none", "full", "except-last"}));
+  cmd->add_flag("--json", o->json, "print losses[], final_loss, param_norm, step_time_s, devices[]");
+  cmd->add_option("--trace", o->trace, "write the measured trace of the last step (native JSON)");
+  cmd->add_option("--chrome", o->chrome, "write it as a Chrome / Perfetto trace");
+  cmd->callback([o, &exit_code] { exit_code = Run(*o); });
+}
+
+}  // namespace twinpipe::cli

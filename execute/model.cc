@@ -1,0 +1,79 @@
+#include "execute/model.h"
+
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "execute/layers/activations.h"
+#include "execute/layers/linear.h"
+#include "execute/layers/residual_block.h"
+#include "execute/layers/sequential.h"
+
+namespace twinpipe::execute {
+
+Result<void> CheckExecutable(const cost::Config& c) {
+  if (!c.mlp) {
+    return Fail(fmt::format("{}: /model: the CPU backend runs the mlp generator; {} is not executable yet",
+                            c.source, c.generator.empty() ? "an explicit layer list" : c.generator));
+  }
+  return {};
+}
+
+std::vector<std::unique_ptr<Layer>> BuildLayers(const cost::Config& c, int first, int last) {
+  const cost::MlpSpec& s = *c.mlp;
+  std::vector<std::unique_ptr<Layer>> layers;
+  for (int i = first; i <= last; ++i) {
+    const uint64_t seed = static_cast<uint64_t>(c.training.seed) * 1000003ULL + static_cast<uint64_t>(i);
+    if (i == 0) {
+      auto input = std::make_unique<Sequential>();
+      input->Add(std::make_unique<Linear>(seed, s.input, s.width));
+      input->Add(std::make_unique<Relu>());
+      layers.push_back(std::move(input));
+    } else if (i + 1 < s.layers) {
+      layers.push_back(std::make_unique<ResidualBlock>(seed, s.width, s.norm, s.residual));
+    } else {
+      layers.push_back(std::make_unique<Linear>(seed, s.width, s.classes));
+    }
+  }
+  return layers;
+}
+
+SyntheticTask::SyntheticTask(const cost::Config& c)
+    : input_(c.mlp->input), classes_(c.mlp->classes), batch_(c.training.batch),
+      seed_(static_cast<uint64_t>(c.training.seed)) {
+  w1_ = InitUniform(seed_ ^ 0x7EAC4E5ULL, static_cast<size_t>(input_) * hidden_, 1.5f / std::sqrt(float(input_)));
+  w2_ = InitUniform(seed_ ^ 0x5EC0DULL, static_cast<size_t>(hidden_) * classes_, 1.5f / std::sqrt(float(hidden_)));
+}
+
+SyntheticTask::Batch SyntheticTask::Make(int step) const {
+  Batch b;
+  b.inputs.resize(static_cast<size_t>(batch_) * input_);
+  b.labels.resize(batch_);
+  std::mt19937_64 rng(seed_ * 7919ULL + static_cast<uint64_t>(step));
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (float& x : b.inputs) x = normal(rng);
+  std::vector<float> h(hidden_);
+  for (int64_t r = 0; r < batch_; ++r) {
+    const float* x = &b.inputs[static_cast<size_t>(r) * input_];
+    for (int j = 0; j < hidden_; ++j) {
+      float a = 0;
+      for (int i = 0; i < input_; ++i) a += x[i] * w1_[static_cast<size_t>(i) * hidden_ + j];
+      h[j] = std::tanh(a);
+    }
+    int best = 0;
+    float best_v = -INFINITY;
+    for (int k = 0; k < classes_; ++k) {
+      float v = 0;
+      for (int j = 0; j < hidden_; ++j) v += h[j] * w2_[static_cast<size_t>(j) * classes_ + k];
+      if (v > best_v) {
+        best_v = v;
+        best = k;
+      }
+    }
+    b.labels[r] = best;
+  }
+  return b;
+}
+
+}  // namespace twinpipe::execute

@@ -1,0 +1,42 @@
+// Executable models: the layers of a config's generator, built for the cells
+// a partition gives, each layer seeded by its index so that every partition
+// starts from the same weights. And the synthetic task they learn.
+//
+//   auto layers = BuildLayers(config, /*first=*/0, /*last=*/3);
+//   SyntheticTask task(config);  auto batch = task.Batch(step);
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "cost_models/config.h"
+#include "execute/layers/layer.h"
+#include "ir/result.h"
+
+namespace twinpipe::execute {
+
+// Fails (bad input) for generators the CPU backend cannot run yet.
+Result<void> CheckExecutable(const cost::Config& config);
+
+// Layers first..last (inclusive) of the config's model.
+std::vector<std::unique_ptr<Layer>> BuildLayers(const cost::Config& config, int first, int last);
+
+// A fixed random teacher network (input -> 32 tanh units -> classes, argmax)
+// labels seeded random normal inputs: deterministic, learnable.
+class SyntheticTask {
+ public:
+  explicit SyntheticTask(const cost::Config& config);
+  struct Batch {
+    std::vector<float> inputs;  // (N, input) row-major
+    std::vector<int> labels;    // N
+  };
+  Batch Make(int step) const;
+
+ private:
+  int input_, classes_, hidden_ = 32;
+  int64_t batch_;
+  uint64_t seed_;
+  std::vector<float> w1_, w2_;
+};
+
+}  // namespace twinpipe::execute

@@ -1,0 +1,338 @@
+#include "execute/runtime.h"
+
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "execute/gemm.h"
+#include "execute/layers/softmax_cross_entropy.h"
+#include "execute/model.h"
+#include "execute/transport.h"
+
+namespace twinpipe::execute {
+namespace {
+
+using ir::Op;
+using ir::OpKind;
+using Clock = std::chrono::steady_clock;
+
+// One stage's cell on its device: its layers, and per micro-batch what the
+// schedule's ops hand to each other.
+struct Cell {
+  int stage = 0;
+  std::vector<std::unique_ptr<Layer>> layers;
+  struct Slot {
+    Tensor input;               // the boundary input, kept for R and B
+    std::vector<Saved> saved;   // per layer, unless recomputed
+    Tensor output;              // activation for the next stage
+    Tensor grad_output;         // gradient of the output (from the loss or the next stage)
+    Tensor grad_input;          // gradient for the previous stage
+  };
+  std::vector<Slot> slots;      // per micro-batch
+};
+
+struct Optimizer {
+  std::string kind;
+  double lr, momentum;
+  int step = 0;
+
+  void Apply(Param& p) const {
+    if (p.m.empty()) p.m.assign(p.value.size(), 0.f);
+    if (kind == "adam" && p.v.empty()) p.v.assign(p.value.size(), 0.f);
+    for (size_t i = 0; i < p.value.size(); ++i) {
+      const double g = p.grad[i];
+      if (kind == "adam") {
+        constexpr double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+        p.m[i] = static_cast<float>(b1 * p.m[i] + (1 - b1) * g);
+        p.v[i] = static_cast<float>(b2 * p.v[i] + (1 - b2) * g * g);
+        const double mhat = p.m[i] / (1 - std::pow(b1, step)), vhat = p.v[i] / (1 - std::pow(b2, step));
+        p.value[i] = static_cast<float>(p.value[i] - lr * mhat / (std::sqrt(vhat) + eps));
+      } else {
+        p.m[i] = static_cast<float>(momentum * p.m[i] + g);
+        p.value[i] = static_cast<float>(p.value[i] - lr * p.m[i]);
+      }
+      p.grad[i] = 0;
+    }
+  }
+};
+
+class Runner {
+ public:
+  Runner(const cost::Config& c, const partition::Plan& plan, const ExecuteOptions& o)
+      : c_(c), s_(plan.schedule), o_(o), task_(c), transport_(s_.num_devices, 2 * static_cast<size_t>(s_.num_micro_batches) + 2),
+        accounts_(s_.num_devices), cells_(s_.num_stages) {
+    optimizer_ = Optimizer{c.training.optimizer, c.training.learning_rate, c.training.momentum};
+    for (int st = 0; st < s_.num_stages; ++st) {
+      const auto& cell = plan.partition.cells[st];
+      cells_[st].stage = st;
+      cells_[st].layers = BuildLayers(c, cell.first_layer, cell.last_layer);
+    }
+    recomputed_.assign(static_cast<size_t>(s_.num_stages) * s_.num_micro_batches, 0);
+    for (const auto& p : s_.programs) {
+      for (const Op& op : p) {
+        if (op.kind == OpKind::kRecompute) recomputed_[static_cast<size_t>(op.stage) * s_.num_micro_batches + op.micro_batch] = 1;
+      }
+    }
+  }
+
+  Result<ExecuteResult> Run();
+
+ private:
+  Result<void> Worker(int device, int step, Clock::time_point origin);
+  Result<void> RunOp(int device, const Op& op, int step);
+  Tensor Forward(Cell& cell, Cell::Slot& slot, const Tensor& x, Mode mode, bool keep);
+  std::string Where(const Op& op, int device) const { return fmt::format("device {}: {}", device, ir::OpToken(op)); }
+
+  const cost::Config& c_;
+  const ir::Schedule& s_;
+  ExecuteOptions o_;
+  SyntheticTask task_;
+  SyntheticTask::Batch batch_;
+  InProcTransport transport_;
+  std::vector<MemoryAccount> accounts_;
+  std::vector<Cell> cells_;
+  std::vector<char> recomputed_;
+  Optimizer optimizer_;
+  std::vector<double> loss_sum_;       // per device, this step
+  std::vector<traces::Event> events_;  // this step, by op id
+  Clock::time_point origin_;
+  std::atomic<bool> failed_{false};
+  std::mutex error_mu_;
+  std::string error_;
+  ErrorKind error_kind_ = ErrorKind::kRuntime;
+};
+
+Tensor Runner::Forward(Cell& cell, Cell::Slot& slot, const Tensor& x, Mode mode, bool keep) {
+  slot.saved.assign(cell.layers.size(), Saved{});
+  Tensor h = cell.layers[0]->Forward(x, slot.saved[0], mode);
+  for (size_t i = 1; i < cell.layers.size(); ++i) h = cell.layers[i]->Forward(h, slot.saved[i], mode);
+  if (!keep) slot.saved.clear();  // recomputed later: keep only the boundary input
+  return h;
+}
+
+Result<void> Runner::RunOp(int device, const Op& op, int step) {
+  const int M = s_.num_micro_batches;
+  const auto mb_size = static_cast<int>(c_.training.MicroBatchSize());
+  MemoryAccount* account = &accounts_[device];
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.timeout_s));
+  auto fail_comm = [&](InProcTransport::Status status, const char* verb) -> Result<void> {
+    if (status == InProcTransport::Status::kAborted) return FailRuntime("aborted");
+    return FailRuntime(fmt::format("{} timed out after {} s waiting to {} device {}", Where(op, device), o_.timeout_s,
+                                   verb, op.peer));
+  };
+  const bool last_stage = op.stage == s_.num_stages - 1;
+  switch (op.kind) {
+    case OpKind::kForward: {
+      Cell& cell = cells_[op.stage];
+      Cell::Slot& slot = cell.slots[op.micro_batch];
+      if (op.stage == 0) {
+        slot.input = Tensor(account, mb_size, c_.mlp->input);
+        std::copy_n(&batch_.inputs[static_cast<size_t>(op.micro_batch) * mb_size * c_.mlp->input],
+                    static_cast<size_t>(mb_size) * c_.mlp->input, slot.input.data());
+      } else if (s_.placement[op.stage - 1] == device) {
+        slot.input = std::move(cells_[op.stage - 1].slots[op.micro_batch].output);
+      }
+      if (slot.input.empty()) return FailRuntime(fmt::format("{}: its input never arrived", Where(op, device)));
+      const bool keep = !recomputed_[static_cast<size_t>(op.stage) * M + op.micro_batch];
+      Tensor y = Forward(cell, slot, slot.input, Mode::kTrain, keep);
+      if (last_stage) {
+        std::vector<int> labels(batch_.labels.begin() + static_cast<ptrdiff_t>(op.micro_batch) * mb_size,
+                                batch_.labels.begin() + static_cast<ptrdiff_t>(op.micro_batch + 1) * mb_size);
+        double loss = 0;
+        slot.grad_output = SoftmaxCrossEntropy(y, labels, static_cast<double>(c_.training.batch), loss);
+        loss_sum_[device] += loss;
+      } else {
+        slot.output = std::move(y);
+      }
+      return {};
+    }
+    case OpKind::kRecompute: {
+      Cell& cell = cells_[op.stage];
+      Cell::Slot& slot = cell.slots[op.micro_batch];
+      Forward(cell, slot, slot.input, Mode::kRecompute, true);
+      return {};
+    }
+    case OpKind::kBackward: {
+      Cell& cell = cells_[op.stage];
+      Cell::Slot& slot = cell.slots[op.micro_batch];
+      if (!last_stage && s_.placement[op.stage + 1] == device) {
+        slot.grad_output = std::move(cells_[op.stage + 1].slots[op.micro_batch].grad_input);
+      }
+      if (slot.grad_output.empty() || slot.saved.size() != cell.layers.size()) {
+        return FailRuntime(fmt::format("{}: its output gradient or saved activations are missing", Where(op, device)));
+      }
+      Tensor g = cell.layers.back()->Backward(slot.grad_output, slot.saved.back());
+      for (size_t i = cell.layers.size() - 1; i-- > 0;) g = cell.layers[i]->Backward(g, slot.saved[i]);
+      slot.saved.clear();
+      slot.input.Release();
+      slot.grad_output.Release();
+      if (op.stage > 0) slot.grad_input = std::move(g);
+      return {};
+    }
+    case OpKind::kSendF:
+    case OpKind::kSendB: {
+      Cell::Slot& slot = cells_[op.stage].slots[op.micro_batch];
+      Tensor& t = op.kind == OpKind::kSendF ? slot.output : slot.grad_input;
+      Message m{op.kind, op.stage, op.micro_batch, t.rows(), t.cols(),
+                std::vector<float>(t.data(), t.data() + static_cast<size_t>(t.rows()) * t.cols())};
+      t.Release();
+      if (auto st = transport_.Send(device, op.peer, std::move(m), deadline); st != InProcTransport::Status::kOk) {
+        return fail_comm(st, "send to");
+      }
+      return {};
+    }
+    case OpKind::kRecvF:
+    case OpKind::kRecvB: {
+      Message m;
+      if (auto st = transport_.Recv(op.peer, device, m, deadline); st != InProcTransport::Status::kOk) {
+        return fail_comm(st, "receive from");
+      }
+      const bool forward = op.kind == OpKind::kRecvF;
+      const int32_t expected_stage = forward ? op.stage - 1 : op.stage + 1;
+      if (m.kind != (forward ? OpKind::kSendF : OpKind::kSendB) || m.stage != expected_stage ||
+          m.micro_batch != op.micro_batch) {
+        return FailRuntime(fmt::format("{} received {} instead", Where(op, device),
+                                       ir::OpToken(Op{.kind = m.kind, .stage = m.stage, .micro_batch = m.micro_batch})));
+      }
+      Tensor t(account, m.rows, m.cols);
+      std::copy(m.data.begin(), m.data.end(), t.data());
+      Cell::Slot& slot = cells_[op.stage].slots[op.micro_batch];
+      (forward ? slot.input : slot.grad_output) = std::move(t);
+      return {};
+    }
+    case OpKind::kStep: {
+      Optimizer opt = optimizer_;
+      opt.step = step + 1;
+      for (Cell& cell : cells_) {
+        if (s_.placement[cell.stage] != device) continue;
+        for (auto& layer : cell.layers) {
+          for (Param* p : layer->Params()) opt.Apply(*p);
+          layer->EndStep();
+        }
+      }
+      return {};
+    }
+    default:
+      return Fail(fmt::format("{}: the CPU backend does not run {} ops yet", Where(op, device), ir::OpKindName(op.kind)));
+  }
+}
+
+Result<void> Runner::Worker(int device, int step, Clock::time_point origin) {
+  accounts_[device].Reset(origin);
+  for (const Op& op : s_.programs[device]) {
+    if (failed_) return FailRuntime("aborted");
+    const double start = std::chrono::duration<double>(Clock::now() - origin).count();
+    auto ok = RunOp(device, op, step);
+    const double end = std::chrono::duration<double>(Clock::now() - origin).count();
+    if (!ok) return ok;
+    traces::Stream stream = ir::IsSend(op.kind) ? traces::Stream::kSend
+                            : ir::IsRecv(op.kind) ? traces::Stream::kRecv
+                            : op.kind == OpKind::kAllReduce ? traces::Stream::kAllReduce
+                                                            : traces::Stream::kCompute;
+    events_[op.id] = traces::Event{op.id, device, stream, op.kind, op.stage, op.micro_batch, op.peer, start, end, op.bytes};
+  }
+  return {};
+}
+
+Result<ExecuteResult> Runner::Run() {
+  if (s_.replicas > 1) {
+    return Fail(fmt::format("{}: the CPU backend runs one pipeline; {} data-parallel replicas are not supported yet",
+                            c_.source, s_.replicas));
+  }
+  for (const auto& p : s_.programs) {
+    for (const Op& op : p) {
+      if (op.kind == OpKind::kBackwardInput || op.kind == OpKind::kBackwardWeight || op.kind == OpKind::kAllReduce) {
+        return Fail(fmt::format("device {}: {}: the CPU backend does not run {} ops yet", op.device, ir::OpToken(op),
+                                ir::OpKindName(op.kind)));
+      }
+    }
+  }
+  UseOneBlasThread();
+  for (Cell& cell : cells_) {
+    cell.slots.assign(s_.num_micro_batches, Cell::Slot{});
+    // Parameters with their fp64 gradients and optimizer state live all along.
+    const int64_t state = c_.training.optimizer == "adam" ? 2 : 1;
+    for (auto& layer : cell.layers) {
+      for (Param* p : layer->Params()) {
+        accounts_[s_.placement[cell.stage]].Add(static_cast<int64_t>(p->value.size()) *
+                                                (4 + 8 + 4 * state));
+      }
+    }
+  }
+  ExecuteResult result;
+  const int D = s_.num_devices;
+  result.peak_memory_bytes.assign(D, 0);
+  events_.assign(s_.NumOps(), traces::Event{});
+  for (int step = 0; step < o_.steps; ++step) {
+    batch_ = task_.Make(step);
+    loss_sum_.assign(D, 0.0);
+    const auto origin = Clock::now();
+    std::vector<std::thread> workers;
+    for (int d = 0; d < D; ++d) {
+      workers.emplace_back([this, d, step, origin] {
+        auto ok = Worker(d, step, origin);
+        if (!ok && ok.error().message != "aborted") {
+          std::lock_guard lock(error_mu_);
+          if (error_.empty()) {
+            error_ = ok.error().message;
+            error_kind_ = ok.error().kind;
+          }
+          failed_ = true;
+          transport_.Abort();
+        }
+      });
+    }
+    for (auto& w : workers) w.join();
+    if (failed_) return tl::unexpected(Error{error_, error_kind_});
+    result.step_time_s.push_back(std::chrono::duration<double>(Clock::now() - origin).count());
+    double loss = 0;
+    for (double l : loss_sum_) loss += l;
+    result.losses.push_back(loss / static_cast<double>(c_.training.batch));
+    for (int d = 0; d < D; ++d) {
+      result.peak_memory_bytes[d] = std::max(result.peak_memory_bytes[d], static_cast<double>(accounts_[d].peak_bytes()));
+    }
+    if (!std::isfinite(result.losses.back())) {
+      return FailRuntime(fmt::format("step {}: the loss is {} (stage {})", step, result.losses.back(), s_.num_stages - 1));
+    }
+  }
+  double sq = 0;
+  for (Cell& cell : cells_) {
+    for (auto& layer : cell.layers) {
+      for (Param* p : layer->Params()) {
+        for (float v : p->value) {
+          sq += static_cast<double>(v) * v;
+          result.parameters.push_back(v);
+        }
+      }
+    }
+  }
+  result.param_norm = std::sqrt(sq);
+  traces::Trace& t = result.trace;
+  t.source = "execute:cpu";
+  t.stages = s_.num_stages;
+  t.micro_batches = s_.num_micro_batches;
+  t.devices = D;
+  t.replicas = s_.replicas;
+  t.placement = s_.placement;
+  t.events = events_;
+  for (int d = 0; d < D; ++d) {
+    std::vector<traces::MemorySample> samples;
+    for (const auto& [time, bytes] : accounts_[d].samples()) samples.push_back({time, bytes});
+    t.memory.push_back(std::move(samples));
+  }
+  return result;
+}
+
+}  // namespace
+
+Result<ExecuteResult> ExecuteCpu(const cost::Config& config, const partition::Plan& plan, const ExecuteOptions& options) {
+  if (auto ok = CheckExecutable(config); !ok) return tl::unexpected(ok.error());
+  Runner runner(config, plan, options);
+  return runner.Run();
+}
+
+}  // namespace twinpipe::execute

@@ -1,0 +1,137 @@
+#include "execute/runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "ir/builders.h"
+#include "ir/passes.h"
+
+namespace twinpipe::execute {
+namespace {
+
+cost::Config Mlp(int stages, int micro_batches, const std::string& schedule, const std::string& recompute,
+                 const std::string& extra_model = "", const std::string& optimizer = "sgd", int batch = 16,
+                 int width = 16) {
+  const std::string text = fmt::format(R"({{
+    "model": {{"generator": "mlp", "layers": 8, "width": {}, "input": 12, "classes": 5, "norm": "layernorm",
+               "residual": true {}}},
+    "training": {{"batch": {}, "microbatches": {}, "optimizer": "{}", "learning_rate": 0.01, "seed": 3}},
+    "pipeline": {{"stages": {}, "schedule": "{}", "recompute": "{}"}},
+    "cluster": {{"device": "CPU", "devices": {}, "link": "inproc"}}}})",
+                                       width, extra_model, batch, micro_batches, optimizer, stages, schedule, recompute,
+                                       stages);
+  auto c = cost::LoadConfig(text, "t.json");
+  EXPECT_TRUE(c) << c.error().message;
+  return *c;
+}
+
+ExecuteResult Train(const cost::Config& c, int steps) {
+  auto plan = partition::PlanFromConfig(c);
+  EXPECT_TRUE(plan) << plan.error().message;
+  auto r = ExecuteCpu(c, *plan, {steps, 10});
+  EXPECT_TRUE(r) << r.error().message;
+  return *r;
+}
+
+TEST(Execute, GPipeGuaranteeParametersDoNotDependOnKOrM) {
+  const ExecuteResult reference = Train(Mlp(1, 1, "gpipe", "none"), 3);
+  // The comparison can fail: training moves the weights well beyond the
+  // tolerance, and so does another mini-batch split that changed the data.
+  const ExecuteResult one_step = Train(Mlp(1, 1, "gpipe", "none"), 1);
+  double moved = 0;
+  for (size_t i = 0; i < one_step.parameters.size(); ++i) {
+    moved = std::max(moved, static_cast<double>(std::abs(one_step.parameters[i] - reference.parameters[i])));
+  }
+  EXPECT_GT(moved, 1e-3);
+  int runs = 0;
+  for (int K : {1, 2, 3, 4}) {
+    for (int M : {1, 2, 4, 8}) {
+      for (const char* schedule : {"naive", "gpipe", "1f1b"}) {
+        for (const char* recompute : {"none", "full", "except-last"}) {
+          const ExecuteResult r = Train(Mlp(K, M, schedule, recompute), 3);
+          ASSERT_EQ(r.parameters.size(), reference.parameters.size());
+          double worst = 0;
+          for (size_t i = 0; i < r.parameters.size(); ++i) {
+            const double a = r.parameters[i], b = reference.parameters[i];
+            worst = std::max(worst, std::abs(a - b) / std::max(1.0, std::abs(b)));
+          }
+          EXPECT_LE(worst, 1e-5) << "K=" << K << " M=" << M << " " << schedule << " " << recompute;
+          ++runs;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(runs, 144);
+}
+
+TEST(Execute, AdamToo) {
+  const ExecuteResult reference = Train(Mlp(1, 1, "gpipe", "none", "", "adam"), 3);
+  const ExecuteResult r = Train(Mlp(4, 8, "1f1b", "full", "", "adam"), 3);
+  double worst = 0;
+  for (size_t i = 0; i < r.parameters.size(); ++i) {
+    worst = std::max(worst, std::abs(r.parameters[i] - reference.parameters[i]) /
+                                std::max(1.0, std::abs(static_cast<double>(reference.parameters[i]))));
+  }
+  EXPECT_LE(worst, 1e-4);
+}
+
+TEST(Execute, LossFallsByHalfOverAHundredSteps) {
+  const ExecuteResult r = Train(Mlp(4, 4, "1f1b", "full", "", "adam", 64, 64), 100);
+  ASSERT_EQ(r.losses.size(), 100u);
+  EXPECT_LE(r.losses.back(), r.losses.front() / 2) << r.losses.front() << " -> " << r.losses.back();
+}
+
+TEST(Execute, MeasuredPeakMemoryFollowsRecomputeAndSchedule) {
+  auto peak = [](const ExecuteResult& r) { return *std::max_element(r.peak_memory_bytes.begin(), r.peak_memory_bytes.end()); };
+  const double none = peak(Train(Mlp(2, 8, "gpipe", "none", "", "sgd", 64, 128), 1));
+  const double full = peak(Train(Mlp(2, 8, "gpipe", "full", "", "sgd", 64, 128), 1));
+  EXPECT_LT(full, none);
+  const double gpipe = peak(Train(Mlp(2, 8, "gpipe", "none", "", "sgd", 64, 128), 1));
+  const double one_f_one_b = peak(Train(Mlp(2, 8, "1f1b", "none", "", "sgd", 64, 128), 1));
+  EXPECT_LT(one_f_one_b, gpipe);
+}
+
+TEST(Execute, BatchNormModelsTrain) {
+  const ExecuteResult r = Train(Mlp(2, 4, "gpipe", "full", R"(, "norm": "batchnorm")"), 3);
+  EXPECT_TRUE(std::isfinite(r.losses.back()));
+}
+
+TEST(Execute, APeerThatNeverSendsTimesOutNamingTheOp) {
+  const cost::Config c = Mlp(2, 1, "gpipe", "none");
+  auto plan = partition::PlanFromConfig(c);
+  ASSERT_TRUE(plan);
+  auto& program = plan->schedule.programs[0];
+  program.erase(std::find_if(program.begin(), program.end(), [](const ir::Op& op) { return op.kind == ir::OpKind::kSendF; }));
+  ir::Renumber(plan->schedule);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = ExecuteCpu(c, *plan, {1, 0.3});
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, ErrorKind::kRuntime);
+  EXPECT_NE(r.error().message.find("timed out after 0.3 s"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("RECV_"), std::string::npos) << r.error().message;
+  EXPECT_LT(waited, 0.3 + 1.0);
+}
+
+TEST(Execute, TraceHasEveryOpInTheSimulatorsFormat) {
+  const cost::Config c = Mlp(3, 4, "1f1b", "full");
+  const ExecuteResult r = Train(c, 2);
+  auto plan = partition::PlanFromConfig(c);
+  ASSERT_EQ(r.trace.events.size(), static_cast<size_t>(plan->schedule.NumOps()));
+  for (size_t i = 0; i < r.trace.events.size(); ++i) {
+    EXPECT_EQ(r.trace.events[i].id, static_cast<int32_t>(i));
+    EXPECT_LE(r.trace.events[i].start_s, r.trace.events[i].end_s);
+  }
+  auto back = traces::ReadTraceJson(traces::WriteTraceJson(r.trace), "t.json");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->events.size(), r.trace.events.size());
+  ASSERT_EQ(r.trace.memory.size(), 3u);
+  EXPECT_GT(r.trace.memory[0].size(), 4u);
+}
+
+}  // namespace
+}  // namespace twinpipe::execute

@@ -1,0 +1,54 @@
+// The in-process transport: a bounded FIFO channel per ordered device pair.
+// A receive blocks until its message arrives, the run aborts, or its
+// deadline passes; it never hangs.
+//
+//   InProcTransport t(/*devices=*/4, /*capacity=*/64);
+//   t.Send(0, 1, std::move(message));  auto m = t.Recv(0, 1, deadline);
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "ir/op.h"
+
+namespace twinpipe::execute {
+
+struct Message {
+  ir::OpKind kind;  // SEND_F or SEND_B
+  int32_t stage;    // the sending stage
+  int32_t micro_batch;
+  int rows = 0, cols = 0;
+  std::vector<float> data;
+};
+
+class InProcTransport {
+ public:
+  using Clock = std::chrono::steady_clock;
+  enum class Status { kOk, kTimeout, kAborted };
+
+  InProcTransport(int devices, size_t capacity);
+  Status Send(int src, int dst, Message message, Clock::time_point deadline);
+  Status Recv(int src, int dst, Message& out, Clock::time_point deadline);
+  // Wakes every waiting send and receive; they return kAborted.
+  void Abort();
+
+ private:
+  struct Channel {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Message> queue;
+  };
+  Channel& At(int src, int dst) { return *channels_[static_cast<size_t>(src) * devices_ + dst]; }
+
+  int devices_;
+  size_t capacity_;
+  std::vector<std::unique_ptr<Channel>> channels_;
+  std::mutex abort_mu_;
+  bool aborted_ = false;
+};
+
+}  // namespace twinpipe::execute
