@@ -5,7 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "execute/layers/activations.h"
+#include "execute/layers/gelu.h"
+#include "execute/layers/relu.h"
 #include "execute/layers/linear.h"
 #include "execute/layers/residual_block.h"
 #include "execute/layers/sequential.h"

@@ -6,9 +6,11 @@
 #include <functional>
 #include <random>
 
-#include "execute/layers/activations.h"
+#include "execute/layers/gelu.h"
+#include "execute/layers/relu.h"
 #include "execute/layers/linear.h"
-#include "execute/layers/norms.h"
+#include "execute/layers/batchnorm.h"
+#include "execute/layers/layernorm.h"
 #include "execute/layers/residual_block.h"
 #include "execute/layers/softmax_cross_entropy.h"
 

@@ -1,8 +1,10 @@
 #include "execute/layers/residual_block.h"
 
-#include "execute/layers/activations.h"
+#include "execute/layers/gelu.h"
+#include "execute/layers/relu.h"
 #include "execute/layers/linear.h"
-#include "execute/layers/norms.h"
+#include "execute/layers/batchnorm.h"
+#include "execute/layers/layernorm.h"
 
 namespace twinpipe::execute {
 

@@ -1,4 +1,4 @@
-// Elementwise activations: ReLU, and GELU (tanh approximation).
+// Rectified linear unit, elementwise: y = max(x, 0).
 //
 //   Relu relu;  Tensor y = relu.Forward(x, saved, Mode::kTrain);
 #pragma once
@@ -11,13 +11,6 @@ class Relu : public Layer {
  public:
   std::string_view Name() const override { return "relu"; }
   Tensor Forward(const Tensor& x, Saved& saved, Mode mode) override;  // saves y
-  Tensor Backward(const Tensor& dy, const Saved& saved) override;
-};
-
-class Gelu : public Layer {
- public:
-  std::string_view Name() const override { return "gelu"; }
-  Tensor Forward(const Tensor& x, Saved& saved, Mode mode) override;  // saves x
   Tensor Backward(const Tensor& dy, const Saved& saved) override;
 };
 

@@ -1,66 +1,14 @@
-#include "execute/layers/norms.h"
+#include "execute/layers/batchnorm.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "execute/layers/param_init.h"
 
 namespace twinpipe::execute {
 
-namespace {
-Param Ones(const char* name, int n) { return Param{name, std::vector<float>(n, 1.f), std::vector<double>(n, 0.0), {}, {}}; }
-Param Zeros(const char* name, int n) { return Param{name, std::vector<float>(n, 0.f), std::vector<double>(n, 0.0), {}, {}}; }
-}  // namespace
-
-LayerNorm::LayerNorm(int features, float eps) : c_(features), eps_(eps), gamma_(Ones("gamma", features)), beta_(Zeros("beta", features)) {}
-
-Tensor LayerNorm::Forward(const Tensor& x, Saved& saved, Mode mode) {
-  const int B = x.rows();
-  Tensor y(x.account(), B, c_), xhat(x.account(), B, c_), rstd(x.account(), B, 1);
-  for (int r = 0; r < B; ++r) {
-    double mean = 0, var = 0;
-    for (int c = 0; c < c_; ++c) mean += x.at(r, c);
-    mean /= c_;
-    for (int c = 0; c < c_; ++c) var += (x.at(r, c) - mean) * (x.at(r, c) - mean);
-    var /= c_;
-    const float rs = static_cast<float>(1.0 / std::sqrt(var + eps_));
-    rstd.at(r, 0) = rs;
-    for (int c = 0; c < c_; ++c) {
-      xhat.at(r, c) = static_cast<float>((x.at(r, c) - mean) * rs);
-      y.at(r, c) = xhat.at(r, c) * gamma_.value[c] + beta_.value[c];
-    }
-  }
-  if (mode != Mode::kEval) {
-    saved.t.clear();
-    saved.t.push_back(std::move(xhat));
-    saved.t.push_back(std::move(rstd));
-  }
-  return y;
-}
-
-Tensor LayerNorm::Backward(const Tensor& dy, const Saved& saved) {
-  const Tensor& xhat = saved.t.at(0);
-  const Tensor& rstd = saved.t.at(1);
-  const int B = dy.rows();
-  Tensor dx(dy.account(), B, c_);
-  for (int r = 0; r < B; ++r) {
-    double mean_g = 0, mean_gx = 0;
-    for (int c = 0; c < c_; ++c) {
-      const double g = dy.at(r, c) * gamma_.value[c];
-      mean_g += g;
-      mean_gx += g * xhat.at(r, c);
-      gamma_.grad[c] += dy.at(r, c) * xhat.at(r, c);
-      beta_.grad[c] += dy.at(r, c);
-    }
-    mean_g /= c_;
-    mean_gx /= c_;
-    for (int c = 0; c < c_; ++c) {
-      const double g = dy.at(r, c) * gamma_.value[c];
-      dx.at(r, c) = static_cast<float>(rstd.at(r, 0) * (g - mean_g - xhat.at(r, c) * mean_gx));
-    }
-  }
-  return dx;
-}
-
 BatchNorm::BatchNorm(int features, float momentum, float eps)
-    : c_(features), momentum_(momentum), eps_(eps), gamma_(Ones("gamma", features)), beta_(Zeros("beta", features)),
+    : c_(features), momentum_(momentum), eps_(eps), gamma_(ConstantParam("gamma", features, 1.f)), beta_(ConstantParam("beta", features, 0.f)),
       running_mean_(features, 0.0), running_var_(features, 1.0), step_sum_(features, 0.0), step_sum_sq_(features, 0.0) {}
 
 Tensor BatchNorm::Forward(const Tensor& x, Saved& saved, Mode mode) {

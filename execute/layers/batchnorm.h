@@ -1,8 +1,9 @@
-// Normalisation layers over the feature axis of a (B, C) tensor.
-// LayerNorm: per row. BatchNorm: per column over the micro-batch's rows in
-// training (GPipe's per-micro-batch statistics); running statistics for
-// evaluation are folded once per mini-batch, at STEP, from the statistics of
-// the whole mini-batch (every micro-batch's rows together).
+// Batch normalisation over the rows of a (B, C) tensor, per feature. In
+// training each micro-batch is normalised with its own statistics (GPipe's
+// semantics); the running statistics used for evaluation are folded once
+// per mini-batch, at STEP, from the statistics of all its micro-batches'
+// rows together (unbiased variance, momentum 0.1). A recompute (R) does not
+// count its rows again.
 //
 //   BatchNorm bn(64);  bn.Forward(x, saved, Mode::kTrain);  bn.EndStep();
 #pragma once
@@ -10,20 +11,6 @@
 #include "execute/layers/layer.h"
 
 namespace twinpipe::execute {
-
-class LayerNorm : public Layer {
- public:
-  explicit LayerNorm(int features, float eps = 1e-5f);
-  std::string_view Name() const override { return "layernorm"; }
-  Tensor Forward(const Tensor& x, Saved& saved, Mode mode) override;  // saves xhat, rstd
-  Tensor Backward(const Tensor& dy, const Saved& saved) override;
-  std::vector<Param*> Params() override { return {&gamma_, &beta_}; }
-
- private:
-  int c_;
-  float eps_;
-  Param gamma_, beta_;
-};
 
 class BatchNorm : public Layer {
  public:
