@@ -27,11 +27,13 @@ for schedule in gpipe 1f1b; do
   echo "== twinpipe simulate $config --schedule $schedule   (predicted step on 4 H100s over NVLink)"
   "$tp" simulate "$config" --schedule "$schedule" --trace "$out/$schedule.trace.json" --chrome "$out/$schedule.chrome.json"
 done
+echo
+echo "== twinpipe execute examples/mlp_cpu.json   (train an 8-layer MLP on 4 CPU workers, 1F1B, full recompute)"
+"$tp" execute examples/mlp_cpu.json --trace "$out/measured.trace.json"
 cat <<'TXT'
 
 Traces: pass --trace FILE (twinpipe's JSON) or --chrome FILE (open in
 https://ui.perfetto.dev) to `twinpipe simulate`.
-What comes next (see the issues): `execute` runs the same schedule on CPUs and
-GPUs; `compare`, `calibrate`, `render` and `search` close the loop between
-prediction and measurement.
+What comes next (see the issues): the GPU executor; `compare`, `calibrate`,
+`render` and `search` close the loop between prediction and measurement.
 TXT
