@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/plan_source.h"
 #include "cli/schedule_io.h"
 #include "cost_models/config.h"
 #include "execute/runtime.h"
@@ -19,11 +20,7 @@ namespace {
 struct ExecuteCmdOptions {
   std::string config;
   std::string backend = "cpu";
-  std::string schedule_file;
-  std::string format = "auto";
-  std::string dialect = "auto";
-  std::string schedule;
-  std::string recompute;
+  PlanSource source;
   int steps = 0;
   int64_t seed = -1;
   double timeout_s = 60;
@@ -48,22 +45,10 @@ int Run(const ExecuteCmdOptions& o) {
     return kExitRuntime;
   }
   if (o.seed >= 0) config->training.seed = o.seed;
-  Result<partition::Plan> plan = Fail("no plan");
-  if (!o.schedule_file.empty()) {
-    auto loaded = LoadSchedule(o.schedule_file, o.format, o.dialect);
-    if (!loaded) {
-      fmt::print(stderr, "twinpipe execute: {}\n", loaded.error().message);
-      return kExitBadInput;
-    }
-    plan = partition::PlanForSchedule(*config, std::move(loaded->schedule));
-  } else {
-    partition::PlanOverrides overrides{o.schedule, std::nullopt};
-    if (!o.recompute.empty()) overrides.recompute = ir::RecomputeModeFromName(o.recompute);
-    plan = partition::PlanFromConfig(*config, overrides);
-  }
+  auto plan = MakePlan(*config, o.source);
   if (!plan) {
     fmt::print(stderr, "twinpipe execute: {}\n", plan.error().message);
-    return plan.error().kind == ErrorKind::kRuntime ? kExitRuntime : kExitBadInput;
+    return ExitCodeOf(plan.error());
   }
   execute::ExecuteOptions options{o.steps > 0 ? o.steps : config->training.steps, o.timeout_s};
   auto result = execute::ExecuteCpu(*config, *plan, options);
@@ -112,12 +97,7 @@ void AddExecute(CLI::App& app, int& exit_code) {
   cmd->add_option("--steps", o->steps, "training steps (default: training.steps)")->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--seed", o->seed, "seed for weights and data (default: training.seed)")->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
   cmd->add_option("--timeout", o->timeout_s, "seconds a receive may wait before the run fails")->check(CLI::Range(0.001, 1e6));
-  cmd->add_option("--schedule-file", o->schedule_file, "run this schedule (text, JSON or torch CSV)");
-  cmd->add_option("--format", o->format, "schedule file format")->check(CLI::IsMember({"auto", "text", "json", "torch-csv"}));
-  cmd->add_option("--dialect", o->dialect, "torch CSV dialect")->check(CLI::IsMember({"auto", "current", "older"}));
-  cmd->add_option("--schedule,-s", o->schedule, "override the config's schedule (naive, gpipe, 1f1b)");
-  cmd->add_option("--recompute", o->recompute, "override the config's recompute mode")
-      ->check(CLI::IsMember({"none", "full", "except-last"}));
+  AddPlanOptions(*cmd, o->source);
   cmd->add_flag("--json", o->json, "print losses[], final_loss, param_norm, step_time_s, devices[]");
   cmd->add_option("--trace", o->trace, "write the measured trace of the last step (native JSON)");
   cmd->add_option("--chrome", o->chrome, "write it as a Chrome / Perfetto trace");

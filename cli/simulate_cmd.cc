@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/plan_source.h"
 #include "cli/schedule_io.h"
 #include "cost_models/config.h"
 #include "partition/pipeline_plan.h"
@@ -18,11 +19,7 @@ namespace {
 
 struct SimulateOptions {
   std::string config;
-  std::string schedule_file;
-  std::string format = "auto";
-  std::string dialect = "auto";
-  std::string schedule;
-  std::string recompute;
+  PlanSource source;
   bool json = false;
   std::string trace;
   std::string chrome;
@@ -34,22 +31,10 @@ int Run(const SimulateOptions& o) {
     fmt::print(stderr, "twinpipe simulate: {}\n", config.error().message);
     return kExitBadInput;
   }
-  Result<partition::Plan> plan = Fail("no plan");
-  if (!o.schedule_file.empty()) {
-    auto loaded = LoadSchedule(o.schedule_file, o.format, o.dialect);
-    if (!loaded) {
-      fmt::print(stderr, "twinpipe simulate: {}\n", loaded.error().message);
-      return kExitBadInput;
-    }
-    plan = partition::PlanForSchedule(*config, std::move(loaded->schedule));
-  } else {
-    partition::PlanOverrides overrides{o.schedule, std::nullopt};
-    if (!o.recompute.empty()) overrides.recompute = ir::RecomputeModeFromName(o.recompute);
-    plan = partition::PlanFromConfig(*config, overrides);
-  }
+  auto plan = MakePlan(*config, o.source);
   if (!plan) {
     fmt::print(stderr, "twinpipe simulate: {}\n", plan.error().message);
-    return plan.error().kind == ErrorKind::kRuntime ? kExitRuntime : kExitBadInput;
+    return ExitCodeOf(plan.error());
   }
   const simulate::SimCosts costs = simulate::CostsFromPlan(*config, *plan);
   auto result = simulate::Simulate(plan->schedule, costs);
@@ -88,12 +73,7 @@ void AddSimulate(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<SimulateOptions>();
   CLI::App* cmd = app.add_subcommand("simulate", "Predict one training step op by op, with no GPU");
   cmd->add_option("config", o->config, "config JSON (model, training, pipeline, cluster)")->required();
-  cmd->add_option("--schedule-file", o->schedule_file, "run this schedule (text, JSON or torch CSV) instead of building one");
-  cmd->add_option("--format", o->format, "schedule file format")->check(CLI::IsMember({"auto", "text", "json", "torch-csv"}));
-  cmd->add_option("--dialect", o->dialect, "torch CSV dialect")->check(CLI::IsMember({"auto", "current", "older"}));
-  cmd->add_option("--schedule,-s", o->schedule, "override the config's schedule (naive, gpipe, 1f1b)");
-  cmd->add_option("--recompute", o->recompute, "override the config's recompute mode")
-      ->check(CLI::IsMember({"none", "full", "except-last"}));
+  AddPlanOptions(*cmd, o->source);
   cmd->add_flag("--json", o->json, "print the summary as one JSON object");
   cmd->add_option("--trace", o->trace, "write the predicted trace (native JSON)");
   cmd->add_option("--chrome", o->chrome, "write a Chrome / Perfetto trace");

@@ -1,0 +1,35 @@
+// Where `simulate` and `execute` get their plan: a schedule file run with the
+// config's model and cluster, or the config's own pipeline with overrides.
+//
+//   PlanSource src{.schedule_file = "pipe.csv"};
+//   Result<partition::Plan> plan = MakePlan(config, src);
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cost_models/config.h"
+#include "partition/pipeline_plan.h"
+
+namespace twinpipe::cli {
+
+struct PlanSource {
+  std::string schedule_file;
+  std::string format = "auto";
+  std::string dialect = "auto";
+  std::string schedule;   // override of pipeline.schedule
+  std::string recompute;  // override of pipeline.recompute
+};
+
+// Adds --schedule-file, --format, --dialect, --schedule and --recompute.
+void AddPlanOptions(CLI::App& cmd, PlanSource& source);
+
+// Bad files and configs are bad input; a builder failure or a model that
+// does not fit in memory is a runtime error.
+Result<partition::Plan> MakePlan(const cost::Config& config, const PlanSource& source);
+
+// The exit code for an error: 1 for runtime failures, 2 for bad input.
+inline int ExitCodeOf(const Error& e) { return e.kind == ErrorKind::kRuntime ? 1 : 2; }
+
+}  // namespace twinpipe::cli
