@@ -14,5 +14,7 @@ void AddVerify(CLI::App& app, int& exit_code);
 void AddPartition(CLI::App& app, int& exit_code);
 void AddSimulate(CLI::App& app, int& exit_code);
 void AddExecute(CLI::App& app, int& exit_code);
+void AddCompare(CLI::App& app, int& exit_code);
+void AddRender(CLI::App& app, int& exit_code);
 
 }  // namespace twinpipe::cli

@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   twinpipe::cli::AddPartition(app, exit_code);
   twinpipe::cli::AddSimulate(app, exit_code);
   twinpipe::cli::AddExecute(app, exit_code);
+  twinpipe::cli::AddCompare(app, exit_code);
+  twinpipe::cli::AddRender(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -125,3 +125,16 @@ cli_case(execute_not_executable 2 "transformer is not executable yet"
          ${TP} execute ${SRC}/examples/quickstart.json)
 cli_case(execute_cuda_not_built 1 "the cuda backend is not built into this twinpipe"
          ${TP} execute ${SRC}/examples/mlp_cpu.json --backend cuda)
+
+# compare and render: the simulator's prediction against the CPU executor's measurement.
+cli_case(compare_predicted_measured 0 "step time   predicted"
+         bash -c "${TP} simulate \"$0\" --trace \"$1.pred\" >/dev/null && ${TP} execute \"$0\" --steps 2 --trace \"$1.meas\" >/dev/null && ${TP} compare \"$1.pred\" \"$1.meas\" --svg \"$1.svg\" && grep -c '<title>' \"$1.svg\""
+         ${SRC}/examples/mlp_cpu.json ${CMAKE_CURRENT_BINARY_DIR}/loop)
+cli_case(compare_json 0 "\"bubble_fraction_measured\""
+         ${TP} compare ${EXP}/sim_gpipe_recompute.trace.json ${EXP}/sim_gpipe_recompute.trace.json --json)
+cli_case(compare_different_schedules 2 "the traces are of different schedules: 2 stages predicted, 3 measured"
+         ${TP} compare ${EXP}/sim_gpipe_recompute.trace.json ${EXP}/sim_1f1b_host_staged.trace.json)
+cli_case(render_svg 0 "</svg>"
+         bash -c "${TP} render \"$0\" --svg \"$1\" && cat \"$1\""
+         ${EXP}/sim_1f1b_host_staged.trace.json ${CMAKE_CURRENT_BINARY_DIR}/render.svg)
+cli_case(render_bad_trace 2 "config_truncated.json: not valid JSON" ${TP} render ${IN}/config_truncated.json --svg /dev/null)

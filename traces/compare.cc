@@ -1,0 +1,154 @@
+#include "traces/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace twinpipe::traces {
+namespace {
+
+using Key = std::tuple<int32_t, int, int32_t, int32_t>;  // device, kind, stage, micro-batch
+
+Key KeyOf(const Event& e) { return {e.device, static_cast<int>(e.kind), e.stage, e.micro_batch}; }
+
+double Relative(double predicted, double measured) {
+  return measured != 0 ? (predicted - measured) / measured : (predicted == 0 ? 0 : INFINITY);
+}
+
+std::string Token(const Event& e) {
+  return ir::OpToken(ir::Op{.kind = e.kind, .stage = e.stage, .micro_batch = e.micro_batch});
+}
+
+}  // namespace
+
+TraceSummary Summarize(const Trace& t) {
+  TraceSummary s;
+  s.busy_s.assign(t.devices, 0);
+  s.peak_memory_bytes.assign(t.devices, 0);
+  double first = INFINITY, last = -INFINITY;
+  for (const Event& e : t.events) {
+    first = std::min(first, e.start_s);
+    last = std::max(last, e.end_s);
+    if (e.stream == Stream::kCompute && e.device >= 0 && e.device < t.devices) s.busy_s[e.device] += e.end_s - e.start_s;
+  }
+  s.step_time_s = t.events.empty() ? 0 : last - first;
+  double busy = 0;
+  for (double b : s.busy_s) busy += b;
+  s.bubble_fraction = s.step_time_s > 0 ? 1 - busy / (t.devices * s.step_time_s) : 0;
+  for (size_t d = 0; d < t.memory.size() && d < s.peak_memory_bytes.size(); ++d) {
+    for (const auto& m : t.memory[d]) s.peak_memory_bytes[d] = std::max(s.peak_memory_bytes[d], m.bytes);
+  }
+  return s;
+}
+
+Result<Comparison> Compare(const Trace& p, const Trace& m) {
+  auto differ = [](const std::string& what) {
+    return Fail(fmt::format("the traces are of different schedules: {}", what));
+  };
+  if (p.stages != m.stages) return differ(fmt::format("{} stages predicted, {} measured", p.stages, m.stages));
+  if (p.micro_batches != m.micro_batches) {
+    return differ(fmt::format("{} micro-batches predicted, {} measured", p.micro_batches, m.micro_batches));
+  }
+  if (p.devices != m.devices) return differ(fmt::format("{} devices predicted, {} measured", p.devices, m.devices));
+  if (p.placement != m.placement) return differ("the stages are placed on different devices");
+  std::map<Key, const Event*> predicted;
+  for (const Event& e : p.events) predicted[KeyOf(e)] = &e;
+  if (p.events.size() != m.events.size()) {
+    return differ(fmt::format("{} ops predicted, {} measured", p.events.size(), m.events.size()));
+  }
+  Comparison c;
+  const TraceSummary sp = Summarize(p), sm = Summarize(m);
+  c.step_time_predicted_s = sp.step_time_s;
+  c.step_time_measured_s = sm.step_time_s;
+  c.step_time_error = Relative(sp.step_time_s, sm.step_time_s);
+  c.bubble_fraction_predicted = sp.bubble_fraction;
+  c.bubble_fraction_measured = sm.bubble_fraction;
+  std::map<std::string, std::vector<double>> by_kind;
+  std::vector<OpError> all;
+  for (const Event& e : m.events) {
+    auto it = predicted.find(KeyOf(e));
+    if (it == predicted.end()) {
+      return differ(fmt::format("device {} measured {}, which the prediction does not have", e.device, Token(e)));
+    }
+    const double dp = it->second->end_s - it->second->start_s, dm = e.end_s - e.start_s;
+    const double err = Relative(dp, dm);
+    by_kind[std::string(ir::OpKindName(e.kind))].push_back(std::abs(err));
+    all.push_back(OpError{e.id, e.device, Token(e), dp, dm, err});
+  }
+  for (auto& [kind, errors] : by_kind) {
+    std::sort(errors.begin(), errors.end());
+    const size_t n = errors.size();
+    const double median = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+    c.per_kind.push_back(KindError{kind, static_cast<int>(n), median, errors.back()});
+  }
+  for (int d = 0; d < p.devices; ++d) {
+    c.devices.push_back(DeviceError{d, sp.busy_s[d], sm.busy_s[d], Relative(sp.busy_s[d], sm.busy_s[d]),
+                                    sp.peak_memory_bytes[d], sm.peak_memory_bytes[d],
+                                    Relative(sp.peak_memory_bytes[d], sm.peak_memory_bytes[d])});
+  }
+  std::stable_sort(all.begin(), all.end(), [](const OpError& a, const OpError& b) {
+    return std::abs(a.error) > std::abs(b.error);
+  });
+  all.resize(std::min<size_t>(all.size(), 10));
+  c.worst = std::move(all);
+  return c;
+}
+
+std::string ComparisonJson(const Comparison& c) {
+  nlohmann::ordered_json j;
+  j["step_time_predicted_s"] = c.step_time_predicted_s;
+  j["step_time_measured_s"] = c.step_time_measured_s;
+  j["step_time_error"] = c.step_time_error;
+  j["bubble_fraction_predicted"] = c.bubble_fraction_predicted;
+  j["bubble_fraction_measured"] = c.bubble_fraction_measured;
+  j["per_kind"] = nlohmann::ordered_json::array();
+  for (const auto& k : c.per_kind) {
+    j["per_kind"].push_back({{"kind", k.kind}, {"count", k.count}, {"median_error", k.median_error}, {"worst_error", k.worst_error}});
+  }
+  j["devices"] = nlohmann::ordered_json::array();
+  for (const auto& d : c.devices) {
+    j["devices"].push_back({{"device", d.device},
+                            {"busy_predicted_s", d.busy_predicted_s},
+                            {"busy_measured_s", d.busy_measured_s},
+                            {"busy_error", d.busy_error},
+                            {"peak_memory_predicted_bytes", d.peak_memory_predicted},
+                            {"peak_memory_measured_bytes", d.peak_memory_measured},
+                            {"peak_memory_error", d.peak_memory_error}});
+  }
+  j["worst"] = nlohmann::ordered_json::array();
+  for (const auto& w : c.worst) {
+    j["worst"].push_back({{"id", w.measured_id}, {"device", w.device}, {"op", w.op}, {"predicted_s", w.predicted_s},
+                          {"measured_s", w.measured_s}, {"error", w.error}});
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string ComparisonTable(const Comparison& c) {
+  std::string out;
+  auto it = std::back_inserter(out);
+  fmt::format_to(it, "step time   predicted {:.6g} s   measured {:.6g} s   error {:+.1f}%\n", c.step_time_predicted_s,
+                 c.step_time_measured_s, 100 * c.step_time_error);
+  fmt::format_to(it, "bubble      predicted {:.3f}   measured {:.3f}   difference {:+.3f}\n", c.bubble_fraction_predicted,
+                 c.bubble_fraction_measured, c.bubble_fraction_predicted - c.bubble_fraction_measured);
+  fmt::format_to(it, "{:<10} {:>6} {:>14} {:>14}\n", "op kind", "ops", "median |err|", "worst |err|");
+  for (const auto& k : c.per_kind) {
+    fmt::format_to(it, "{:<10} {:>6} {:>13.1f}% {:>13.1f}%\n", k.kind, k.count, 100 * k.median_error, 100 * k.worst_error);
+  }
+  fmt::format_to(it, "{:>6} {:>12} {:>12} {:>8} {:>14} {:>14} {:>8}\n", "device", "busy pred", "busy meas", "err",
+                 "peak mem pred", "peak mem meas", "err");
+  for (const auto& d : c.devices) {
+    fmt::format_to(it, "{:>6} {:>11.4g}s {:>11.4g}s {:>+7.1f}% {:>14.0f} {:>14.0f} {:>+7.1f}%\n", d.device, d.busy_predicted_s,
+                   d.busy_measured_s, 100 * d.busy_error, d.peak_memory_predicted, d.peak_memory_measured,
+                   100 * d.peak_memory_error);
+  }
+  fmt::format_to(it, "largest op errors:");
+  for (const auto& w : c.worst) fmt::format_to(it, " d{}:{} {:+.0f}%", w.device, w.op, 100 * w.error);
+  out += "\n";
+  return out;
+}
+
+}  // namespace twinpipe::traces

@@ -1,0 +1,61 @@
+// Prediction against measurement, op by op: two traces of one schedule are
+// aligned by (device, kind, stage, micro-batch) and their step time, per-kind
+// durations, per-device busy time, bubble fraction and peak memory compared.
+//
+//   Result<Comparison> c = Compare(predicted, measured);
+//   c->step_time_error;  // (predicted - measured) / measured
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/result.h"
+#include "traces/trace.h"
+
+namespace twinpipe::traces {
+
+// What a trace says about its step as a whole.
+struct TraceSummary {
+  double step_time_s = 0;              // last end - first start
+  double bubble_fraction = 0;          // 1 - compute busy / (devices x step time)
+  std::vector<double> busy_s;          // per device, compute stream
+  std::vector<double> peak_memory_bytes;  // per device, from the memory samples
+};
+TraceSummary Summarize(const Trace& trace);
+
+struct KindError {
+  std::string kind;
+  int count = 0;
+  double median_error = 0;  // of |predicted - measured| / measured durations
+  double worst_error = 0;
+};
+
+struct DeviceError {
+  int device = 0;
+  double busy_predicted_s = 0, busy_measured_s = 0, busy_error = 0;
+  double peak_memory_predicted = 0, peak_memory_measured = 0, peak_memory_error = 0;
+};
+
+struct OpError {
+  int32_t measured_id = 0;
+  int device = 0;
+  std::string op;           // token, e.g. "2F5"
+  double predicted_s = 0, measured_s = 0, error = 0;  // durations; relative error (signed)
+};
+
+struct Comparison {
+  double step_time_predicted_s = 0, step_time_measured_s = 0, step_time_error = 0;
+  double bubble_fraction_predicted = 0, bubble_fraction_measured = 0;
+  std::vector<KindError> per_kind;
+  std::vector<DeviceError> devices;
+  std::vector<OpError> worst;  // the ten ops with the largest |error|
+};
+
+// Fails (bad input) when the traces are of different schedules, saying what
+// differs.
+Result<Comparison> Compare(const Trace& predicted, const Trace& measured);
+
+std::string ComparisonJson(const Comparison& c);
+std::string ComparisonTable(const Comparison& c);
+
+}  // namespace twinpipe::traces
