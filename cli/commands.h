@@ -16,5 +16,6 @@ void AddSimulate(CLI::App& app, int& exit_code);
 void AddExecute(CLI::App& app, int& exit_code);
 void AddCompare(CLI::App& app, int& exit_code);
 void AddRender(CLI::App& app, int& exit_code);
+void AddCalibrate(CLI::App& app, int& exit_code);
 
 }  // namespace twinpipe::cli

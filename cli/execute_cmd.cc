@@ -99,7 +99,7 @@ void AddExecute(CLI::App& app, int& exit_code) {
   cmd->add_option("--timeout", o->timeout_s, "seconds a receive may wait before the run fails")->check(CLI::Range(0.001, 1e6));
   AddPlanOptions(*cmd, o->source);
   cmd->add_flag("--json", o->json, "print losses[], final_loss, param_norm, step_time_s, devices[]");
-  cmd->add_option("--trace", o->trace, "write the measured trace of the last step (native JSON)");
+  cmd->add_option("--trace", o->trace, "write the measured trace of the median step (native JSON)");
   cmd->add_option("--chrome", o->chrome, "write it as a Chrome / Perfetto trace");
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });
 }

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   twinpipe::cli::AddExecute(app, exit_code);
   twinpipe::cli::AddCompare(app, exit_code);
   twinpipe::cli::AddRender(app, exit_code);
+  twinpipe::cli::AddCalibrate(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -9,6 +9,7 @@
 #include "cli/schedule_io.h"
 #include "cost_models/config.h"
 #include "partition/pipeline_plan.h"
+#include "simulate/calibration.h"
 #include "simulate/costs.h"
 #include "simulate/engine.h"
 #include "simulate/report.h"
@@ -20,6 +21,7 @@ namespace {
 struct SimulateOptions {
   std::string config;
   PlanSource source;
+  std::string calibration;
   bool json = false;
   std::string trace;
   std::string chrome;
@@ -36,7 +38,18 @@ int Run(const SimulateOptions& o) {
     fmt::print(stderr, "twinpipe simulate: {}\n", plan.error().message);
     return ExitCodeOf(plan.error());
   }
-  const simulate::SimCosts costs = simulate::CostsFromPlan(*config, *plan);
+  std::optional<simulate::Calibration> calibration;
+  if (!o.calibration.empty()) {
+    auto text = ReadFile(o.calibration);
+    auto cal = text ? simulate::ReadCalibration(*text, o.calibration)
+                    : Result<simulate::Calibration>(tl::unexpected(text.error()));
+    if (!cal) {
+      fmt::print(stderr, "twinpipe simulate: {}\n", cal.error().message);
+      return kExitBadInput;
+    }
+    calibration = std::move(*cal);
+  }
+  const simulate::SimCosts costs = simulate::CostsFromPlan(*config, *plan, calibration ? &*calibration : nullptr);
   auto result = simulate::Simulate(plan->schedule, costs);
   if (!result) {
     fmt::print(stderr, "twinpipe simulate: {}\n", result.error().message);
@@ -74,6 +87,7 @@ void AddSimulate(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("simulate", "Predict one training step op by op, with no GPU");
   cmd->add_option("config", o->config, "config JSON (model, training, pipeline, cluster)")->required();
   AddPlanOptions(*cmd, o->source);
+  cmd->add_option("--calibration", o->calibration, "cost-model coefficients fitted by `twinpipe calibrate`");
   cmd->add_flag("--json", o->json, "print the summary as one JSON object");
   cmd->add_option("--trace", o->trace, "write the predicted trace (native JSON)");
   cmd->add_option("--chrome", o->chrome, "write a Chrome / Perfetto trace");

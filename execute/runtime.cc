@@ -1,5 +1,6 @@
 #include "execute/runtime.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <map>
@@ -230,17 +231,21 @@ Result<ExecuteResult> Runner::Run() {
   UseOneBlasThread();
   for (Cell& cell : cells_) {
     cell.slots.assign(s_.num_micro_batches, Cell::Slot{});
-    // Parameters with their fp64 gradients and optimizer state live all along.
+    // Parameters with their fp64 gradients, optimizer state and gradient
+    // scratch live all along: 4 + 8 + 8 (Adam) + 4 bytes per weight.
     const int64_t state = c_.training.optimizer == "adam" ? 2 : 1;
     for (auto& layer : cell.layers) {
       for (Param* p : layer->Params()) {
-        accounts_[s_.placement[cell.stage]].Add(static_cast<int64_t>(p->value.size()) *
-                                                (4 + 8 + 4 * state));
+        accounts_[s_.placement[cell.stage]].Add(static_cast<int64_t>(p->value.size()) * (4 + 8 + 4 * state) +
+                                                static_cast<int64_t>(p->scratch.size()) * 4);
       }
     }
   }
   ExecuteResult result;
   const int D = s_.num_devices;
+  // Every step's events and memory samples; the trace is of the median step.
+  std::vector<std::vector<traces::Event>> step_events;
+  std::vector<std::vector<std::vector<traces::MemorySample>>> step_memory;
   result.peak_memory_bytes.assign(D, 0);
   events_.assign(s_.NumOps(), traces::Event{});
   for (int step = 0; step < o_.steps; ++step) {
@@ -271,6 +276,12 @@ Result<ExecuteResult> Runner::Run() {
     for (int d = 0; d < D; ++d) {
       result.peak_memory_bytes[d] = std::max(result.peak_memory_bytes[d], static_cast<double>(accounts_[d].peak_bytes()));
     }
+    step_events.push_back(events_);
+    auto& memory = step_memory.emplace_back();
+    for (int d = 0; d < D; ++d) {
+      auto& samples = memory.emplace_back();
+      for (const auto& [time, bytes] : accounts_[d].samples()) samples.push_back({time, bytes});
+    }
     if (!std::isfinite(result.losses.back())) {
       return FailRuntime(fmt::format("step {}: the loss is {} (stage {})", step, result.losses.back(), s_.num_stages - 1));
     }
@@ -294,12 +305,12 @@ Result<ExecuteResult> Runner::Run() {
   t.devices = D;
   t.replicas = s_.replicas;
   t.placement = s_.placement;
-  t.events = events_;
-  for (int d = 0; d < D; ++d) {
-    std::vector<traces::MemorySample> samples;
-    for (const auto& [time, bytes] : accounts_[d].samples()) samples.push_back({time, bytes});
-    t.memory.push_back(std::move(samples));
-  }
+  std::vector<size_t> order(result.step_time_s.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return result.step_time_s[a] < result.step_time_s[b]; });
+  const size_t median = order[(order.size() - 1) / 2];
+  t.events = std::move(step_events[median]);
+  t.memory = std::move(step_memory[median]);
   return result;
 }
 

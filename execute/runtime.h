@@ -28,7 +28,7 @@ struct ExecuteResult {
   std::vector<double> peak_memory_bytes;  // per device, over all steps
   double param_norm = 0;            // L2 norm of every parameter after the last step
   std::vector<float> parameters;    // every parameter after the last step, layer by layer
-  traces::Trace trace;              // the last step
+  traces::Trace trace;              // the step of median time (the lower median)
 };
 
 // The schedule is run as given (the CLI verifies it first). Errors: bad

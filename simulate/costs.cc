@@ -1,17 +1,21 @@
 #include "simulate/costs.h"
 
-#include "cost_models/compute_model.h"
+#include <algorithm>
+
 #include "cost_models/model.h"
 
 namespace twinpipe::simulate {
 
-SimCosts CostsFromPlan(const cost::Config& c, const partition::Plan& plan) {
+SimCosts CostsFromPlan(const cost::Config& c, const partition::Plan& plan, const Calibration* cal) {
   const ir::Schedule& s = plan.schedule;
   const int32_t K = s.num_stages, D = s.num_devices;
   const double mb = static_cast<double>(c.training.MicroBatchSize());
   const auto cut = cost::CutBytes(c.model);
   SimCosts costs;
   costs.link = c.cluster.link;
+  // The CPU executor's workers do their own sends and receives.
+  costs.comm_on_compute_stream = std::all_of(c.cluster.devices.begin(), c.cluster.devices.end(),
+                                             [](const cost::Device& d) { return d.name == "CPU"; });
   costs.compute_s.assign(K, {});
   costs.activation_bytes.assign(K, 0.0);
   costs.input_bytes.assign(K, 0.0);
@@ -23,15 +27,11 @@ SimCosts CostsFromPlan(const cost::Config& c, const partition::Plan& plan) {
     const cost::Device& device = c.cluster.devices[s.placement[st]];
     const ir::OpKind kinds[] = {ir::OpKind::kForward, ir::OpKind::kBackward, ir::OpKind::kBackwardInput,
                                 ir::OpKind::kBackwardWeight, ir::OpKind::kRecompute};
-    double stash = 0;
-    for (int i = cell.first_layer; i <= cell.last_layer; ++i) {
-      const cost::Layer& layer = c.model.layers[i];
-      for (ir::OpKind k : kinds) {
-        costs.compute_s[st][ComputeSlot(k)] +=
-            cost::LayerOpTime(layer, k, device, c.model.dtype, c.cluster.efficiency, mb);
-      }
-      stash += layer.stash_bytes;
+    for (ir::OpKind k : kinds) {
+      costs.compute_s[st][ComputeSlot(k)] = CalibratedOpTime(c, cal, cell.first_layer, cell.last_layer, k, device);
     }
+    double stash = 0;
+    for (int i = cell.first_layer; i <= cell.last_layer; ++i) stash += c.model.layers[i].stash_bytes;
     costs.activation_bytes[st] = stash * mb;
     costs.input_bytes[st] = (cell.first_layer == 0 ? c.model.input_bytes : cut[cell.first_layer - 1]) * mb;
     costs.static_bytes[s.placement[st]] += cell.params * c.training.bytes_per_param;
@@ -41,7 +41,12 @@ SimCosts CostsFromPlan(const cost::Config& c, const partition::Plan& plan) {
     // The optimizer reads and writes weights, gradients and state once.
     const cost::Device& device = c.cluster.devices[d];
     costs.step_s[d] = device.launch_overhead_s + 2 * device_params[d] * c.training.bytes_per_param / device.memory_bandwidth;
+    if (cal && cal->step_overhead_s && cal->step_seconds_per_param) {
+      costs.step_s[d] = *cal->step_overhead_s + *cal->step_seconds_per_param * device_params[d];
+    }
   }
+  if (cal && cal->latency_s) costs.link.latency_s = *cal->latency_s;
+  if (cal && cal->bandwidth) costs.link.bandwidth = *cal->bandwidth;
   return costs;
 }
 

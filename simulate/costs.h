@@ -8,10 +8,12 @@
 
 #include "cost_models/config.h"
 #include "partition/pipeline_plan.h"
+#include "simulate/calibration.h"
 #include "simulate/engine.h"
 
 namespace twinpipe::simulate {
 
-SimCosts CostsFromPlan(const cost::Config& config, const partition::Plan& plan);
+// With a calibration, its fitted coefficients replace the catalogue's.
+SimCosts CostsFromPlan(const cost::Config& config, const partition::Plan& plan, const Calibration* calibration = nullptr);
 
 }  // namespace twinpipe::simulate

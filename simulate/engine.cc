@@ -525,7 +525,7 @@ Result<SimResult> SimulateEventDriven(const ir::Schedule& schedule, const SimCos
 }
 
 Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs) {
-  if (costs.link.contention == cost::Contention::kPerPair) {
+  if (costs.link.contention == cost::Contention::kPerPair || costs.comm_on_compute_stream) {
     return Checked(schedule, costs, [](const ir::Schedule& s, const SimCosts& c) { return SimulateInOrder(s, c); });
   }
   return SimulateEventDriven(schedule, costs);

@@ -36,6 +36,10 @@ struct SimCosts {
   std::vector<double> activation_bytes;          // [stage]: what F keeps per micro-batch without recompute
   std::vector<double> input_bytes;               // [stage]: the boundary input kept with recompute
   std::vector<double> static_bytes;              // [device]: parameters, gradients, optimizer state
+  // The CPU executor's workers run their sends and receives themselves, in
+  // program order, between compute ops: a send occupies its device for the
+  // transfer, a receive until the data is there. (GPU devices overlap them.)
+  bool comm_on_compute_stream = false;
 };
 
 // Free communication, no memory, every stage alike: the closed-form setting.
@@ -67,7 +71,8 @@ struct SimResult {
 // The schedule must verify. A schedule that cannot progress fails (runtime
 // error) naming the blocked ops; the simulator never spins. Uses the in-order
 // engine when transfers cannot share bandwidth (per-pair links), the
-// event-driven one otherwise.
+// event-driven one otherwise (and always the in-order one when comm runs on
+// the compute stream).
 Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs);
 
 // The two engines, for tests that hold one against the other. The in-order

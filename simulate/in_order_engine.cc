@@ -78,6 +78,8 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
   std::vector<std::vector<MemoryEvent>> compute_memory(D);
   std::vector<int32_t> in_flight(s.num_stages, 0);
   std::vector<char> blocked(D, 0);
+  const bool serial = c.comm_on_compute_stream;
+  BigVector<char> arrived(serial ? n : 0, 0);  // serial: a receive's data is there (its end is set)
   std::vector<int32_t> ready;
   for (int32_t d = D - 1; d >= 0; --d) ready.push_back(d);
   for (int32_t d = 0; d < D; ++d) compute_memory[d].reserve(2 * s.programs[d].size());
@@ -107,7 +109,20 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
     for (; pc[d] < program.size(); ++pc[d]) {
       const Op& op = program[pc[d]];
       const int32_t id = op.id;
-      if (ir::IsRecv(op.kind)) continue;  // completed by its sender
+      if (ir::IsRecv(op.kind)) {
+        if (!serial) continue;  // completed by its sender
+        if (!arrived[id]) {     // the worker waits in the receive
+          blocked[d] = 1;
+          break;
+        }
+        const double start = compute_free[d];
+        r.start_s[id] = start;
+        r.end_s[id] = std::max(start, r.end_s[id]);
+        done[id] = 1;
+        compute_free[d] = r.end_s[id];
+        compute_prev[d] = id;
+        continue;
+      }
       int32_t who = -1;
       bool inputs_done = true;
       if (IsComputeEngineOp(op.kind)) {
@@ -142,7 +157,8 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
         allreduce_prev[d] = id;
       } else if (ir::IsSend(op.kind)) {
         InOrderChannel& ch = channels[channel(d, op.peer)];
-        const double start = start_after(id, ch.free, ch.prev_send, who, inputs_done);
+        const double start = start_after(id, serial ? std::max(ch.free, compute_free[d]) : ch.free, ch.prev_send, who,
+                                         inputs_done);
         if (!inputs_done || ch.next == ch.recvs.size()) {  // no receive will ever take it
           blocked[d] = 1;
           break;
@@ -151,7 +167,14 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
         const double end = start + TransferDuration(c.link, static_cast<double>(op.bytes));
         r.start_s[id] = r.start_s[recv] = start;
         r.end_s[id] = r.end_s[recv] = end;
-        done[id] = done[recv] = 1;
+        done[id] = 1;
+        if (serial) {
+          arrived[recv] = 1;  // the receiver's worker takes it when it gets to the receive
+          compute_free[d] = end;
+          compute_prev[d] = id;
+        } else {
+          done[recv] = 1;
+        }
         ch.free = end;
         ch.prev_send = id;
         ch.allocations.push_back(recv);
@@ -268,7 +291,8 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
     const int32_t first = program.front().id;
     for (int32_t p = id - 1; p >= first; --p) {
       const Op& q = program[p - first];
-      const bool same = IsComputeEngineOp(op.kind)       ? IsComputeEngineOp(q.kind)
+      auto on_stream = [&](OpKind k) { return IsComputeEngineOp(k) || (serial && ir::IsComm(k)); };
+      const bool same = on_stream(op.kind)                ? on_stream(q.kind)
                         : op.kind == OpKind::kAllReduce ? q.kind == OpKind::kAllReduce
                                                         : ir::IsSend(q.kind) && q.peer == op.peer;
       if (same) return p;
@@ -287,9 +311,16 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
   };
   for (int32_t op = last_op; op >= 0;) {
     r.critical_path.push_back(op);
-    const int32_t at = ir::IsRecv(deps.op(op).kind) ? send_of(op) : op;
+    const int32_t at = ir::IsRecv(deps.op(op).kind) && !serial ? send_of(op) : op;
     int32_t who = previous_on_resource(at);
     double latest = who >= 0 ? r.end_s[who] : 0;
+    if (serial && ir::IsRecv(deps.op(op).kind)) {  // waited for its data?
+      const int32_t send = send_of(op);
+      if (send >= 0 && (who < 0 || r.end_s[send] > latest)) {
+        who = send;
+        latest = r.end_s[send];
+      }
+    }
     deps.ForEach(at, [&](int32_t dep) {
       if (who < 0 || r.end_s[dep] > latest) {
         who = dep;

@@ -138,3 +138,12 @@ cli_case(render_svg 0 "</svg>"
          bash -c "${TP} render \"$0\" --svg \"$1\" && cat \"$1\""
          ${EXP}/sim_1f1b_host_staged.trace.json ${CMAKE_CURRENT_BINARY_DIR}/render.svg)
 cli_case(render_bad_trace 2 "config_truncated.json: not valid JSON" ${TP} render ${IN}/config_truncated.json --svg /dev/null)
+
+# calibrate: fit from a measured profile, then predict with it.
+cli_case(calibrate_then_simulate 0 "step time"
+         bash -c "${TP} execute \"$0\" --steps 3 --trace \"$1.prof\" >/dev/null && ${TP} calibrate \"$1.prof\" --config \"$0\" -o \"$1.cal\" && grep -q twinpipe-calibration \"$1.cal\" && ${TP} simulate \"$0\" --calibration \"$1.cal\""
+         ${SRC}/examples/mlp_cpu.json ${CMAKE_CURRENT_BINARY_DIR}/calibration)
+cli_case(calibrate_wrong_plan 2 "does not fit the config's plan"
+         ${TP} calibrate ${EXP}/sim_gpipe_recompute.trace.json --config ${SRC}/examples/mlp_cpu.json)
+cli_case(simulate_bad_calibration 2 "/format: expected \"twinpipe-calibration\""
+         ${TP} simulate ${SRC}/examples/mlp_cpu.json --calibration ${IN}/sim_replicas.json)

@@ -20,6 +20,7 @@ struct Param {
   std::vector<float> value;
   std::vector<double> grad;          // accumulated over the micro-batches of a step
   std::vector<float> m, v;           // optimizer state (momentum; Adam's second moment)
+  std::vector<float> scratch;        // fp32 gradient of one micro-batch, before it is added to `grad`
 };
 
 // kTrain: the first forward of a micro-batch; kRecompute: its rebuild (R),

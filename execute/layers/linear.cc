@@ -11,6 +11,7 @@ Linear::Linear(uint64_t seed, int in, int out) : in_(in), out_(out) {
   weight_ = Param{"weight", InitUniform(seed * 2 + 1, static_cast<size_t>(in) * out, bound), {}, {}, {}};
   bias_ = Param{"bias", InitUniform(seed * 2 + 2, out, bound), {}, {}, {}};
   weight_.grad.assign(weight_.value.size(), 0.0);
+  weight_.scratch.assign(weight_.value.size(), 0.f);
   bias_.grad.assign(bias_.value.size(), 0.0);
 }
 
@@ -33,9 +34,9 @@ Tensor Linear::Backward(const Tensor& dy, const Saved& saved) {
   const int B = x.rows();
   Tensor dx(dy.account(), B, in_);
   Gemm(false, false, B, in_, out_, 1.f, dy.data(), weight_.value.data(), 0.f, dx.data());  // dy W
-  Tensor dw(dy.account(), out_, in_);
-  Gemm(true, false, out_, in_, B, 1.f, dy.data(), x.data(), 0.f, dw.data());  // dy^T x
-  for (size_t i = 0; i < weight_.grad.size(); ++i) weight_.grad[i] += dw.data()[i];
+  float* dw = weight_.scratch.data();
+  Gemm(true, false, out_, in_, B, 1.f, dy.data(), x.data(), 0.f, dw);  // dy^T x, then into fp64
+  for (size_t i = 0; i < weight_.grad.size(); ++i) weight_.grad[i] += dw[i];
   for (int c = 0; c < out_; ++c) {
     float s = 0;
     for (int r = 0; r < B; ++r) s += dy.at(r, c);

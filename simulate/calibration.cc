@@ -1,0 +1,251 @@
+#include "simulate/calibration.h"
+
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cost_models/compute_model.h"
+
+namespace twinpipe::simulate {
+namespace {
+
+// Predicted roofline time of one micro-batch of layer i, without the launch
+// overhead (which the fit's own overhead replaces).
+double Roofline(const cost::Config& c, int i, ir::OpKind kind, const cost::Device& d) {
+  const double t = cost::LayerOpTime(c.model.layers[i], kind, d, c.model.dtype, c.cluster.efficiency,
+                                     static_cast<double>(c.training.MicroBatchSize()));
+  return t > 0 ? t - d.launch_overhead_s : 0;
+}
+
+// Least squares with a ridge pulling the first `pulled` unknowns towards
+// `prior`: (X^T X + lambda P) theta = X^T y + lambda P prior.
+std::vector<double> Solve(const std::vector<std::vector<double>>& X, const std::vector<double>& y, size_t pulled,
+                          double prior) {
+  const size_t n = X.empty() ? 0 : X[0].size();
+  std::vector<std::vector<double>> A(n, std::vector<double>(n + 1, 0.0));
+  for (size_t r = 0; r < X.size(); ++r) {
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < n; ++j) A[i][j] += X[r][i] * X[r][j];
+      A[i][n] += X[r][i] * y[r];
+    }
+  }
+  // Each pulled unknown's ridge is relative to its own column's weight, so
+  // columns of any scale (seconds, parameter counts) are treated alike.
+  for (size_t i = 0; i < pulled; ++i) {
+    const double lambda = 1e-3 * A[i][i] + 1e-300;
+    A[i][i] += lambda;
+    A[i][n] += lambda * prior;
+  }
+  for (size_t col = 0; col < n; ++col) {  // Gaussian elimination with partial pivoting
+    size_t pivot = col;
+    for (size_t r = col + 1; r < n; ++r) {
+      if (std::abs(A[r][col]) > std::abs(A[pivot][col])) pivot = r;
+    }
+    std::swap(A[col], A[pivot]);
+    if (A[col][col] == 0) continue;
+    for (size_t r = 0; r < n; ++r) {
+      if (r == col) continue;
+      const double f = A[r][col] / A[col][col];
+      for (size_t k = col; k <= n; ++k) A[r][k] -= f * A[col][k];
+    }
+  }
+  std::vector<double> theta(n, 0.0);
+  for (size_t i = 0; i < n; ++i) theta[i] = A[i][i] != 0 ? A[i][n] / A[i][i] : 0;
+  return theta;
+}
+
+}  // namespace
+
+double CalibratedOpTime(const cost::Config& c, const Calibration* cal, int first, int last, ir::OpKind kind,
+                        const cost::Device& d) {
+  const OpFit* fit = nullptr;
+  if (cal) {
+    auto it = cal->compute.find(std::string(ir::OpKindName(kind)));
+    // R re-runs the forward: without its own samples it takes F's fit.
+    if (it == cal->compute.end() && kind == ir::OpKind::kRecompute) it = cal->compute.find("F");
+    if (it != cal->compute.end()) fit = &it->second;
+  }
+  double t = 0;
+  for (int i = first; i <= last; ++i) {
+    if (!fit) {
+      t += cost::LayerOpTime(c.model.layers[i], kind, d, c.model.dtype, c.cluster.efficiency,
+                             static_cast<double>(c.training.MicroBatchSize()));
+      continue;
+    }
+    auto s = fit->scale.find(c.model.layers[i].kind);
+    t += (s != fit->scale.end() ? s->second : 1.0) * Roofline(c, i, kind, d);
+  }
+  return fit ? t + fit->overhead_s : t;
+}
+
+Result<Calibration> FitCalibration(const cost::Config& c, const partition::Plan& plan,
+                                   const std::vector<traces::Trace>& measured) {
+  const ir::Schedule& s = plan.schedule;
+  Calibration cal;
+  cal.device = c.cluster.devices[0].name;
+  std::vector<std::string> kinds;  // layer kinds, in first-seen order
+  for (const auto& l : c.model.layers) {
+    if (std::find(kinds.begin(), kinds.end(), l.kind) == kinds.end()) kinds.push_back(l.kind);
+  }
+  for (const auto& t : measured) {
+    if (t.stages != s.num_stages || t.micro_batches != s.num_micro_batches || t.placement != s.placement) {
+      return Fail(fmt::format("a trace of {} stages and {} micro-batches does not fit the config's plan ({} and {})",
+                              t.stages, t.micro_batches, s.num_stages, s.num_micro_batches));
+    }
+  }
+  for (ir::OpKind kind : {ir::OpKind::kForward, ir::OpKind::kBackward, ir::OpKind::kBackwardInput,
+                          ir::OpKind::kBackwardWeight, ir::OpKind::kRecompute}) {
+    std::vector<std::vector<double>> X;
+    std::vector<double> y;
+    for (const auto& t : measured) {
+      for (const auto& e : t.events) {
+        if (e.kind != kind) continue;
+        const auto& cell = plan.partition.cells[e.stage];
+        const cost::Device& d = c.cluster.devices[s.placement[e.stage]];
+        std::vector<double> row(kinds.size() + 1, 0.0);
+        for (int i = cell.first_layer; i <= cell.last_layer; ++i) {
+          const auto j = std::find(kinds.begin(), kinds.end(), c.model.layers[i].kind) - kinds.begin();
+          row[j] += Roofline(c, i, kind, d);
+        }
+        row.back() = 1;
+        X.push_back(row);
+        y.push_back(e.end_s - e.start_s);
+      }
+    }
+    if (X.empty()) continue;
+    // Scales are pulled towards the mean measured/predicted ratio.
+    double measured_sum = 0, predicted_sum = 0;
+    for (size_t r = 0; r < X.size(); ++r) {
+      measured_sum += y[r];
+      for (size_t j = 0; j < kinds.size(); ++j) predicted_sum += X[r][j];
+    }
+    const double prior = predicted_sum > 0 ? measured_sum / predicted_sum : 1;
+    const auto theta = Solve(X, y, kinds.size(), prior);
+    OpFit fit;
+    fit.samples = static_cast<int>(X.size());
+    for (size_t j = 0; j < kinds.size(); ++j) fit.scale[kinds[j]] = std::max(0.0, theta[j]);
+    fit.overhead_s = std::max(0.0, theta.back());
+    cal.compute[std::string(ir::OpKindName(kind))] = fit;
+  }
+  // Link: duration of sends against their bytes.
+  {
+    std::vector<std::vector<double>> X;
+    std::vector<double> y;
+    std::set<int64_t> sizes;
+    for (const auto& t : measured) {
+      for (const auto& e : t.events) {
+        if (!ir::IsSend(e.kind) || e.bytes <= 0) continue;
+        X.push_back({static_cast<double>(e.bytes), 1.0});
+        y.push_back(e.end_s - e.start_s);
+        sizes.insert(e.bytes);
+      }
+    }
+    if (!X.empty()) {
+      double mean_t = 0, mean_b = 0;
+      for (size_t r = 0; r < y.size(); ++r) {
+        mean_t += y[r];
+        mean_b += X[r][0];
+      }
+      mean_t /= y.size();
+      mean_b /= y.size();
+      if (sizes.size() >= 2) {
+        const auto theta = Solve(X, y, 0, 0);
+        if (theta[0] > 0) cal.bandwidth = 1 / theta[0];
+        cal.latency_s = std::max(0.0, theta[1]);
+      } else {  // one size: keep the catalogue bandwidth, fit the latency
+        cal.latency_s = std::max(0.0, mean_t - mean_b / c.cluster.link.bandwidth);
+      }
+    }
+  }
+  // Optimizer step: overhead + seconds per parameter on the device.
+  {
+    std::vector<std::vector<double>> X;
+    std::vector<double> y;
+    std::vector<double> params(s.num_devices, 0.0);
+    for (const auto& cell : plan.partition.cells) params[cell.device] += cell.params;
+    for (const auto& t : measured) {
+      for (const auto& e : t.events) {
+        if (e.kind != ir::OpKind::kStep) continue;
+        X.push_back({params[e.device], 1.0});
+        y.push_back(e.end_s - e.start_s);
+      }
+    }
+    if (!X.empty()) {
+      const auto theta = Solve(X, y, 0, 0);
+      cal.step_seconds_per_param = std::max(0.0, theta[0]);
+      cal.step_overhead_s = std::max(0.0, theta[1]);
+    }
+  }
+  return cal;
+}
+
+std::string WriteCalibration(const Calibration& cal) {
+  nlohmann::ordered_json j;
+  j["format"] = "twinpipe-calibration";
+  j["version"] = 1;
+  j["device"] = cal.device;
+  j["commit"] = cal.commit;
+  j["command"] = cal.command;
+  j["compute"] = nlohmann::ordered_json::object();
+  for (const auto& [kind, fit] : cal.compute) {
+    nlohmann::ordered_json f;
+    f["overhead_s"] = fit.overhead_s;
+    f["scale"] = nlohmann::ordered_json::object();
+    for (const auto& [layer, scale] : fit.scale) f["scale"][layer] = scale;
+    f["samples"] = fit.samples;
+    j["compute"][kind] = f;
+  }
+  if (cal.latency_s) j["link"]["latency_s"] = *cal.latency_s;
+  if (cal.bandwidth) j["link"]["bandwidth"] = *cal.bandwidth;
+  if (cal.step_overhead_s) j["step"]["overhead_s"] = *cal.step_overhead_s;
+  if (cal.step_seconds_per_param) j["step"]["seconds_per_param"] = *cal.step_seconds_per_param;
+  return j.dump(2) + "\n";
+}
+
+Result<Calibration> ReadCalibration(std::string_view text, std::string_view source) {
+  using nlohmann::json;
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    return Fail(fmt::format("{}: not valid JSON: {}", source, e.what()));
+  }
+  if (!j.is_object() || j.value("format", "") != "twinpipe-calibration") {
+    return Fail(fmt::format("{}: /format: expected \"twinpipe-calibration\"", source));
+  }
+  Calibration cal;
+  try {
+    cal.device = j.value("device", "");
+    cal.commit = j.value("commit", "");
+    cal.command = j.value("command", "");
+    if (j.contains("compute")) {
+      for (auto it = j["compute"].begin(); it != j["compute"].end(); ++it) {
+        if (!ir::OpKindFromName(it.key())) {
+          return Fail(fmt::format("{}: /compute/{}: expected an op kind (F, B, I, W, R)", source, it.key()));
+        }
+        OpFit fit;
+        fit.overhead_s = it->at("overhead_s").get<double>();
+        for (auto s = it->at("scale").begin(); s != it->at("scale").end(); ++s) fit.scale[s.key()] = s->get<double>();
+        fit.samples = it->value("samples", 0);
+        if (fit.overhead_s < 0) return Fail(fmt::format("{}: /compute/{}/overhead_s: expected >= 0", source, it.key()));
+        cal.compute[it.key()] = fit;
+      }
+    }
+    if (j.contains("link")) {
+      if (j["link"].contains("latency_s")) cal.latency_s = j["link"]["latency_s"].get<double>();
+      if (j["link"].contains("bandwidth")) cal.bandwidth = j["link"]["bandwidth"].get<double>();
+      if (cal.bandwidth && !(*cal.bandwidth > 0)) return Fail(fmt::format("{}: /link/bandwidth: expected > 0", source));
+    }
+    if (j.contains("step")) {
+      if (j["step"].contains("overhead_s")) cal.step_overhead_s = j["step"]["overhead_s"].get<double>();
+      if (j["step"].contains("seconds_per_param")) cal.step_seconds_per_param = j["step"]["seconds_per_param"].get<double>();
+    }
+  } catch (const json::exception& e) {
+    return Fail(fmt::format("{}: {}", source, e.what()));
+  }
+  return cal;
+}
+
+}  // namespace twinpipe::simulate

@@ -1,0 +1,53 @@
+// Calibration: cost-model coefficients fitted to measured traces, and their
+// file. Per op kind (F, B, I, W, R): a scale on each layer kind's predicted
+// roofline time plus a fixed overhead per op; the link's latency and
+// bandwidth from its transfers; the optimizer step's overhead and time per
+// parameter. `simulate --calibration FILE` uses them in place of catalogue
+// figures.
+//
+//   Result<Calibration> cal = FitCalibration(config, plan, {measured});
+//   std::string json = WriteCalibration(*cal);
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cost_models/config.h"
+#include "ir/result.h"
+#include "partition/pipeline_plan.h"
+#include "traces/trace.h"
+
+namespace twinpipe::simulate {
+
+struct OpFit {
+  double overhead_s = 0;                        // per op
+  std::map<std::string, double> scale;          // per layer kind: x predicted roofline time
+  int samples = 0;
+};
+
+struct Calibration {
+  std::string device;    // the device kind measured
+  std::string commit;    // of twinpipe, when known
+  std::string command;   // that produced it
+  std::map<std::string, OpFit> compute;         // by op kind name ("F", "B", ...)
+  std::optional<double> latency_s, bandwidth;   // the link, bytes/s
+  std::optional<double> step_overhead_s, step_seconds_per_param;
+};
+
+// Fits from traces measured with `plan` (every trace must be of its stages
+// and micro-batches). Fails (bad input) when a trace does not fit the plan.
+Result<Calibration> FitCalibration(const cost::Config& config, const partition::Plan& plan,
+                                   const std::vector<traces::Trace>& measured);
+
+std::string WriteCalibration(const Calibration& calibration);
+Result<Calibration> ReadCalibration(std::string_view text, std::string_view source);
+
+// Seconds of op kind `kind` for one micro-batch of the cell's layers, as the
+// calibration predicts (the uncalibrated roofline where it has no fit; R
+// without samples of its own takes F's fit).
+double CalibratedOpTime(const cost::Config& config, const Calibration* calibration, int first_layer, int last_layer,
+                        ir::OpKind kind, const cost::Device& device);
+
+}  // namespace twinpipe::simulate
