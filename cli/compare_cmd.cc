@@ -1,4 +1,5 @@
 // `twinpipe compare`: prediction against measurement, op by op.
+#include <algorithm>
 #include <memory>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@ struct CompareOptions {
   std::string predicted;
   std::string measured;
   bool json = false;
+  bool summary = false;
   std::string svg;
 };
 
@@ -42,6 +44,17 @@ int Run(const CompareOptions& o) {
       return kExitRuntime;
     }
   }
+  if (o.summary) {
+    double peak_p = 0, peak_m = 0;
+    for (const auto& d : c->devices) {
+      peak_p = std::max(peak_p, d.peak_memory_predicted);
+      peak_m = std::max(peak_m, d.peak_memory_measured);
+    }
+    fmt::print("{:>10.3f} {:>10.3f} {:>+7.1f}% {:>8.3f} {:>8.3f} {:>10.2f} {:>10.2f} {:>+7.1f}%\n", c->step_time_predicted_s * 1e3,
+               c->step_time_measured_s * 1e3, 100 * c->step_time_error, c->bubble_fraction_predicted,
+               c->bubble_fraction_measured, peak_p / 1048576, peak_m / 1048576, 100 * (peak_p - peak_m) / peak_m);
+    return kExitOk;
+  }
   fmt::print("{}", o.json ? traces::ComparisonJson(*c) : traces::ComparisonTable(*c));
   return kExitOk;
 }
@@ -54,6 +67,9 @@ void AddCompare(CLI::App& app, int& exit_code) {
   cmd->add_option("predicted", o->predicted, "predicted trace (simulate --trace)")->required();
   cmd->add_option("measured", o->measured, "measured trace (execute --trace)")->required();
   cmd->add_flag("--json", o->json, "print one JSON object");
+  cmd->add_flag("--summary", o->summary,
+                "print one line: step time predicted, measured (ms), error; bubble predicted, measured; "
+                "peak memory predicted, measured (MiB, largest device), error");
   cmd->add_option("--svg", o->svg, "also draw both timelines, interleaved, to this SVG");
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });
 }

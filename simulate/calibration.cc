@@ -1,6 +1,7 @@
 #include "simulate/calibration.h"
 
 #include <cmath>
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
@@ -31,10 +32,13 @@ std::vector<double> Solve(const std::vector<std::vector<double>>& X, const std::
       A[i][n] += X[r][i] * y[r];
     }
   }
-  // Each pulled unknown's ridge is relative to its own column's weight, so
-  // columns of any scale (seconds, parameter counts) are treated alike.
+  // One ridge for the pulled unknowns, scaled to the largest of their
+  // columns: what the data cannot tell apart (a layer kind that only ever
+  // shares a cell with another) stays at the prior.
+  double largest = 0;
+  for (size_t i = 0; i < pulled; ++i) largest = std::max(largest, A[i][i]);
+  const double lambda = 1e-3 * largest + 1e-300;
   for (size_t i = 0; i < pulled; ++i) {
-    const double lambda = 1e-3 * A[i][i] + 1e-300;
     A[i][i] += lambda;
     A[i][n] += lambda * prior;
   }
@@ -97,21 +101,30 @@ Result<Calibration> FitCalibration(const cost::Config& c, const partition::Plan&
   }
   for (ir::OpKind kind : {ir::OpKind::kForward, ir::OpKind::kBackward, ir::OpKind::kBackwardInput,
                           ir::OpKind::kBackwardWeight, ir::OpKind::kRecompute}) {
-    std::vector<std::vector<double>> X;
-    std::vector<double> y;
+    // One row per stage: the median duration of its ops of this kind (a
+    // preempted op on a busy machine would drag a mean), weighted by count.
+    std::map<int32_t, std::vector<double>> durations;
     for (const auto& t : measured) {
       for (const auto& e : t.events) {
-        if (e.kind != kind) continue;
-        const auto& cell = plan.partition.cells[e.stage];
-        const cost::Device& d = c.cluster.devices[s.placement[e.stage]];
-        std::vector<double> row(kinds.size() + 1, 0.0);
-        for (int i = cell.first_layer; i <= cell.last_layer; ++i) {
-          const auto j = std::find(kinds.begin(), kinds.end(), c.model.layers[i].kind) - kinds.begin();
-          row[j] += Roofline(c, i, kind, d);
-        }
-        row.back() = 1;
+        if (e.kind == kind) durations[e.stage].push_back(e.end_s - e.start_s);
+      }
+    }
+    std::vector<std::vector<double>> X;
+    std::vector<double> y;
+    for (auto& [stage, d] : durations) {
+      std::sort(d.begin(), d.end());
+      const double median = d.size() % 2 ? d[d.size() / 2] : (d[d.size() / 2 - 1] + d[d.size() / 2]) / 2;
+      const auto& cell = plan.partition.cells[stage];
+      const cost::Device& dev = c.cluster.devices[s.placement[stage]];
+      std::vector<double> row(kinds.size() + 1, 0.0);
+      for (int i = cell.first_layer; i <= cell.last_layer; ++i) {
+        const auto j = std::find(kinds.begin(), kinds.end(), c.model.layers[i].kind) - kinds.begin();
+        row[j] += Roofline(c, i, kind, dev);
+      }
+      row.back() = 1;
+      for (size_t k = 0; k < d.size(); ++k) {
         X.push_back(row);
-        y.push_back(e.end_s - e.start_s);
+        y.push_back(median);
       }
     }
     if (X.empty()) continue;
@@ -154,28 +167,29 @@ Result<Calibration> FitCalibration(const cost::Config& c, const partition::Plan&
         const auto theta = Solve(X, y, 0, 0);
         if (theta[0] > 0) cal.bandwidth = 1 / theta[0];
         cal.latency_s = std::max(0.0, theta[1]);
-      } else {  // one size: keep the catalogue bandwidth, fit the latency
-        cal.latency_s = std::max(0.0, mean_t - mean_b / c.cluster.link.bandwidth);
+      } else {  // one size: keep the catalogue bandwidth, fit the latency to the median
+        std::vector<double> sorted = y;
+        std::sort(sorted.begin(), sorted.end());
+        cal.latency_s = std::max(0.0, sorted[sorted.size() / 2] - mean_b / c.cluster.link.bandwidth);
       }
     }
   }
-  // Optimizer step: overhead + seconds per parameter on the device.
+  // Optimizer step: its time grows with the device's parameters; the median
+  // of time per parameter over the steps measured (a line through the origin:
+  // the few devices' parameter counts are too alike to fit an intercept).
   {
-    std::vector<std::vector<double>> X;
-    std::vector<double> y;
     std::vector<double> params(s.num_devices, 0.0);
     for (const auto& cell : plan.partition.cells) params[cell.device] += cell.params;
+    std::vector<double> ratios;
     for (const auto& t : measured) {
       for (const auto& e : t.events) {
-        if (e.kind != ir::OpKind::kStep) continue;
-        X.push_back({params[e.device], 1.0});
-        y.push_back(e.end_s - e.start_s);
+        if (e.kind == ir::OpKind::kStep && params[e.device] > 0) ratios.push_back((e.end_s - e.start_s) / params[e.device]);
       }
     }
-    if (!X.empty()) {
-      const auto theta = Solve(X, y, 0, 0);
-      cal.step_seconds_per_param = std::max(0.0, theta[0]);
-      cal.step_overhead_s = std::max(0.0, theta[1]);
+    if (!ratios.empty()) {
+      std::sort(ratios.begin(), ratios.end());
+      cal.step_seconds_per_param = ratios[ratios.size() / 2];
+      cal.step_overhead_s = 0.0;
     }
   }
   return cal;

@@ -18,7 +18,7 @@ cli_case(schedule_json_golden 0 file:${EXP}/1f1b_k2_m3_replicas2.json
 cli_case(schedule_torch_golden 0 file:${EXP}/1f1b_k2_m4_older.csv
          ${TP} schedule -k 2 -m 4 -s 1f1b --format torch-csv --dialect older)
 cli_case(schedule_from_config 0 "stages=4 microbatches=16 devices=4 replicas=1 placement=0,1,2,3"
-         ${TP} schedule ${SRC}/examples/quickstart.json)
+         ${TP} schedule ${SRC}/examples/transformer_h100.json)
 
 # What `schedule` writes, `verify` accepts, in every format.
 foreach(fmt text json torch-csv)
@@ -66,14 +66,14 @@ cli_case(no_subcommand 2 "A subcommand is required" ${TP})
 cli_case(unknown_option 2 "--colour" ${TP} schedule -k 2 -m 2 --colour red)
 
 # Comm bytes from the config's model and partition.
-cli_case(schedule_config_bytes 0 "0F0 0SEND_F0@8388608" ${TP} schedule ${SRC}/examples/quickstart.json)
+cli_case(schedule_config_bytes 0 "0F0 0SEND_F0@8388608" ${TP} schedule ${SRC}/examples/transformer_h100.json)
 cli_case(schedule_config_and_flags 2 "give either a CONFIG or --stages and --microbatches, not both"
-         ${TP} schedule ${SRC}/examples/quickstart.json --stages 2)
+         ${TP} schedule ${SRC}/examples/transformer_h100.json --stages 2)
 cli_case(schedule_too_big 1 "layer 1 (block0) alone needs 59.751 GiB but device 0 holds 32.000 GiB: 27.751 GiB over"
          ${TP} schedule ${IN}/too_big.json)
 
 # partition
-foreach(example quickstart paper_costs cnn_pcie)
+foreach(example transformer_h100 paper_costs cnn_pcie quickstart)
   cli_case(partition_${example} 0 "bottleneck" ${TP} partition ${SRC}/examples/${example}.json)
   cli_case(partition_${example}_json 0 "\"bottleneck_s\"" ${TP} partition ${SRC}/examples/${example}.json --json)
 endforeach()
@@ -84,7 +84,7 @@ cli_case(partition_bad_manual 2 "config_bad_manual.json: /pipeline/first_layers/
          ${TP} partition ${IN}/config_bad_manual.json)
 cli_case(partition_bad_type 2 "config_stages_string.json: /pipeline/stages: expected an integer, got \"four\""
          ${TP} partition ${IN}/config_stages_string.json)
-cli_case(partition_bad_algo 2 "--algo: best not in" ${TP} partition ${SRC}/examples/quickstart.json --algo best)
+cli_case(partition_bad_algo 2 "--algo: best not in" ${TP} partition ${SRC}/examples/transformer_h100.json --algo best)
 cli_case(partition_missing 2 "nothere.json: cannot open config" ${TP} partition nothere.json)
 
 # simulate: whole predicted event logs of small scenarios are checked in.
@@ -96,7 +96,7 @@ endforeach()
 cli_case(simulate_summary 0 "step time 24.2 ms   throughput 82.64 samples/s   bubble 33.88%"
          ${TP} simulate ${IN}/sim_gpipe_recompute.json)
 cli_case(simulate_json 0 "\"bubble_fraction\": 0.338842974" ${TP} simulate ${IN}/sim_gpipe_recompute.json --json)
-cli_case(simulate_quickstart 0 "critical path" ${TP} simulate ${SRC}/examples/quickstart.json)
+cli_case(simulate_transformer 0 "critical path" ${TP} simulate ${SRC}/examples/transformer_h100.json)
 cli_case(simulate_chrome 0 "critical path"
          ${TP} simulate ${IN}/sim_replicas.json --chrome ${CMAKE_CURRENT_BINARY_DIR}/replicas.chrome.json)
 cli_case(simulate_torch_dualpipev 0 "bubble 16.55%"
@@ -122,7 +122,7 @@ cli_case(execute_refuses_invalid_schedule 2 "deadlock"
 cli_case(execute_runs_a_schedule_file 0 "step    1  loss"
          ${TP} execute ${IN}/exec_two_stages.json --schedule-file ${EXP}/exec_two_stages_1f1b.txt)
 cli_case(execute_not_executable 2 "transformer is not executable yet"
-         ${TP} execute ${SRC}/examples/quickstart.json)
+         ${TP} execute ${SRC}/examples/transformer_h100.json)
 cli_case(execute_cuda_not_built 1 "the cuda backend is not built into this twinpipe"
          ${TP} execute ${SRC}/examples/mlp_cpu.json --backend cuda)
 
