@@ -21,19 +21,24 @@ struct Optimizer {
   void Apply(Param& p) const {
     if (p.m.empty()) p.m.assign(p.value.size(), 0.f);
     if (kind == "adam" && p.v.empty()) p.v.assign(p.value.size(), 0.f);
-    for (size_t i = 0; i < p.value.size(); ++i) {
-      const double g = p.grad[i];
-      if (kind == "adam") {
-        constexpr double b1 = 0.9, b2 = 0.999, eps = 1e-8;
-        p.m[i] = static_cast<float>(b1 * p.m[i] + (1 - b1) * g);
-        p.v[i] = static_cast<float>(b2 * p.v[i] + (1 - b2) * g * g);
-        const double mhat = p.m[i] / (1 - std::pow(b1, step)), vhat = p.v[i] / (1 - std::pow(b2, step));
-        p.value[i] = static_cast<float>(p.value[i] - lr * mhat / (std::sqrt(vhat) + eps));
-      } else {
-        p.m[i] = static_cast<float>(momentum * p.m[i] + g);
-        p.value[i] = static_cast<float>(p.value[i] - lr * p.m[i]);
+    constexpr double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+    const double correct1 = 1 / (1 - std::pow(b1, step)), correct2 = 1 / (1 - std::pow(b2, step));
+    const size_t n = p.value.size();
+    if (kind == "adam") {
+      for (size_t i = 0; i < n; ++i) {
+        const double g = p.grad[i];
+        const double m = b1 * p.m[i] + (1 - b1) * g, v = b2 * p.v[i] + (1 - b2) * g * g;
+        p.m[i] = static_cast<float>(m);
+        p.v[i] = static_cast<float>(v);
+        p.value[i] = static_cast<float>(p.value[i] - lr * (m * correct1) / (std::sqrt(v * correct2) + eps));
+        p.grad[i] = 0;
       }
-      p.grad[i] = 0;
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        p.m[i] = static_cast<float>(momentum * p.m[i] + p.grad[i]);
+        p.value[i] = static_cast<float>(p.value[i] - lr * p.m[i]);
+        p.grad[i] = 0;
+      }
     }
   }
 };
