@@ -46,6 +46,8 @@ int Run(const CalibrateOptions& o) {
     return kExitBadInput;
   }
   cal->command = o.command;
+  // The commit configured into the build; $TWINPIPE_COMMIT overrides it.
+  cal->commit = TWINPIPE_COMMIT;
   if (const char* commit = std::getenv("TWINPIPE_COMMIT")) cal->commit = commit;
   if (auto ok = WriteOutput(o.output, simulate::WriteCalibration(*cal)); !ok) {
     fmt::print(stderr, "twinpipe calibrate: {}\n", ok.error().message);

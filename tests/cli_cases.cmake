@@ -147,3 +147,8 @@ cli_case(calibrate_wrong_plan 2 "does not fit the config's plan"
          ${TP} calibrate ${EXP}/sim_gpipe_recompute.trace.json --config ${SRC}/examples/mlp_cpu.json)
 cli_case(simulate_bad_calibration 2 "/format: expected \"twinpipe-calibration\""
          ${TP} simulate ${SRC}/examples/mlp_cpu.json --calibration ${IN}/sim_replicas.json)
+
+# The closed loop on the CPU backend, with a loose fidelity bound.
+add_test(NAME loop.fidelity_loose COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fidelity_check.sh ${TP}
+         ${SRC}/examples/quickstart.json ${CMAKE_CURRENT_BINARY_DIR}/fidelity)
+set_tests_properties(loop.fidelity_loose PROPERTIES RUN_SERIAL TRUE)
