@@ -25,7 +25,8 @@ using MemoryEvent = int32_t;
 
 struct InOrderChannel {
   int32_t src, dst;
-  std::vector<int32_t> recvs;  // in the receiver's program order
+  std::vector<int32_t> recvs;  // in the receiver's program order (ascending ids)
+  std::vector<int32_t> sends;  // in the sender's program order: sends[k] pairs with recvs[k]
   size_t next = 0;
   double free = 0;
   int32_t prev_send = -1;
@@ -61,7 +62,7 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
   };
   for (int32_t d = 0; d < D; ++d) {  // channels numbered by first send, as links are listed
     for (const Op& op : s.programs[d]) {
-      if (ir::IsSend(op.kind)) channel(d, op.peer);
+      if (ir::IsSend(op.kind)) channels[channel(d, op.peer)].sends.push_back(op.id);
     }
   }
   for (int32_t d = 0; d < D; ++d) {
@@ -300,14 +301,9 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
     return -1;
   };
   auto send_of = [&](int32_t recv) {  // a receive's transfer is its send's
-    for (const auto& ch : channels) {
-      if (ch.dst != deps.op(recv).device || ch.src != deps.op(recv).peer) continue;
-      auto k = std::find(ch.recvs.begin(), ch.recvs.end(), recv) - ch.recvs.begin();
-      for (const Op& q : s.programs[ch.src]) {
-        if (ir::IsSend(q.kind) && q.peer == ch.dst && k-- == 0) return q.id;
-      }
-    }
-    return -1;
+    const InOrderChannel& ch = channels[channel(deps.op(recv).peer, deps.op(recv).device)];
+    const auto k = std::lower_bound(ch.recvs.begin(), ch.recvs.end(), recv) - ch.recvs.begin();
+    return k < static_cast<ptrdiff_t>(ch.sends.size()) ? ch.sends[k] : -1;
   };
   for (int32_t op = last_op; op >= 0;) {
     r.critical_path.push_back(op);
