@@ -1,5 +1,8 @@
 #include "execute/runtime.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -36,6 +39,16 @@ struct Cell {
   };
   std::vector<Slot> slots;      // per micro-batch
 };
+
+// Keeps device d's worker on core d (mod the cores there are): fewer
+// migrations, steadier step times. Advice only: failures are ignored.
+void PinToCore(int device) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(static_cast<int>(static_cast<unsigned>(device) % cores), &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
 
 class Runner {
  public:
@@ -255,6 +268,7 @@ Result<ExecuteResult> Runner::Run() {
     std::vector<std::thread> workers;
     for (int d = 0; d < D; ++d) {
       workers.emplace_back([this, d, step, origin] {
+        PinToCore(d);
         auto ok = Worker(d, step, origin);
         if (!ok && ok.error().message != "aborted") {
           std::lock_guard lock(error_mu_);
