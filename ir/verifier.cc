@@ -279,9 +279,19 @@ class Checker {
   }
 
   // ALLREDUCE after every backward of its stage; STEP after every backward
-  // and all-reduce of its device.
+  // and all-reduce of its device; and a STEP on every device that holds a
+  // stage (else its parameters are never updated).
   void CheckStepOrder() {
     const int32_t K = s_.num_stages;
+    std::vector<char> holds_stage(s_.programs.size(), 0);
+    for (int32_t st = 0; st < K; ++st) holds_stage[s_.placement[st]] = 1;
+    for (int32_t d = 0; d < static_cast<int32_t>(s_.programs.size()); ++d) {
+      const auto& p = s_.programs[d];
+      const bool has_step = std::any_of(p.begin(), p.end(), [](const Op& op) { return op.kind == OpKind::kStep; });
+      if (holds_stage[d] && !has_step) {
+        Report(d, -1, "missing STEP: the device holds stages but never applies their gradients");
+      }
+    }
     for (int32_t d = 0; d < static_cast<int32_t>(s_.programs.size()); ++d) {
       const auto& program = s_.programs[d];
       std::vector<int32_t> last_backward(K, -1);
