@@ -32,8 +32,7 @@ int Run(const CalibrateOptions& o) {
   }
   std::vector<traces::Trace> traces;
   for (const auto& path : o.measured) {
-    auto text = ReadFile(path);
-    auto t = text ? traces::ReadTraceJson(*text, path) : Result<traces::Trace>(tl::unexpected(text.error()));
+    auto t = LoadTrace(path);
     if (!t) {
       fmt::print(stderr, "twinpipe calibrate: {}\n", t.error().message);
       return kExitBadInput;

@@ -25,8 +25,7 @@ int Run(const CompareOptions& o) {
   traces::Trace t[2];
   const std::string* paths[2] = {&o.predicted, &o.measured};
   for (int i = 0; i < 2; ++i) {
-    auto text = ReadFile(*paths[i]);
-    auto trace = text ? traces::ReadTraceJson(*text, *paths[i]) : Result<traces::Trace>(tl::unexpected(text.error()));
+    auto trace = LoadTrace(*paths[i]);
     if (!trace) {
       fmt::print(stderr, "twinpipe compare: {}\n", trace.error().message);
       return kExitBadInput;

@@ -17,12 +17,6 @@ struct RenderOptions {
   std::string svg;
 };
 
-Result<traces::Trace> LoadTrace(const std::string& path) {
-  auto text = ReadFile(path);
-  if (!text) return tl::unexpected(text.error());
-  return traces::ReadTraceJson(*text, path);
-}
-
 int Run(const RenderOptions& o) {
   auto a = LoadTrace(o.trace);
   if (!a) {

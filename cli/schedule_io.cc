@@ -36,6 +36,12 @@ Result<void> WriteOutput(const std::string& path, const std::string& text) {
   return {};
 }
 
+Result<traces::Trace> LoadTrace(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text) return tl::unexpected(text.error());
+  return traces::ReadTraceJson(*text, path);
+}
+
 Result<LoadedSchedule> LoadSchedule(const std::string& path, const std::string& format,
                                     const std::string& dialect) {
   auto text = ReadFile(path);

@@ -1,4 +1,4 @@
-// Reading and writing schedule files for the command line: whole-file I/O and
+// Reading and writing files for the command line: whole-file I/O, traces, and
 // the three formats (twinpipe text, twinpipe JSON, torch CSV), chosen by flag
 // or by the file's extension.
 //
@@ -10,6 +10,7 @@
 
 #include "ir/result.h"
 #include "ir/schedule.h"
+#include "traces/trace.h"
 
 namespace twinpipe::cli {
 
@@ -32,5 +33,8 @@ struct LoadedSchedule {
 // else text); dialect: auto|current|older (torch CSV only).
 Result<LoadedSchedule> LoadSchedule(const std::string& path, const std::string& format,
                                     const std::string& dialect);
+
+// Reads a trace file (native JSON); errors name the file and JSON path.
+Result<traces::Trace> LoadTrace(const std::string& path);
 
 }  // namespace twinpipe::cli

@@ -1,5 +1,7 @@
 #include "simulate/dependencies.h"
 
+#include <fmt/format.h>
+
 namespace twinpipe::simulate {
 
 using ir::OpKind;
@@ -49,6 +51,22 @@ double MemoryAtEnd(const Dependencies& deps, const SimCosts& c, int32_t id) {
   const int32_t recv = deps.InputRecv(id);
   if (recv >= 0) delta -= static_cast<double>(deps.op(recv).bytes);  // the consumed receive buffer
   return delta;
+}
+
+std::string DescribeBlocked(const Dependencies& deps, const std::vector<int32_t>& stuck, const BigVector<char>& done) {
+  std::vector<std::string> lines;
+  for (size_t d = 0; d < stuck.size(); ++d) {
+    if (stuck[d] < 0) continue;
+    const ir::Op& op = deps.op(stuck[d]);
+    std::vector<std::string> waits;
+    deps.ForEach(stuck[d], [&](int32_t dep) {
+      if (!done[dep]) waits.push_back(ir::OpToken(deps.op(dep)));
+    });
+    if (ir::IsSend(op.kind) && waits.empty()) waits.push_back(fmt::format("a receive on device {}", op.peer));
+    lines.push_back(fmt::format("device {} at {} waits for {}", d, ir::OpToken(op),
+                                waits.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(waits, ", "))));
+  }
+  return fmt::format("{}", fmt::join(lines, "; "));
 }
 
 double OpDuration(const ir::Op& op, const SimCosts& c, int32_t replicas) {

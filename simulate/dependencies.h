@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ir/schedule.h"
@@ -92,6 +93,11 @@ class Dependencies {
 // end; R rebuilds them; the last backward (B, or W after I) frees them.
 double MemoryAtStart(const Dependencies& deps, const SimCosts& costs, int32_t id);
 double MemoryAtEnd(const Dependencies& deps, const SimCosts& costs, int32_t id);
+
+// Why a schedule cannot progress: for each device's first unfinished op
+// (`stuck[d]`, -1 when the device is done), what it still waits for:
+// "device 1 at 1F0 waits for 1RECV_F0; ...".
+std::string DescribeBlocked(const Dependencies& deps, const std::vector<int32_t>& stuck, const BigVector<char>& done);
 
 // Seconds of a compute, STEP or ALLREDUCE op; of one transfer over the link.
 double OpDuration(const ir::Op& op, const SimCosts& costs, int32_t replicas);

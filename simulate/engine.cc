@@ -410,22 +410,11 @@ void Simulator::Complete(int32_t id) {
 }
 
 std::string Simulator::Blocked() const {
-  std::vector<std::string> lines;
+  std::vector<int32_t> stuck(compute_.size(), -1);
   for (size_t d = 0; d < compute_.size(); ++d) {
-    const Engine& e = compute_[d];
-    if (e.head == e.ops.size()) continue;
-    const int32_t id = e.ops[e.head];
-    std::vector<std::string> waits;
-    for (int32_t dep = 0; dep < static_cast<int32_t>(op_.size()); ++dep) {
-      if (done_[dep]) continue;
-      for (int32_t k = dep_offset_[dep]; k < dep_offset_[dep + 1]; ++k) {
-        if (dependents_[k] == id) waits.push_back(ir::OpToken(*op_[dep]));
-      }
-    }
-    lines.push_back(fmt::format("device {} at {} waits for {}", d, ir::OpToken(*op_[id]),
-                                waits.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(waits, ", "))));
+    if (compute_[d].head < compute_[d].ops.size()) stuck[d] = compute_[d].ops[compute_[d].head];
   }
-  return fmt::format("{}", fmt::join(lines, "; "));
+  return DescribeBlocked(deps_, stuck, done_);
 }
 
 Result<SimResult> Simulator::Run() {

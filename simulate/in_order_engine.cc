@@ -193,23 +193,15 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
   int64_t finished = 0;
   for (int64_t id = 0; id < n; ++id) finished += done[id];
   if (finished != n) {
-    std::vector<std::string> lines;
+    std::vector<int32_t> stuck(D, -1);
     for (int32_t d = 0; d < D; ++d) {
-      if (pc[d] == s.programs[d].size()) continue;
-      const Op& op = s.programs[d][pc[d]];
-      std::vector<std::string> waits;
-      deps.ForEach(op.id, [&](int32_t dep) {
-        if (!done[dep]) waits.push_back(ir::OpToken(deps.op(dep)));
-      });
-      if (ir::IsSend(op.kind) && waits.empty()) waits.push_back(fmt::format("a receive on device {}", op.peer));
-      lines.push_back(fmt::format("device {} at {} waits for {}", d, ir::OpToken(op),
-                                  waits.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(waits, ", "))));
+      if (pc[d] < s.programs[d].size()) stuck[d] = s.programs[d][pc[d]].id;
     }
     double now = 0;
     for (int64_t id = 0; id < n; ++id) {
       if (done[id]) now = std::max(now, r.end_s[id]);
     }
-    return FailRuntime(fmt::format("the schedule cannot progress at t={} s: {}", now, fmt::join(lines, "; ")));
+    return FailRuntime(fmt::format("the schedule cannot progress at t={} s: {}", now, DescribeBlocked(deps, stuck, done)));
   }
 
   // Memory: per device, the compute stream's events merged with its incoming
