@@ -69,6 +69,22 @@ std::string DescribeBlocked(const Dependencies& deps, const std::vector<int32_t>
   return fmt::format("{}", fmt::join(lines, "; "));
 }
 
+int32_t FinishStep(SimResult& r, int32_t devices) {
+  double last = 0;
+  int32_t last_op = -1;
+  for (size_t id = 0; id < r.end_s.size(); ++id) {
+    if (r.end_s[id] >= last) {
+      last = r.end_s[id];
+      last_op = static_cast<int32_t>(id);
+    }
+  }
+  r.step_time_s = last;
+  double busy = 0;
+  for (const auto& d : r.devices) busy += d.busy_s;
+  r.bubble_fraction = last > 0 ? 1 - busy / (devices * last) : 0;
+  return last_op;
+}
+
 double OpDuration(const ir::Op& op, const SimCosts& c, int32_t replicas) {
   if (op.kind == OpKind::kStep) return c.step_s[op.device];
   if (op.kind == OpKind::kAllReduce) {

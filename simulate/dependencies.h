@@ -99,6 +99,10 @@ double MemoryAtEnd(const Dependencies& deps, const SimCosts& costs, int32_t id);
 // "device 1 at 1F0 waits for 1RECV_F0; ...".
 std::string DescribeBlocked(const Dependencies& deps, const std::vector<int32_t>& stuck, const BigVector<char>& done);
 
+// Sets the step time (the last end) and the bubble fraction of a finished
+// simulation; returns the op that ends last (the highest id on ties).
+int32_t FinishStep(SimResult& result, int32_t devices);
+
 // Seconds of a compute, STEP or ALLREDUCE op; of one transfer over the link.
 double OpDuration(const ir::Op& op, const SimCosts& costs, int32_t replicas);
 double TransferDuration(const cost::Link& link, double bytes);

@@ -464,18 +464,7 @@ Result<SimResult> Simulator::Run() {
   if (completed_ != static_cast<int64_t>(op_.size())) {
     return FailRuntime(fmt::format("the schedule cannot progress at t={} s: {}", now_, Blocked()));
   }
-  double last = 0;
-  int32_t last_op = kNone;
-  for (size_t id = 0; id < op_.size(); ++id) {
-    if (r_.end_s[id] >= last) {
-      last = r_.end_s[id];
-      last_op = static_cast<int32_t>(id);
-    }
-  }
-  r_.step_time_s = last;
-  double busy = 0;
-  for (const auto& d : r_.devices) busy += d.busy_s;
-  r_.bubble_fraction = last > 0 ? 1 - busy / (s_.num_devices * last) : 0;
+  const int32_t last_op = FinishStep(r_, s_.num_devices);
   for (int32_t op = last_op; op != kNone; op = st_[op].pred) r_.critical_path.push_back(op);
   std::reverse(r_.critical_path.begin(), r_.critical_path.end());
   return std::move(r_);

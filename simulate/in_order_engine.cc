@@ -263,18 +263,7 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
     }
   }
 
-  double last = 0;
-  int32_t last_op = -1;
-  for (int64_t id = 0; id < n; ++id) {
-    if (r.end_s[id] >= last) {
-      last = r.end_s[id];
-      last_op = static_cast<int32_t>(id);
-    }
-  }
-  r.step_time_s = last;
-  double busy = 0;
-  for (const auto& dev : r.devices) busy += dev.busy_s;
-  r.bubble_fraction = last > 0 ? 1 - busy / (D * last) : 0;
+  const int32_t last_op = FinishStep(r, D);
   // The critical path, walked back from the last op: each op's predecessor
   // is whichever of its resource's previous op and its inputs ended last
   // (the resource's op on ties), as the event-driven engine records it.
