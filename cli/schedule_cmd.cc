@@ -1,4 +1,5 @@
-// `twinpipe schedule`: build a schedule (naive, gpipe, 1f1b), add recompute
+// `twinpipe schedule`: build a schedule (naive, gpipe, 1f1b, interleaved,
+// zb-h1, zb-v), add recompute
 // and comm, verify it and print it as text, JSON or torch CSV.
 #include <iostream>
 #include <memory>
@@ -23,6 +24,7 @@ struct ScheduleOptions {
   std::string config;
   int stages = 0;
   int micro_batches = 0;
+  int chunks = 0;
   std::string schedule;
   std::string recompute;
   std::string format = "text";
@@ -44,7 +46,7 @@ int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
       fmt::print(stderr, "twinpipe schedule: {}\n", config.error().message);
       return kExitBadInput;
     }
-    partition::PlanOverrides overrides{o.schedule, std::nullopt};
+    partition::PlanOverrides overrides{o.schedule, std::nullopt, o.chunks};
     if (!o.recompute.empty()) {
       overrides.recompute = ir::RecomputeModeFromName(o.recompute);
       if (!overrides.recompute) {
@@ -65,7 +67,7 @@ int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
     }
     if (o.schedule.empty()) o.schedule = "gpipe";
     if (o.recompute.empty()) o.recompute = "none";
-    auto built = ir::BuildByName(o.schedule, o.stages, o.micro_batches);
+    auto built = ir::BuildByName(o.schedule, o.stages, o.micro_batches, o.chunks);
     if (!built) {
       fmt::print(stderr, "twinpipe schedule: {}\n", built.error().message);
       return kExitBadInput;
@@ -78,7 +80,7 @@ int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
     s = std::move(*built);
     s.replicas = o.replicas;
     ir::InsertRecompute(s, *mode);
-    const std::vector<int64_t> boundary(std::max(0, o.stages - 1), o.activation_bytes);
+    const std::vector<int64_t> boundary(std::max(0, s.num_stages - 1), o.activation_bytes);
     if (auto ok = ir::InsertComm(s, ir::CommBytes{boundary, boundary}); !ok) {
       fmt::print(stderr, "twinpipe schedule: {}\n", ok.error().message);
       return kExitRuntime;
@@ -122,11 +124,13 @@ void AddSchedule(CLI::App& app, int& exit_code) {
   cmd->add_option("config", o->config,
                   "config JSON (optional): stages, micro-batches, replicas, schedule and recompute from it, "
                   "comm bytes from its model cut by its partition");
-  auto* stages = cmd->add_option("--stages,-k", o->stages, "stages K (one per device)")
+  auto* stages = cmd->add_option("--stages,-k", o->stages, "pipeline devices K (K x chunks stages)")
                      ->check(CLI::Range(1, 1 << 24));
   auto* micro = cmd->add_option("--microbatches,-m", o->micro_batches, "micro-batches M per mini-batch")
                     ->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("--schedule,-s", o->schedule, "naive | gpipe | 1f1b (default gpipe)");
+  cmd->add_option("--schedule,-s", o->schedule, fmt::format("{} (default gpipe)", fmt::join(ir::BuilderNames(), " | ")));
+  cmd->add_option("--chunks,-v", o->chunks, "stages per device: interleaved >= 2 (default 2), zb-v 2, others 1")
+      ->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--recompute", o->recompute, "none | full | except-last (default none)");
   cmd->add_option("--format", o->format, "output format")
       ->check(CLI::IsMember({"text", "json", "torch-csv"}));

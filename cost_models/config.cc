@@ -362,12 +362,29 @@ Config Load(std::string_view text, std::string_view source) {
   c.training.steps = static_cast<int>(r.Int(t, "steps", "/training", 1, 1 << 24, 1));
 
   const json& pl = r.Object(root, "pipeline", "");
-  r.Keys(pl, "/pipeline", {"stages", "schedule", "recompute", "partition", "first_layers"});
+  r.Keys(pl, "/pipeline", {"stages", "schedule", "chunks", "recompute", "partition", "first_layers"});
   c.pipeline.stages = static_cast<int>(r.Int(pl, "stages", "/pipeline", 1, 1 << 20));
   if (c.pipeline.stages > L) {
     r.Fail("/pipeline/stages", fmt::format("{} stages but the model has only {} layers", c.pipeline.stages, L));
   }
   c.pipeline.schedule = r.String(pl, "schedule", "/pipeline", ir::BuilderNames(), "gpipe");
+  c.pipeline.chunks = static_cast<int>(r.Int(pl, "chunks", "/pipeline", 1, 1 << 16, 0));
+  const int chunks = c.pipeline.Chunks();
+  if (c.pipeline.schedule == "interleaved") {
+    if (chunks < 2) r.Fail("/pipeline/chunks", "interleaved needs at least 2 chunks per device (with 1 it is 1f1b)");
+    if (c.training.micro_batches % c.pipeline.stages != 0) {
+      r.Fail("/training/microbatches",
+             fmt::format("interleaved needs the micro-batches to be a multiple of the {} pipeline devices, got {}",
+                         c.pipeline.stages, c.training.micro_batches));
+    }
+  } else if (chunks != ir::DefaultChunks(c.pipeline.schedule)) {
+    r.Fail("/pipeline/chunks", fmt::format("schedule '{}' places {} chunk(s) per device, not {}", c.pipeline.schedule,
+                                           ir::DefaultChunks(c.pipeline.schedule), chunks));
+  }
+  if (static_cast<int64_t>(c.pipeline.stages) * chunks > L) {
+    r.Fail("/pipeline/chunks", fmt::format("{} devices x {} chunks = {} stages but the model has only {} layers",
+                                           c.pipeline.stages, chunks, c.pipeline.stages * chunks, L));
+  }
   c.pipeline.recompute = *ir::RecomputeModeFromName(
       r.String(pl, "recompute", "/pipeline", {"none", "full", "except-last"}, "full"));
   c.pipeline.partition = r.String(pl, "partition", "/pipeline", PartitionAlgorithms(), "minmax");

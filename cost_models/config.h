@@ -14,6 +14,7 @@
 #include "cost_models/catalogue.h"
 #include "cost_models/generators.h"
 #include "cost_models/model.h"
+#include "ir/builders.h"
 #include "ir/passes.h"
 #include "ir/result.h"
 
@@ -33,12 +34,19 @@ struct TrainingConfig {
 };
 
 struct PipelineConfig {
-  int stages = 1;                       // K
+  int stages = 1;                       // K: pipeline devices
   std::string schedule = "gpipe";
+  int chunks = 0;                       // stages per device; 0: the schedule's default
+  int Chunks() const;                   // chunks, or the schedule's default
   ir::RecomputeMode recompute = ir::RecomputeMode::kFull;
   std::string partition = "minmax";     // gpipe | minmax | memory | manual
   std::vector<int> first_layers;        // manual: first layer of each cell
+  // Set by the planner for a schedule it already has: the most micro-batches
+  // in flight per stage (empty: derived by building `schedule`).
+  std::vector<int> in_flight;
 };
+
+inline int PipelineConfig::Chunks() const { return chunks > 0 ? chunks : ir::DefaultChunks(schedule); }
 
 struct ClusterConfig {
   std::vector<Device> devices;  // one per device (heterogeneous clusters list several kinds)

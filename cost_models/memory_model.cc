@@ -37,20 +37,25 @@ CellMemory CellPeakMemory(const Model& model, const std::vector<double>& cut_byt
   return m;
 }
 
-std::vector<int> InFlightPerStage(const std::string& schedule, int stages, int micro_batches) {
-  std::vector<int> most(stages, micro_batches);
-  auto built = ir::BuildByName(schedule, stages, micro_batches);
-  if (!built) return most;
-  for (int s = 0; s < stages; ++s) {
-    int in_flight = 0, peak = 0;
-    for (const ir::Op& op : built->programs[built->placement[s]]) {
-      if (op.stage != s) continue;
-      if (op.kind == ir::OpKind::kForward) peak = std::max(peak, ++in_flight);
-      if (ir::IsInputBackward(op.kind)) --in_flight;
+std::vector<int> InFlightPerStage(const ir::Schedule& s) {
+  std::vector<int> in_flight(s.num_stages, 0), most(s.num_stages, 0);
+  for (const auto& program : s.programs) {
+    for (const ir::Op& op : program) {
+      if (op.stage < 0 || op.stage >= s.num_stages) continue;
+      if (op.kind == ir::OpKind::kForward) most[op.stage] = std::max(most[op.stage], ++in_flight[op.stage]);
+      if (op.kind == ir::OpKind::kBackward || op.kind == ir::OpKind::kBackwardWeight) --in_flight[op.stage];
     }
-    most[s] = peak;
   }
   return most;
+}
+
+std::vector<int> InFlightPerStage(const std::string& schedule, int devices, int micro_batches, int chunks) {
+  auto built = ir::BuildByName(schedule, devices, micro_batches, chunks);
+  if (!built) {
+    return std::vector<int>(static_cast<size_t>(devices) * std::max(1, chunks > 0 ? chunks : ir::DefaultChunks(schedule)),
+                            micro_batches);
+  }
+  return InFlightPerStage(*built);
 }
 
 }  // namespace twinpipe::cost

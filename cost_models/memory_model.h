@@ -10,6 +10,7 @@
 
 #include "cost_models/model.h"
 #include "ir/passes.h"
+#include "ir/schedule.h"
 
 namespace twinpipe::cost {
 
@@ -32,8 +33,11 @@ struct CellMemory {
 CellMemory CellPeakMemory(const Model& model, const std::vector<double>& cut_bytes, int first,
                           int last, const MemoryInputs& in);
 
-// Most micro-batches of each stage in flight under a schedule (by building it:
-// GPipe M, 1F1B min(K-s, M), naive 1). Unknown names give M.
-std::vector<int> InFlightPerStage(const std::string& schedule, int stages, int micro_batches);
+// Most micro-batches of each stage in flight (forward done, activations not
+// yet freed by B or W) under a schedule: GPipe M, 1F1B min(K-s, M), naive 1.
+std::vector<int> InFlightPerStage(const ir::Schedule& schedule);
+// The same for a schedule built by name for K devices (per global stage, K x
+// chunks of them). Names or shapes the builders refuse give M for every stage.
+std::vector<int> InFlightPerStage(const std::string& schedule, int devices, int micro_batches, int chunks = 0);
 
 }  // namespace twinpipe::cost

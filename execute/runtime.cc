@@ -146,7 +146,8 @@ Result<void> Runner::RunOp(int device, const Op& op, int step) {
       Forward(cell, slot, slot.input, Mode::kRecompute, true);
       return {};
     }
-    case OpKind::kBackward: {
+    case OpKind::kBackward:
+    case OpKind::kBackwardInput: {
       Cell& cell = cells_[op.stage];
       Cell::Slot& slot = cell.slots[op.micro_batch];
       if (!last_stage && s_.placement[op.stage + 1] == device) {
@@ -155,12 +156,29 @@ Result<void> Runner::RunOp(int device, const Op& op, int step) {
       if (slot.grad_output.empty() || slot.saved.size() != cell.layers.size()) {
         return FailRuntime(fmt::format("{}: its output gradient or saved activations are missing", Where(op, device)));
       }
-      Tensor g = cell.layers.back()->Backward(slot.grad_output, slot.saved.back());
-      for (size_t i = cell.layers.size() - 1; i-- > 0;) g = cell.layers[i]->Backward(g, slot.saved[i]);
-      slot.saved.clear();
+      const size_t n = cell.layers.size();
+      Tensor g;
+      if (op.kind == OpKind::kBackward) {
+        g = cell.layers[n - 1]->Backward(slot.grad_output, slot.saved[n - 1]);
+        for (size_t i = n - 1; i-- > 0;) g = cell.layers[i]->Backward(g, slot.saved[i]);
+        slot.saved.clear();
+      } else {  // I: the weight gradients wait in `saved` for W
+        g = cell.layers[n - 1]->BackwardInput(slot.grad_output, slot.saved[n - 1]);
+        for (size_t i = n - 1; i-- > 0;) g = cell.layers[i]->BackwardInput(g, slot.saved[i]);
+      }
       slot.input.Release();
       slot.grad_output.Release();
       if (op.stage > 0) slot.grad_input = std::move(g);
+      return {};
+    }
+    case OpKind::kBackwardWeight: {
+      Cell& cell = cells_[op.stage];
+      Cell::Slot& slot = cell.slots[op.micro_batch];
+      if (slot.saved.size() != cell.layers.size()) {
+        return FailRuntime(fmt::format("{}: its input-gradient pass (I) has not run", Where(op, device)));
+      }
+      for (size_t i = 0; i < cell.layers.size(); ++i) cell.layers[i]->BackwardWeight(slot.saved[i]);
+      slot.saved.clear();
       return {};
     }
     case OpKind::kSendF:
@@ -235,7 +253,7 @@ Result<ExecuteResult> Runner::Run() {
   }
   for (const auto& p : s_.programs) {
     for (const Op& op : p) {
-      if (op.kind == OpKind::kBackwardInput || op.kind == OpKind::kBackwardWeight || op.kind == OpKind::kAllReduce) {
+      if (op.kind == OpKind::kAllReduce) {
         return Fail(fmt::format("device {}: {}: the CPU backend does not run {} ops yet", op.device, ir::OpToken(op),
                                 ir::OpKindName(op.kind)));
       }

@@ -83,21 +83,105 @@ Schedule Build1F1B(int32_t stages, int32_t micro_batches) {
   return s;
 }
 
+Result<Schedule> BuildInterleaved(int32_t devices, int32_t micro_batches, int32_t chunks) {
+  const int32_t K = devices, M = micro_batches, v = chunks;
+  if (v < 2) {
+    return Fail(fmt::format("interleaved needs at least 2 chunks per device, got {} (with 1 it is 1f1b)", v));
+  }
+  if (M % K != 0) {
+    return Fail(fmt::format("interleaved needs the micro-batches to be a multiple of the {} devices "
+                            "(Megatron-LM's rule: they pass through the chunks in groups of K), got {}",
+                            K, M));
+  }
+  Schedule s;
+  s.num_stages = K * v;
+  s.num_micro_batches = M;
+  s.num_devices = K;
+  s.placement.resize(s.num_stages);
+  for (int32_t st = 0; st < s.num_stages; ++st) s.placement[st] = st % K;
+  s.programs.resize(K);
+  const int32_t total = M * v;
+  // Virtual micro-batch k: its chunk and micro-batch (groups of K per chunk).
+  auto micro_batch = [&](int32_t k) { return (k / (K * v)) * K + k % K; };
+  auto chunk = [&](int32_t k, bool forward) {
+    const int32_t c = (k % (K * v)) / K;
+    return forward ? c : v - 1 - c;
+  };
+  for (int32_t d = 0; d < K; ++d) {
+    auto& program = s.programs[d];
+    program.reserve(2 * static_cast<size_t>(total) + 1);
+    auto add = [&](OpKind kind, int32_t k) {
+      const int32_t stage = chunk(k, kind == OpKind::kForward) * K + d;
+      program.push_back(Op{.kind = kind, .device = d, .stage = stage, .micro_batch = micro_batch(k)});
+    };
+    const int32_t warmup = std::min((K - d - 1) * 2 + (v - 1) * K, total);
+    int32_t next_forward = 0, next_backward = 0;
+    for (; next_forward < warmup; ++next_forward) add(OpKind::kForward, next_forward);
+    while (next_forward < total) {
+      add(OpKind::kForward, next_forward++);
+      add(OpKind::kBackward, next_backward++);
+    }
+    while (next_backward < total) add(OpKind::kBackward, next_backward++);
+  }
+  Finish(s);
+  return s;
+}
+
+Schedule BuildZbH1(int32_t stages, int32_t micro_batches) {
+  Schedule s = OneStagePerDevice(stages, micro_batches);
+  for (int32_t st = 0; st < stages; ++st) {
+    auto& program = s.programs[st];
+    program.reserve(3 * static_cast<size_t>(micro_batches) + 1);
+    const int32_t warmup = std::min(stages - st - 1, micro_batches);
+    int32_t next_forward = 0, next_input = 0, next_weight = 0;
+    for (; next_forward < warmup; ++next_forward) {
+      program.push_back(Compute(OpKind::kForward, st, next_forward));
+    }
+    // Steady state: F, I, and a W once this stage has deferred `st` of them.
+    for (int32_t j = 0; next_forward < micro_batches; ++j) {
+      program.push_back(Compute(OpKind::kForward, st, next_forward++));
+      program.push_back(Compute(OpKind::kBackwardInput, st, next_input++));
+      if (j >= st) program.push_back(Compute(OpKind::kBackwardWeight, st, next_weight++));
+    }
+    // Drain: each I is followed by a W; the deferred W's come last.
+    while (next_input < micro_batches) {
+      program.push_back(Compute(OpKind::kBackwardInput, st, next_input++));
+      program.push_back(Compute(OpKind::kBackwardWeight, st, next_weight++));
+    }
+    while (next_weight < micro_batches) {
+      program.push_back(Compute(OpKind::kBackwardWeight, st, next_weight++));
+    }
+  }
+  Finish(s);
+  return s;
+}
+
 const std::vector<std::string>& BuilderNames() {
-  static const std::vector<std::string> names = {"naive", "gpipe", "1f1b"};
+  static const std::vector<std::string> names = {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"};
   return names;
 }
 
-Result<Schedule> BuildByName(std::string_view name, int32_t stages, int32_t micro_batches) {
-  if (stages < 1) return Fail(fmt::format("stages must be at least 1, got {}", stages));
+int32_t DefaultChunks(std::string_view name) { return name == "interleaved" || name == "zb-v" ? 2 : 1; }
+
+Result<Schedule> BuildByName(std::string_view name, int32_t devices, int32_t micro_batches, int32_t chunks) {
+  if (devices < 1) return Fail(fmt::format("stages must be at least 1, got {}", devices));
   if (micro_batches < 1) {
     return Fail(fmt::format("micro-batches must be at least 1, got {}", micro_batches));
   }
-  if (name == "naive") return BuildNaive(stages, micro_batches);
-  if (name == "gpipe") return BuildGpipe(stages, micro_batches);
-  if (name == "1f1b") return Build1F1B(stages, micro_batches);
-  return Fail(fmt::format("unknown schedule '{}': expected one of {}", name,
-                          fmt::join(BuilderNames(), ", ")));
+  if (std::find(BuilderNames().begin(), BuilderNames().end(), name) == BuilderNames().end()) {
+    return Fail(fmt::format("unknown schedule '{}': expected one of {}", name, fmt::join(BuilderNames(), ", ")));
+  }
+  const int32_t v = chunks == 0 ? DefaultChunks(name) : chunks;
+  if (name == "interleaved") return BuildInterleaved(devices, micro_batches, v);
+  if (v != DefaultChunks(name)) {
+    return Fail(fmt::format("schedule '{}' places {} chunk{} per device, not {}", name, DefaultChunks(name),
+                            DefaultChunks(name) == 1 ? "" : "s", v));
+  }
+  if (name == "naive") return BuildNaive(devices, micro_batches);
+  if (name == "gpipe") return BuildGpipe(devices, micro_batches);
+  if (name == "1f1b") return Build1F1B(devices, micro_batches);
+  if (name == "zb-h1") return BuildZbH1(devices, micro_batches);
+  return BuildZbV(devices, micro_batches);
 }
 
 }  // namespace twinpipe::ir

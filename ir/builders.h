@@ -1,8 +1,11 @@
-// Schedule builders: compute-only programs (F, B, STEP) for one stage per
-// device, placement stage s -> device s. Passes then add recompute and comm.
+// Schedule builders: compute-only programs (F, B or I and W, STEP). The
+// GPipe-family builders place one stage per device (stage s -> device s); the
+// chunked ones (interleaved, zb-v) place v stages per device. Passes then add
+// recompute and comm.
 //
 //   Schedule s = Build1F1B(/*stages=*/4, /*micro_batches=*/8);
 //   InsertRecompute(s, RecomputeMode::kFull); InsertComm(s, {});
+//   Result<Schedule> v = BuildByName("interleaved", /*devices=*/4, /*micro_batches=*/8, /*chunks=*/2);
 #pragma once
 
 #include <string>
@@ -28,10 +31,37 @@ Schedule BuildGpipe(int32_t stages, int32_t micro_batches);
 // min(K-s, M) forwards of stage s await their backward.
 Schedule Build1F1B(int32_t stages, int32_t micro_batches);
 
+// Megatron-LM's interleaved 1F1B: K devices, v chunks each, K*v stages with
+// stage c*K + d (chunk c) on device d. Device d runs (K-d-1)*2 + (v-1)*K
+// warm-up forwards (at most M*v), then alternates; micro-batches go through
+// the chunks in groups of K. Needs v >= 2 and M a multiple of K.
+Result<Schedule> BuildInterleaved(int32_t devices, int32_t micro_batches, int32_t chunks);
+
+// ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", 2024): 1F1B's
+// warm-up and order with each backward split into I (input gradient, on the
+// critical path) and W (weight gradient); stage s defers its first s W's so
+// that every stage keeps K micro-batches in flight and the deferred W's fill
+// the drain. With T_F = T_I = T_W the bubble is a third of 1F1B's.
+Schedule BuildZbH1(int32_t stages, int32_t micro_batches);
+
+// ZB-V: 2 chunks per device in a V (stage s on device s for s < K, on device
+// 2K-1-s after), so device 0 holds the first and the last stage. The order is
+// found by list scheduling with unit F, I and W times: each idle device runs a
+// ready I first, then a ready F while it keeps at most 2K chunk activations
+// (1F1B's peak in whole stages), then a deferred W.
+Schedule BuildZbV(int32_t devices, int32_t micro_batches);
+
 // The names accepted by BuildByName, in the order `--help` lists them.
 const std::vector<std::string>& BuilderNames();
 
-// Dispatches on a builder name; an unknown name or K, M < 1 is an error.
-Result<Schedule> BuildByName(std::string_view name, int32_t stages, int32_t micro_batches);
+// Chunks per device a schedule uses when none are asked for (0): 2 for
+// interleaved and zb-v, 1 for the others.
+int32_t DefaultChunks(std::string_view name);
+
+// Dispatches on a builder name. `devices` is K; `chunks` (0: the default) is
+// only meaningful for interleaved (>= 2) and zb-v (2). Unknown names, K or
+// M < 1, and chunk counts a schedule cannot take are errors naming the rule.
+Result<Schedule> BuildByName(std::string_view name, int32_t devices, int32_t micro_batches,
+                             int32_t chunks = 0);
 
 }  // namespace twinpipe::ir

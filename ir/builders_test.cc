@@ -22,12 +22,12 @@ std::array<int64_t, kNumOpKinds> Counts(const Schedule& s) {
 }
 
 
-// Most forwards of the device's stage awaiting their backward at any point.
+// Most forwards on the device whose activations are not yet freed (by B or W).
 int MaxInFlight(const std::vector<Op>& program) {
   int in_flight = 0, most = 0;
   for (const Op& op : program) {
     if (op.kind == OpKind::kForward) most = std::max(most, ++in_flight);
-    if (op.kind == OpKind::kBackward) --in_flight;
+    if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardWeight) --in_flight;
   }
   return most;
 }
@@ -43,15 +43,23 @@ class EveryBuilder : public ::testing::TestWithParam<std::tuple<std::string, Rec
 
 TEST_P(EveryBuilder, VerifiesRoundTripsAndCounts) {
   const auto& [name, mode] = GetParam();
+  const bool split = name == "zb-h1" || name == "zb-v";
   for (int32_t K = 1; K <= 8; ++K) {
     for (int32_t M = 1; M <= 32; ++M) {
       SCOPED_TRACE(::testing::Message() << name << " K=" << K << " M=" << M);
       auto built = BuildByName(name, K, M);
-      ASSERT_TRUE(built);
+      if (name == "interleaved" && M % K != 0) {
+        ASSERT_FALSE(built);
+        continue;
+      }
+      ASSERT_TRUE(built) << built.error().message;
       Schedule s = *built;
+      const int32_t S = s.num_stages;
+      ASSERT_EQ(S, K * DefaultChunks(name));
+      ASSERT_EQ(s.num_devices, K);
       InsertRecompute(s, mode);
-      ASSERT_TRUE(InsertComm(s, CommBytes{std::vector<int64_t>(K - 1, 1000 + K),
-                                          std::vector<int64_t>(K - 1, 2000 + K)}));
+      ASSERT_TRUE(InsertComm(s, CommBytes{std::vector<int64_t>(S - 1, 1000 + K),
+                                          std::vector<int64_t>(S - 1, 2000 + K)}));
       auto diagnostics = Verify(s);
       ASSERT_TRUE(diagnostics.empty()) << FormatDiagnostic(s, diagnostics[0]);
 
@@ -66,24 +74,35 @@ TEST_P(EveryBuilder, VerifiesRoundTripsAndCounts) {
       EXPECT_EQ(*from_json, s);
       EXPECT_EQ(PrintJson(*from_json), json);
 
-      const int64_t pairs = int64_t{K} * M, boundary = int64_t{K - 1} * M;
+      int64_t crossing = 0;  // boundaries between stages on different devices
+      for (int32_t b = 0; b + 1 < S; ++b) crossing += s.placement[b] != s.placement[b + 1];
+      const int64_t pairs = int64_t{S} * M, boundary = crossing * M;
       const int64_t recomputes = mode == RecomputeMode::kNone ? 0
                                  : mode == RecomputeMode::kFull ? pairs
-                                                                : int64_t{K} * (M - 1);
+                                                                : int64_t{S} * (M - 1);
       const auto c = Counts(s);
       EXPECT_EQ(c[static_cast<int>(OpKind::kForward)], pairs);
-      EXPECT_EQ(c[static_cast<int>(OpKind::kBackward)], pairs);
+      EXPECT_EQ(c[static_cast<int>(OpKind::kBackward)], split ? 0 : pairs);
+      EXPECT_EQ(c[static_cast<int>(OpKind::kBackwardInput)], split ? pairs : 0);
+      EXPECT_EQ(c[static_cast<int>(OpKind::kBackwardWeight)], split ? pairs : 0);
       EXPECT_EQ(c[static_cast<int>(OpKind::kRecompute)], recomputes);
       for (OpKind k : {OpKind::kSendF, OpKind::kRecvF, OpKind::kSendB, OpKind::kRecvB}) {
         EXPECT_EQ(c[static_cast<int>(k)], boundary) << OpKindName(k);
       }
       EXPECT_EQ(c[static_cast<int>(OpKind::kStep)], K);
-      EXPECT_EQ(s.NumOps(), 2 * pairs + recomputes + 4 * boundary + K);
+      EXPECT_EQ(s.NumOps(), (split ? 3 : 2) * pairs + recomputes + 4 * boundary + K);
 
-      for (int32_t st = 0; st < K; ++st) {
+      // Activations held: the schedules' memory promises.
+      for (int32_t st = 0; st < S && !split && name != "interleaved"; ++st) {
         const int most = MaxInFlight(s.programs[s.placement[st]]);
         const int expected = name == "1f1b" ? std::min(K - st, M) : name == "gpipe" ? M : 1;
         EXPECT_EQ(most, expected) << "stage " << st;
+      }
+      if (name == "zb-h1") {  // F done, W not: K micro-batches on every stage (at most M)
+        for (int32_t st = 0; st < S; ++st) EXPECT_EQ(MaxInFlight(s.programs[st]), std::min(K, M)) << "stage " << st;
+      }
+      if (name == "zb-v") {  // 2K chunk activations per device: 1F1B's K whole stages
+        for (int32_t d = 0; d < K; ++d) EXPECT_LE(MaxInFlight(s.programs[d]), 2 * K) << "device " << d;
       }
     }
   }
@@ -91,7 +110,7 @@ TEST_P(EveryBuilder, VerifiesRoundTripsAndCounts) {
 
 INSTANTIATE_TEST_SUITE_P(
     All, EveryBuilder,
-    ::testing::Combine(::testing::Values("naive", "gpipe", "1f1b"),
+    ::testing::Combine(::testing::ValuesIn(BuilderNames()),
                        ::testing::Values(RecomputeMode::kNone, RecomputeMode::kFull,
                                          RecomputeMode::kExceptLast)),
     [](const auto& param_info) {
@@ -136,7 +155,7 @@ TEST(Builders, RejectsBadArguments) {
   EXPECT_FALSE(BuildByName("gpipe", 4, 0));
   auto unknown = BuildByName("zigzag", 2, 2);
   ASSERT_FALSE(unknown);
-  EXPECT_EQ(unknown.error().message, "unknown schedule 'zigzag': expected one of naive, gpipe, 1f1b");
+  EXPECT_EQ(unknown.error().message, "unknown schedule 'zigzag': expected one of naive, gpipe, 1f1b, interleaved, zb-h1, zb-v");
 }
 
 }  // namespace

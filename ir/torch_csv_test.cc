@@ -74,7 +74,7 @@ TEST(TorchCsv, CurrentDialectDualPipeV) {
 TEST(TorchCsv, ExportImportRoundTripsEveryBuilder) {
   for (const auto& name : BuilderNames()) {
     for (TorchDialect dialect : {TorchDialect::kCurrent, TorchDialect::kOlder}) {
-      Schedule s = *BuildByName(name, 4, 6);
+      Schedule s = *BuildByName(name, 4, 8);
       ASSERT_TRUE(InsertComm(s, {}));
       const std::string csv = ExportTorchCsv(s, dialect);
       auto back = ImportTorchCsv(csv, "x.csv", dialect);

@@ -4,6 +4,7 @@
 
 #include "ir/builders.h"
 #include "ir/passes.h"
+#include "cost_models/memory_model.h"
 #include "ir/verifier.h"
 
 namespace twinpipe::partition {
@@ -37,22 +38,61 @@ Result<void> Check(const ir::Schedule& s, const std::string& what) {
   return Fail(fmt::format("{} does not verify:{}", what, all));
 }
 
+// Partitions the config's model into the schedule's stages, cell k on
+// stage k's device: the config's cluster re-indexed by the placement, each
+// device's memory shared evenly by the stages it holds.
+Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const ir::Schedule& schedule) {
+  cost::Config staged = config;
+  staged.pipeline.stages = schedule.num_stages;
+  staged.pipeline.in_flight = cost::InFlightPerStage(schedule);
+  std::vector<int> held(schedule.num_devices, 0);
+  for (int device : schedule.placement) ++held[device];
+  staged.cluster.devices.clear();
+  for (int st = 0; st < schedule.num_stages; ++st) {
+    cost::Device d = config.cluster.devices[schedule.placement[st]];
+    d.memory_bytes /= held[schedule.placement[st]];
+    staged.cluster.devices.push_back(std::move(d));
+  }
+  if (staged.pipeline.partition == "manual" &&
+      static_cast<int>(staged.pipeline.first_layers.size()) != schedule.num_stages) {
+    staged.pipeline.partition = "minmax";
+  }
+  auto report = PlanPartition(staged, staged.pipeline.partition);
+  if (!report) return report;
+  for (auto& cell : report->cells) cell.device = schedule.placement[cell.device];
+  return report;
+}
+
 }  // namespace
 
 Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) {
-  auto report = PlanPartition(config, config.pipeline.partition);
-  if (!report) return tl::unexpected(report.error());
   const std::string name = o.schedule.empty() ? config.pipeline.schedule : o.schedule;
-  auto built = ir::BuildByName(name, config.pipeline.stages, config.training.micro_batches);
-  if (!built) return tl::unexpected(built.error());
-  Plan plan{std::move(*report), std::move(*built)};
-  ir::Schedule& s = plan.schedule;
+  const int chunks = o.chunks > 0 ? o.chunks : o.schedule.empty() || o.schedule == config.pipeline.schedule
+                                                   ? config.pipeline.chunks
+                                                   : 0;
+  auto built = ir::BuildByName(name, config.pipeline.stages, config.training.micro_batches, chunks);
+  if (!built) return Fail(fmt::format("{}: /pipeline: {}", config.source, built.error().message));
+  if (built->num_stages > static_cast<int>(config.model.layers.size())) {
+    return Fail(fmt::format("{}: the {} schedule has {} stages but the model only {} layers", config.source, name,
+                            built->num_stages, config.model.layers.size()));
+  }
+  ir::Schedule& s = *built;
   s.replicas = config.Replicas();
   ir::InsertRecompute(s, o.recompute.value_or(config.pipeline.recompute));
   if (auto ok = ir::InsertComm(s, {}); !ok) return tl::unexpected(ok.error());
   ir::InsertAllReduce(s, {});
-  FillBytes(s, plan.partition, cost::DtypeBytes(config.model.dtype));
-  if (auto ok = Check(s, fmt::format("the {} schedule built for {}", name, config.source)); !ok) {
+  // One stage per device: the config's own partition problem; several: the
+  // stages' (the same cells either way when each device holds one stage).
+  cost::Config named = config;
+  named.pipeline.schedule = name;
+  named.pipeline.chunks = chunks;
+  named.pipeline.recompute = o.recompute.value_or(config.pipeline.recompute);
+  auto report = s.num_stages == config.pipeline.stages ? PlanPartition(named, named.pipeline.partition)
+                                                       : PartitionForSchedule(named, s);
+  if (!report) return tl::unexpected(report.error());
+  Plan plan{std::move(*report), std::move(s)};
+  FillBytes(plan.schedule, plan.partition, cost::DtypeBytes(config.model.dtype));
+  if (auto ok = Check(plan.schedule, fmt::format("the {} schedule built for {}", name, config.source)); !ok) {
     return FailRuntime(ok.error().message);  // a builder bug, not the user's input
   }
   return plan;
@@ -71,20 +111,8 @@ Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule) 
     return Fail(fmt::format("{}: /training/microbatches: is {}, the schedule has {} micro-batches", config.source,
                             config.training.micro_batches, schedule.num_micro_batches));
   }
-  // The config's cluster, re-indexed so that cell k runs on stage k's device.
-  cost::Config staged = config;
-  staged.pipeline.stages = schedule.num_stages;
-  staged.cluster.devices.clear();
-  for (int st = 0; st < schedule.num_stages; ++st) {
-    staged.cluster.devices.push_back(config.cluster.devices[schedule.placement[st]]);
-  }
-  if (staged.pipeline.partition == "manual" &&
-      static_cast<int>(staged.pipeline.first_layers.size()) != schedule.num_stages) {
-    staged.pipeline.partition = "minmax";
-  }
-  auto report = PlanPartition(staged, staged.pipeline.partition);
+  auto report = PartitionForSchedule(config, schedule);
   if (!report) return tl::unexpected(report.error());
-  for (auto& cell : report->cells) cell.device = schedule.placement[cell.device];
   Plan plan{std::move(*report), std::move(schedule)};
   FillBytes(plan.schedule, plan.partition, cost::DtypeBytes(config.model.dtype));
   if (auto ok = Check(plan.schedule, "the schedule"); !ok) return tl::unexpected(ok.error());

@@ -25,6 +25,7 @@ struct Plan {
 struct PlanOverrides {
   std::string schedule;
   std::optional<ir::RecomputeMode> recompute;
+  int chunks = 0;  // 0: the config's pipeline.chunks
 };
 
 Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& overrides = {});

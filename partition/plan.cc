@@ -38,6 +38,13 @@ double CutTime(const Config& c, double bytes_per_sample) {
   return 2 * cost::TransferTime(c.cluster.link, bytes);  // activation forward, gradient backward
 }
 
+// Most micro-batches in flight per stage: the planner's, from the schedule
+// itself, or else from building the configured one.
+std::vector<int> InFlight(const Config& c) {
+  if (!c.pipeline.in_flight.empty()) return c.pipeline.in_flight;
+  return cost::InFlightPerStage(c.pipeline.schedule, c.pipeline.stages, c.training.micro_batches, c.pipeline.chunks);
+}
+
 }  // namespace
 
 PartitionProblem BuildProblem(const Config& c) {
@@ -69,7 +76,7 @@ PartitionProblem BuildProblem(const Config& c) {
   if (!user) {
     for (int j = 0; j + 1 < L; ++j) p.cut_cost[j] = CutTime(c, cut[j]);
   }
-  const auto in_flight = cost::InFlightPerStage(c.pipeline.schedule, K, c.training.micro_batches);
+  const auto in_flight = InFlight(c);
   p.memory = [&c, cut, in_flight](int a, int b, int k) {
     cost::MemoryInputs in{c.training.bytes_per_param, static_cast<double>(c.training.MicroBatchSize()),
                           in_flight[k], c.pipeline.recompute};
@@ -83,7 +90,7 @@ PartitionProblem BuildProblem(const Config& c) {
 PartitionReport DescribePartition(const Config& c, const std::vector<int>& firsts) {
   const int L = static_cast<int>(c.model.layers.size()), K = static_cast<int>(firsts.size());
   const auto cut = cost::CutBytes(c.model);
-  const auto in_flight = cost::InFlightPerStage(c.pipeline.schedule, c.pipeline.stages, c.training.micro_batches);
+  const auto in_flight = InFlight(c);
   const bool user = AllUserCosts(c);
   const double mb = static_cast<double>(c.training.MicroBatchSize());
   PartitionReport r;

@@ -27,7 +27,7 @@ struct Counts {
 
 cost::Config SmallMlp(int stages, int micro_batches) {
   auto c = cost::LoadConfig(fmt::format(R"({{
-    "model": {{"generator": "mlp", "layers": 4, "width": 8, "input": 4, "classes": 3}},
+    "model": {{"generator": "mlp", "layers": 6, "width": 8, "input": 4, "classes": 3}},
     "training": {{"batch": {}, "microbatches": {}, "optimizer": "sgd"}},
     "pipeline": {{"stages": {}}},
     "cluster": {{"device": "CPU", "devices": {}, "link": "inproc"}}}})",
@@ -64,6 +64,7 @@ TEST(Mutations, EveryMutantIsRejectedOrRuns) {
   for (const auto& name : ir::BuilderNames()) {
     for (int K : {2, 3}) {
       for (int M : {1, 2, 3}) {
+        if (name == "interleaved" && M % K != 0) continue;  // Megatron's rule, refused at load
         const cost::Config config = SmallMlp(K, M);
         auto base = partition::PlanFromConfig(config, {name, ir::RecomputeMode::kExceptLast});
         ASSERT_TRUE(base) << base.error().message;

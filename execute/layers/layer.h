@@ -4,6 +4,8 @@
 //
 //   Saved saved;  Tensor y = layer.Forward(x, saved, Mode::kTrain);
 //   Tensor dx = layer.Backward(dy, saved);
+// or, split for zero-bubble schedules (I now, W later):
+//   Tensor dx = layer.BackwardInput(dy, saved);  ...  layer.BackwardWeight(saved);
 #pragma once
 
 #include <memory>
@@ -40,6 +42,13 @@ class Layer {
   virtual std::string_view Name() const = 0;
   virtual Tensor Forward(const Tensor& x, Saved& saved, Mode mode) = 0;
   virtual Tensor Backward(const Tensor& dy, const Saved& saved) = 0;
+  // The I/W split: BackwardInput returns dx and keeps in `saved` what
+  // BackwardWeight needs to add the weight gradients later. Layers whose
+  // weight gradients are not worth deferring (none, or per-channel vectors)
+  // do all their work in BackwardInput. Either way, I then W adds exactly
+  // what Backward adds.
+  virtual Tensor BackwardInput(const Tensor& dy, Saved& saved) { return Backward(dy, saved); }
+  virtual void BackwardWeight(Saved& /*saved*/) {}
   virtual std::vector<Param*> Params() { return {}; }
   // Called once per mini-batch at STEP (batchnorm folds its statistics).
   virtual void EndStep() {}

@@ -33,15 +33,24 @@ double Objective(Layer& layer, const Tensor& x, const Tensor& w) {
   return s;
 }
 
-// Checks dL/dx and dL/dparam against finite differences.
+// Checks dL/dx and dL/dparam against finite differences, from Backward and
+// from the zero-bubble split (BackwardInput, then BackwardWeight).
 void CheckGradients(Layer& layer, int rows, int in, int out, double tol = 2e-2) {
+  for (bool split : {false, true}) {
+    SCOPED_TRACE(split ? "BackwardInput + BackwardWeight" : "Backward");
   MemoryAccount account;
   Tensor x = Random(&account, rows, in, 1);
   Tensor w = Random(&account, rows, out, 2);
   for (Param* p : layer.Params()) std::fill(p->grad.begin(), p->grad.end(), 0.0);
   Saved saved;
   layer.Forward(x, saved, Mode::kRecompute);
-  Tensor dx = layer.Backward(w, saved);
+  Tensor dx;
+  if (split) {
+    dx = layer.BackwardInput(w, saved);
+    layer.BackwardWeight(saved);
+  } else {
+    dx = layer.Backward(w, saved);
+  }
   const float h = 1e-2f;
   auto check = [&](float& v, double analytic, const std::string& what) {
     const float keep = v;
@@ -56,6 +65,7 @@ void CheckGradients(Layer& layer, int rows, int in, int out, double tol = 2e-2) 
   for (int i = 0; i < rows * in; ++i) check(x.data()[i], dx.data()[i], "dx[" + std::to_string(i) + "]");
   for (Param* p : layer.Params()) {
     for (size_t i = 0; i < p->value.size(); ++i) check(p->value[i], p->grad[i], p->name + "[" + std::to_string(i) + "]");
+  }
   }
 }
 

@@ -29,11 +29,14 @@ Tensor Linear::Forward(const Tensor& x, Saved& saved, Mode mode) {
   return y;
 }
 
-Tensor Linear::Backward(const Tensor& dy, const Saved& saved) {
-  const Tensor& x = saved.t.at(0);
+Tensor Linear::InputGradient(const Tensor& dy) const {
+  Tensor dx(dy.account(), dy.rows(), in_);
+  Gemm(false, false, dy.rows(), in_, out_, 1.f, dy.data(), weight_.value.data(), 0.f, dx.data());  // dy W
+  return dx;
+}
+
+void Linear::AddWeightGradients(const Tensor& dy, const Tensor& x) {
   const int B = x.rows();
-  Tensor dx(dy.account(), B, in_);
-  Gemm(false, false, B, in_, out_, 1.f, dy.data(), weight_.value.data(), 0.f, dx.data());  // dy W
   float* dw = weight_.scratch.data();
   Gemm(true, false, out_, in_, B, 1.f, dy.data(), x.data(), 0.f, dw);  // dy^T x, then into fp64
   for (size_t i = 0; i < weight_.grad.size(); ++i) weight_.grad[i] += dw[i];
@@ -42,7 +45,24 @@ Tensor Linear::Backward(const Tensor& dy, const Saved& saved) {
     for (int r = 0; r < B; ++r) s += dy.at(r, c);
     bias_.grad[c] += s;
   }
+}
+
+Tensor Linear::Backward(const Tensor& dy, const Saved& saved) {
+  Tensor dx = InputGradient(dy);
+  AddWeightGradients(dy, saved.t.at(0));
   return dx;
+}
+
+Tensor Linear::BackwardInput(const Tensor& dy, Saved& saved) {
+  Tensor dx = InputGradient(dy);
+  saved.t.resize(1);
+  saved.t.push_back(dy);
+  return dx;
+}
+
+void Linear::BackwardWeight(Saved& saved) {
+  AddWeightGradients(saved.t.at(1), saved.t.at(0));
+  saved.t.clear();
 }
 
 }  // namespace twinpipe::execute

@@ -14,9 +14,13 @@ class Linear : public Layer {
   std::string_view Name() const override { return "linear"; }
   Tensor Forward(const Tensor& x, Saved& saved, Mode mode) override;  // saves x
   Tensor Backward(const Tensor& dy, const Saved& saved) override;
+  Tensor BackwardInput(const Tensor& dy, Saved& saved) override;  // keeps dy for W
+  void BackwardWeight(Saved& saved) override;                     // dW, db; frees x and dy
   std::vector<Param*> Params() override { return {&weight_, &bias_}; }
 
  private:
+  Tensor InputGradient(const Tensor& dy) const;
+  void AddWeightGradients(const Tensor& dy, const Tensor& x);
   int in_, out_;
   Param weight_, bias_;
 };

@@ -27,14 +27,28 @@ Tensor ResidualBlock::Forward(const Tensor& x, Saved& saved, Mode mode) {
   return h;
 }
 
-Tensor ResidualBlock::Backward(const Tensor& dy, const Saved& saved) {
-  Tensor g = inner_.back()->Backward(dy, saved.inner.back());
-  for (size_t i = inner_.size() - 1; i-- > 0;) g = inner_[i]->Backward(g, saved.inner[i]);
+// Back through the inner layers, last first, with `step(i, g)`; then the skip.
+template <typename Step>
+Tensor ResidualBlock::BackThrough(const Tensor& dy, Step step) {
+  Tensor g = step(inner_.size() - 1, dy);
+  for (size_t i = inner_.size() - 1; i-- > 0;) g = step(i, g);
   if (residual_) {
     const size_t n = static_cast<size_t>(g.rows()) * g.cols();
     for (size_t i = 0; i < n; ++i) g.data()[i] += dy.data()[i];
   }
   return g;
+}
+
+Tensor ResidualBlock::Backward(const Tensor& dy, const Saved& saved) {
+  return BackThrough(dy, [&](size_t i, const Tensor& g) { return inner_[i]->Backward(g, saved.inner[i]); });
+}
+
+Tensor ResidualBlock::BackwardInput(const Tensor& dy, Saved& saved) {
+  return BackThrough(dy, [&](size_t i, const Tensor& g) { return inner_[i]->BackwardInput(g, saved.inner[i]); });
+}
+
+void ResidualBlock::BackwardWeight(Saved& saved) {
+  for (size_t i = 0; i < inner_.size(); ++i) inner_[i]->BackwardWeight(saved.inner[i]);
 }
 
 std::vector<Param*> ResidualBlock::Params() {

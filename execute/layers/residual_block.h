@@ -19,10 +19,14 @@ class ResidualBlock : public Layer {
   std::string_view Name() const override { return residual_ ? "residual_block" : "block"; }
   Tensor Forward(const Tensor& x, Saved& saved, Mode mode) override;
   Tensor Backward(const Tensor& dy, const Saved& saved) override;
+  Tensor BackwardInput(const Tensor& dy, Saved& saved) override;
+  void BackwardWeight(Saved& saved) override;
   std::vector<Param*> Params() override;
   void EndStep() override;
 
  private:
+  template <typename Step>
+  Tensor BackThrough(const Tensor& dy, Step step);
   bool residual_;
   std::vector<std::unique_ptr<Layer>> inner_;
 };

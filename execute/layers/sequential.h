@@ -26,6 +26,14 @@ class Sequential : public Layer {
     for (size_t i = inner_.size() - 1; i-- > 0;) g = inner_[i]->Backward(g, saved.inner[i]);
     return g;
   }
+  Tensor BackwardInput(const Tensor& dy, Saved& saved) override {
+    Tensor g = inner_.back()->BackwardInput(dy, saved.inner.back());
+    for (size_t i = inner_.size() - 1; i-- > 0;) g = inner_[i]->BackwardInput(g, saved.inner[i]);
+    return g;
+  }
+  void BackwardWeight(Saved& saved) override {
+    for (size_t i = 0; i < inner_.size(); ++i) inner_[i]->BackwardWeight(saved.inner[i]);
+  }
   std::vector<Param*> Params() override {
     std::vector<Param*> all;
     for (auto& l : inner_) {

@@ -1,0 +1,136 @@
+// ZB-V by list scheduling: a unit-time simulation of the V placement whose
+// start order becomes each device's program. Any order taken from one valid
+// execution is dependency-consistent, so the schedule cannot deadlock.
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <optional>
+
+#include "ir/builders.h"
+
+namespace twinpipe::ir {
+namespace {
+
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+
+class VListScheduler {
+ public:
+  VListScheduler(int32_t devices, int32_t micro_batches, int32_t cap)
+      : K_(devices), M_(micro_batches), S_(2 * devices), cap_(cap) {}
+
+  // The programs, or nothing when the activation cap stalls every device.
+  std::optional<std::vector<std::vector<Op>>> Run() {
+    const size_t n = static_cast<size_t>(S_) * M_;
+    f_done_.assign(n, kNever);
+    i_done_.assign(n, kNever);
+    next_.assign(S_, {0, 0, 0});
+    in_flight_.assign(K_, 0);
+    std::vector<std::vector<Op>> programs(K_);
+    struct Running { int64_t end; Op op; };
+    std::vector<std::optional<Running>> running(K_);
+    int64_t left = 3 * static_cast<int64_t>(n);
+    for (int64_t t = 0; left > 0; ++t) {
+      for (int32_t d = 0; d < K_; ++d) {
+        if (running[d] && running[d]->end == t) {
+          Complete(running[d]->op, t);
+          running[d].reset();
+        }
+      }
+      bool any_running = false;
+      for (int32_t d = 0; d < K_; ++d) {
+        if (!running[d]) {
+          if (auto op = Choose(d, t)) {
+            Start(*op);
+            programs[d].push_back(*op);
+            running[d] = Running{t + 1, *op};
+            --left;
+          }
+        }
+        any_running = any_running || running[d].has_value();
+      }
+      if (!any_running && left > 0) return std::nullopt;
+    }
+    return programs;
+  }
+
+ private:
+  enum { kF, kI, kW };
+  size_t Key(int32_t stage, int32_t m) const { return static_cast<size_t>(stage) * M_ + m; }
+  int32_t Device(int32_t stage) const { return stage < K_ ? stage : S_ - 1 - stage; }
+
+  std::optional<Op> Choose(int32_t d, int64_t t) const {
+    const int32_t stages[2] = {S_ - 1 - d, d};  // the later stage wins ties
+    std::optional<Op> best;
+    auto better = [&](int32_t m) { return !best || m < best->micro_batch; };
+    for (int32_t st : stages) {  // a ready input gradient: on the critical path
+      const int32_t m = next_[st][kI];
+      if (m < M_ && f_done_[Key(st, m)] <= t && (st == S_ - 1 || i_done_[Key(st + 1, m)] <= t) && better(m)) {
+        best = Op{.kind = OpKind::kBackwardInput, .device = d, .stage = st, .micro_batch = m};
+      }
+    }
+    if (best) return best;
+    if (in_flight_[d] < cap_) {  // a ready forward, while activations fit
+      for (int32_t st : stages) {
+        const int32_t m = next_[st][kF];
+        if (m < M_ && (st == 0 || f_done_[Key(st - 1, m)] <= t) && better(m)) {
+          best = Op{.kind = OpKind::kForward, .device = d, .stage = st, .micro_batch = m};
+        }
+      }
+      if (best) return best;
+    }
+    int64_t oldest = kNever;  // the longest-deferred weight gradient
+    for (int32_t st : stages) {
+      const int32_t m = next_[st][kW];
+      if (m < M_ && i_done_[Key(st, m)] <= t && i_done_[Key(st, m)] < oldest) {
+        oldest = i_done_[Key(st, m)];
+        best = Op{.kind = OpKind::kBackwardWeight, .device = d, .stage = st, .micro_batch = m};
+      }
+    }
+    return best;
+  }
+
+  void Start(const Op& op) {
+    if (op.kind == OpKind::kForward) {
+      ++next_[op.stage][kF];
+      ++in_flight_[op.device];
+    } else {
+      ++next_[op.stage][op.kind == OpKind::kBackwardInput ? kI : kW];
+    }
+  }
+
+  void Complete(const Op& op, int64_t t) {
+    if (op.kind == OpKind::kForward) f_done_[Key(op.stage, op.micro_batch)] = t;
+    if (op.kind == OpKind::kBackwardInput) i_done_[Key(op.stage, op.micro_batch)] = t;
+    if (op.kind == OpKind::kBackwardWeight) --in_flight_[op.device];
+  }
+
+  int32_t K_, M_, S_, cap_;
+  std::vector<int64_t> f_done_, i_done_;
+  std::vector<std::array<int32_t, 3>> next_;
+  std::vector<int32_t> in_flight_;
+};
+
+}  // namespace
+
+Schedule BuildZbV(int32_t devices, int32_t micro_batches) {
+  const int32_t K = devices;
+  Schedule s;
+  s.num_stages = 2 * K;
+  s.num_micro_batches = micro_batches;
+  s.num_devices = K;
+  s.placement.resize(2 * K);
+  for (int32_t st = 0; st < 2 * K; ++st) s.placement[st] = st < K ? st : 2 * K - 1 - st;
+  // 2K chunk activations are 1F1B's K whole stages; a cap that stalls (it
+  // cannot for unit times, but the loop is cheap) is raised until it runs.
+  for (int32_t cap = 2 * K;; ++cap) {
+    if (auto programs = VListScheduler(K, micro_batches, cap).Run()) {
+      s.programs = std::move(*programs);
+      break;
+    }
+  }
+  for (int32_t d = 0; d < K; ++d) s.programs[d].push_back(Op{.kind = OpKind::kStep, .device = d});
+  Renumber(s);
+  return s;
+}
+
+}  // namespace twinpipe::ir
