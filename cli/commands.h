@@ -17,5 +17,6 @@ void AddExecute(CLI::App& app, int& exit_code);
 void AddCompare(CLI::App& app, int& exit_code);
 void AddRender(CLI::App& app, int& exit_code);
 void AddCalibrate(CLI::App& app, int& exit_code);
+void AddSearch(CLI::App& app, int& exit_code);
 
 }  // namespace twinpipe::cli

@@ -1,6 +1,10 @@
 #include "cli/plan_source.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "cli/schedule_io.h"
+#include "ir/builders.h"
 
 namespace twinpipe::cli {
 
@@ -8,7 +12,9 @@ void AddPlanOptions(CLI::App& cmd, PlanSource& s) {
   cmd.add_option("--schedule-file", s.schedule_file, "run this schedule (text, JSON or torch CSV) instead of building one");
   cmd.add_option("--format", s.format, "schedule file format")->check(CLI::IsMember({"auto", "text", "json", "torch-csv"}));
   cmd.add_option("--dialect", s.dialect, "torch CSV dialect")->check(CLI::IsMember({"auto", "current", "older"}));
-  cmd.add_option("--schedule,-s", s.schedule, "override the config's schedule (naive, gpipe, 1f1b)");
+  cmd.add_option("--schedule,-s", s.schedule,
+                 fmt::format("override the config's schedule ({})", fmt::join(ir::BuilderNames(), ", ")));
+  cmd.add_option("--chunks,-v", s.chunks, "override the stages per device (interleaved >= 2)")->check(CLI::Range(1, 1 << 16));
   cmd.add_option("--recompute", s.recompute, "override the config's recompute mode")
       ->check(CLI::IsMember({"none", "full", "except-last"}));
 }
@@ -19,7 +25,7 @@ Result<partition::Plan> MakePlan(const cost::Config& config, const PlanSource& s
     if (!loaded) return tl::unexpected(loaded.error());
     return partition::PlanForSchedule(config, std::move(loaded->schedule));
   }
-  partition::PlanOverrides overrides{s.schedule, std::nullopt};
+  partition::PlanOverrides overrides{s.schedule, std::nullopt, s.chunks};
   if (!s.recompute.empty()) overrides.recompute = ir::RecomputeModeFromName(s.recompute);
   return partition::PlanFromConfig(config, overrides);
 }

@@ -20,9 +20,10 @@ struct PlanSource {
   std::string dialect = "auto";
   std::string schedule;   // override of pipeline.schedule
   std::string recompute;  // override of pipeline.recompute
+  int chunks = 0;         // override of pipeline.chunks
 };
 
-// Adds --schedule-file, --format, --dialect, --schedule and --recompute.
+// Adds --schedule-file, --format, --dialect, --schedule, --chunks and --recompute.
 void AddPlanOptions(CLI::App& cmd, PlanSource& source);
 
 // Bad files and configs are bad input; a builder failure or a model that

@@ -420,6 +420,22 @@ const std::vector<std::string>& PartitionAlgorithms() {
   return names;
 }
 
+bool Regenerate(Config& c, int layers) {
+  if (c.transformer) {
+    c.transformer->layers = layers;
+    c.model = GenerateTransformer(*c.transformer);
+  } else if (c.mlp) {
+    c.mlp->layers = layers;
+    c.model = GenerateMlp(*c.mlp);
+  } else if (c.cnn) {
+    c.cnn->layers = layers;
+    c.model = GenerateCnn(*c.cnn);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 Result<Config> LoadConfig(std::string_view text, std::string_view source) {
   try {
     return Load(text, source);

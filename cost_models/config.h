@@ -73,6 +73,11 @@ struct Config {
 Result<Config> LoadConfig(std::string_view text, std::string_view source);
 Result<Config> LoadConfigFile(const std::string& path);
 
+// For a generator model: rebuilds it with `layers` (the generator's own
+// count: transformer and CNN blocks, MLP layers). False for an explicit
+// layer list.
+bool Regenerate(Config& config, int layers);
+
 // The partition algorithm names, for messages and --help.
 const std::vector<std::string>& PartitionAlgorithms();
 

@@ -7,7 +7,11 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "ir/builders.h"
+#include "ir/torch_csv.h"
 #include "ir/passes.h"
 
 namespace twinpipe::execute {
@@ -67,6 +71,32 @@ TEST(Execute, GPipeGuaranteeParametersDoNotDependOnKOrM) {
     }
   }
   EXPECT_EQ(runs, 144 + 2 * 48 + 27);  // naive, gpipe, 1f1b; zb-h1, zb-v; interleaved where M % K == 0
+}
+
+// Schedules written by torch.distributed.pipelining (zero-bubble with I/W,
+// DualPipeV with its V placement and overlapped F/B) train to the
+// unpartitioned run's weights too.
+TEST(Execute, TorchFixturesTrainToTheUnpartitionedWeights) {
+  struct Fixture { const char* file; int devices, micro_batches; };
+  for (const Fixture& f : {Fixture{"zb1p_2rank_2stagep_compute.csv", 2, 8}, Fixture{"zb1p_2rank_2stagep_comms.csv", 2, 8},
+                           Fixture{"dualpipev_4rank_10mb.csv", 4, 10}}) {
+    SCOPED_TRACE(f.file);
+    std::ifstream in(std::string(TWINPIPE_SHARED_DIR) + "/interop/torch/" + f.file);
+    ASSERT_TRUE(in) << "missing fixture";
+    const std::string csv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto imported = ir::ImportTorchCsv(csv, f.file, ir::TorchDialect::kAuto);
+    ASSERT_TRUE(imported) << imported.error().message;
+    const cost::Config c = Mlp(f.devices, f.micro_batches, "gpipe", "none", "", "sgd", 2 * f.micro_batches);
+    auto plan = partition::PlanForSchedule(c, imported->schedule);
+    ASSERT_TRUE(plan) << plan.error().message;
+    auto r = ExecuteCpu(c, *plan, {3, 10});
+    ASSERT_TRUE(r) << r.error().message;
+    const ExecuteResult reference = Train(Mlp(1, 1, "gpipe", "none", "", "sgd", 2 * f.micro_batches), 3);
+    ASSERT_EQ(r->parameters.size(), reference.parameters.size());
+    for (size_t i = 0; i < r->parameters.size(); ++i) {
+      ASSERT_NEAR(r->parameters[i], reference.parameters[i], 1e-5 * std::max(1.f, std::abs(reference.parameters[i])));
+    }
+  }
 }
 
 TEST(Execute, AdamToo) {

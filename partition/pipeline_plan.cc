@@ -78,20 +78,35 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
   }
   ir::Schedule& s = *built;
   s.replicas = config.Replicas();
-  ir::InsertRecompute(s, o.recompute.value_or(config.pipeline.recompute));
-  if (auto ok = ir::InsertComm(s, {}); !ok) return tl::unexpected(ok.error());
-  ir::InsertAllReduce(s, {});
   // One stage per device: the config's own partition problem; several: the
   // stages' (the same cells either way when each device holds one stage).
-  cost::Config named = config;
-  named.pipeline.schedule = name;
-  named.pipeline.chunks = chunks;
-  named.pipeline.recompute = o.recompute.value_or(config.pipeline.recompute);
-  auto report = s.num_stages == config.pipeline.stages ? PlanPartition(named, named.pipeline.partition)
-                                                       : PartitionForSchedule(named, s);
+  // The config is copied only when an override changes it.
+  const ir::RecomputeMode recompute = o.recompute.value_or(config.pipeline.recompute);
+  std::optional<cost::Config> named;
+  if (name != config.pipeline.schedule || chunks != config.pipeline.chunks || recompute != config.pipeline.recompute) {
+    named = config;
+    named->pipeline.schedule = name;
+    named->pipeline.chunks = chunks;
+    named->pipeline.recompute = recompute;
+  }
+  const cost::Config& use = named ? *named : config;
+  const std::vector<int> in_flight = cost::InFlightPerStage(s);
+  auto report = s.num_stages == config.pipeline.stages ? PlanPartition(use, use.pipeline.partition, &in_flight)
+                                                       : PartitionForSchedule(use, s);
   if (!report) return tl::unexpected(report.error());
+  if (o.before_passes) {
+    Plan skeleton{std::move(*report), std::move(s)};
+    const bool go_on = o.before_passes(skeleton);
+    *report = std::move(skeleton.partition);
+    s = std::move(skeleton.schedule);
+    if (!go_on) return Fail("planning stopped by the caller");
+  }
+  ir::InsertRecompute(s, recompute);
+  if (auto ok = ir::InsertComm(s, {}); !ok) return tl::unexpected(ok.error());
+  ir::InsertAllReduce(s, {});
   Plan plan{std::move(*report), std::move(s)};
   FillBytes(plan.schedule, plan.partition, cost::DtypeBytes(config.model.dtype));
+  if (!o.verify) return plan;
   if (auto ok = Check(plan.schedule, fmt::format("the {} schedule built for {}", name, config.source)); !ok) {
     return FailRuntime(ok.error().message);  // a builder bug, not the user's input
   }

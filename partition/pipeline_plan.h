@@ -7,6 +7,7 @@
 //   plan->schedule; plan->partition.cells[0].last_layer;
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -26,6 +27,13 @@ struct PlanOverrides {
   std::string schedule;
   std::optional<ir::RecomputeMode> recompute;
   int chunks = 0;  // 0: the config's pipeline.chunks
+  // Verify the built schedule (a builder bug is a runtime error). `search`
+  // skips it: every builder's output is verified over a grid by the tests.
+  bool verify = true;
+  // Called with the partition and the compute-only schedule (F, B or I and
+  // W, STEP) before recompute, comm and all-reduce are added; false stops
+  // planning with an error. `search` bounds a point there and skips it.
+  std::function<bool(const Plan&)> before_passes;
 };
 
 Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& overrides = {});

@@ -40,14 +40,15 @@ double CutTime(const Config& c, double bytes_per_sample) {
 
 // Most micro-batches in flight per stage: the planner's, from the schedule
 // itself, or else from building the configured one.
-std::vector<int> InFlight(const Config& c) {
+std::vector<int> InFlight(const Config& c, const std::vector<int>* given) {
+  if (given) return *given;
   if (!c.pipeline.in_flight.empty()) return c.pipeline.in_flight;
   return cost::InFlightPerStage(c.pipeline.schedule, c.pipeline.stages, c.training.micro_batches, c.pipeline.chunks);
 }
 
 }  // namespace
 
-PartitionProblem BuildProblem(const Config& c) {
+PartitionProblem BuildProblem(const Config& c, const std::vector<int>* given_in_flight) {
   const int L = static_cast<int>(c.model.layers.size()), K = c.pipeline.stages;
   PartitionProblem p;
   p.num_layers = L;
@@ -76,7 +77,7 @@ PartitionProblem BuildProblem(const Config& c) {
   if (!user) {
     for (int j = 0; j + 1 < L; ++j) p.cut_cost[j] = CutTime(c, cut[j]);
   }
-  const auto in_flight = InFlight(c);
+  const auto in_flight = InFlight(c, given_in_flight);
   p.memory = [&c, cut, in_flight](int a, int b, int k) {
     cost::MemoryInputs in{c.training.bytes_per_param, static_cast<double>(c.training.MicroBatchSize()),
                           in_flight[k], c.pipeline.recompute};
@@ -87,10 +88,10 @@ PartitionProblem BuildProblem(const Config& c) {
   return p;
 }
 
-PartitionReport DescribePartition(const Config& c, const std::vector<int>& firsts) {
+PartitionReport DescribePartition(const Config& c, const std::vector<int>& firsts, const std::vector<int>* given_in_flight) {
   const int L = static_cast<int>(c.model.layers.size()), K = static_cast<int>(firsts.size());
   const auto cut = cost::CutBytes(c.model);
-  const auto in_flight = InFlight(c);
+  const auto in_flight = InFlight(c, given_in_flight);
   const bool user = AllUserCosts(c);
   const double mb = static_cast<double>(c.training.MicroBatchSize());
   PartitionReport r;
@@ -122,8 +123,8 @@ PartitionReport DescribePartition(const Config& c, const std::vector<int>& first
   return r;
 }
 
-Result<PartitionReport> PlanPartition(const Config& c, const std::string& algorithm) {
-  const PartitionProblem p = BuildProblem(c);
+Result<PartitionReport> PlanPartition(const Config& c, const std::string& algorithm, const std::vector<int>* in_flight) {
+  const PartitionProblem p = BuildProblem(c, in_flight);
   Result<Partition> part = Fail(fmt::format("unknown partition algorithm '{}': expected one of {}", algorithm,
                                             fmt::join(cost::PartitionAlgorithms(), ", ")));
   if (algorithm == "gpipe") part = MinVariance(p);
@@ -136,7 +137,7 @@ Result<PartitionReport> PlanPartition(const Config& c, const std::string& algori
   if (!part) {
     return tl::unexpected(Error{fmt::format("{}: {}", c.source, part.error().message), part.error().kind});
   }
-  PartitionReport r = DescribePartition(c, part->first_layers);
+  PartitionReport r = DescribePartition(c, part->first_layers, in_flight);
   r.algorithm = algorithm;
   return r;
 }

@@ -37,13 +37,17 @@ struct PartitionReport {
 
 // The partitioning problem of a config (one cell per stage of the first
 // pipeline replica).
-PartitionProblem BuildProblem(const cost::Config& config);
+// `in_flight` (per stage, from a schedule already built) spares building the
+// configured schedule again to count them.
+PartitionProblem BuildProblem(const cost::Config& config, const std::vector<int>* in_flight = nullptr);
 
 // Runs gpipe | minmax | memory | manual. Bad manual indices are bad input
 // (exit 2); a model that does not fit in memory is a runtime failure (exit 1).
-Result<PartitionReport> PlanPartition(const cost::Config& config, const std::string& algorithm);
+Result<PartitionReport> PlanPartition(const cost::Config& config, const std::string& algorithm,
+                                      const std::vector<int>* in_flight = nullptr);
 
 // Describes the cells of a given partition.
-PartitionReport DescribePartition(const cost::Config& config, const std::vector<int>& first_layers);
+PartitionReport DescribePartition(const cost::Config& config, const std::vector<int>& first_layers,
+                                  const std::vector<int>* in_flight = nullptr);
 
 }  // namespace twinpipe::partition

@@ -1,0 +1,186 @@
+// `twinpipe search`: simulate every stages / replicas / micro-batches /
+// schedule / chunks / recompute / partition point, drop those over the memory
+// cap, rank the rest, print the Pareto front and write the best as a config;
+// or, with --max-layers, how deep a generator model can grow per K.
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/schedule_io.h"
+#include "search/search.h"
+
+namespace twinpipe::cli {
+namespace {
+
+struct SearchCmdOptions {
+  std::string config;
+  int devices = 0;
+  double memory_cap = 0;
+  std::string objective = "throughput";
+  bool json = false;
+  bool max_layers = false;
+  std::string output;
+};
+
+std::string GiB(double b) { return fmt::format("{:.3f} GiB", b / (1024.0 * 1024.0 * 1024.0)); }
+
+nlohmann::ordered_json CandidateJson(const search::Candidate& c) {
+  return {{"stages", c.stages},
+          {"replicas", c.replicas},
+          {"micro_batches", c.micro_batches},
+          {"schedule", c.schedule},
+          {"chunks", c.chunks},
+          {"recompute", std::string(ir::RecomputeModeName(c.recompute))},
+          {"partition", c.partition},
+          {"batch_per_replica", c.batch},
+          {"step_time_s", c.step_time_s},
+          {"throughput_samples_per_s", c.throughput},
+          {"bubble_fraction", c.bubble_fraction},
+          {"peak_memory_bytes", c.peak_memory_bytes}};
+}
+
+// A bar on stderr once the search has run for a second.
+class Progress {
+ public:
+  void operator()(int64_t done, int64_t total) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (elapsed < 1 && done < total) return;
+    if (elapsed < 1 && !shown_) return;
+    shown_ = true;
+    const int width = 30;
+    const int filled = total > 0 ? static_cast<int>(width * done / total) : width;
+    fmt::print(stderr, "\rsearch [{:<{}}] {}/{} configs, {:.1f} s", std::string(filled, '#'), width, done, total,
+               elapsed);
+    if (done == total) fmt::print(stderr, "\n");
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  bool shown_ = false;
+};
+
+int RunMaxLayers(const SearchCmdOptions& o, const cost::Config& config, const search::SearchOptions& so) {
+  auto rows = search::MaxLayers(config, so);
+  if (!rows) {
+    fmt::print(stderr, "twinpipe search: {}\n", rows.error().message);
+    return kExitBadInput;
+  }
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["schedule"] = config.pipeline.schedule;
+    j["micro_batches"] = config.training.micro_batches;
+    j["rows"] = nlohmann::ordered_json::array();
+    for (const auto& r : *rows) {
+      j["rows"].push_back({{"stages", r.stages},
+                           {"recompute", std::string(ir::RecomputeModeName(r.recompute))},
+                           {"max_layers", r.max_layers},
+                           {"peak_memory_bytes", r.peak_memory_bytes}});
+    }
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+  fmt::print("largest {} that fit, {} schedule, {} micro-batches:\n", config.generator == "mlp" ? "layer count" : "block count",
+             config.pipeline.schedule, config.training.micro_batches);
+  fmt::print("{:>6}  {:<10}  {:>10}  {:>12}\n", "stages", "recompute", "max layers", "peak memory");
+  for (const auto& r : *rows) {
+    fmt::print("{:>6}  {:<10}  {:>10}  {:>12}\n", r.stages, ir::RecomputeModeName(r.recompute), r.max_layers,
+               GiB(r.peak_memory_bytes));
+  }
+  return kExitOk;
+}
+
+int Run(const SearchCmdOptions& o) {
+  auto config = cost::LoadConfigFile(o.config);
+  if (!config) {
+    fmt::print(stderr, "twinpipe search: {}\n", config.error().message);
+    return kExitBadInput;
+  }
+  search::SearchOptions so;
+  so.devices = o.devices;
+  so.memory_cap_bytes = o.memory_cap;
+  so.objective = o.objective == "memory" ? search::Objective::kMemory : search::Objective::kThroughput;
+  auto progress = std::make_shared<Progress>();
+  so.progress = [progress](int64_t done, int64_t total) { (*progress)(done, total); };
+  if (o.max_layers) return RunMaxLayers(o, *config, so);
+
+  auto result = search::Search(*config, so);
+  if (!result) {
+    fmt::print(stderr, "twinpipe search: {}\n", result.error().message);
+    return kExitBadInput;
+  }
+  const int devices = o.devices > 0 ? o.devices : config->cluster.NumDevices();
+  nlohmann::ordered_json best_config;
+  if (result->best) {
+    auto text = ReadFile(o.config);
+    if (!text) {
+      fmt::print(stderr, "twinpipe search: {}\n", text.error().message);
+      return kExitBadInput;
+    }
+    best_config = search::CandidateConfig(nlohmann::ordered_json::parse(*text), *result->best, devices);
+    if (!o.output.empty()) {
+      if (auto ok = WriteOutput(o.output, best_config.dump(2) + "\n"); !ok) {
+        fmt::print(stderr, "twinpipe search: {}\n", ok.error().message);
+        return kExitRuntime;
+      }
+    }
+  }
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["configs_evaluated"] = result->configs_evaluated;
+    j["over_memory_cap"] = result->over_cap;
+    j["wall_s"] = result->wall_s;
+    j["pareto"] = nlohmann::ordered_json::array();
+    for (const auto& c : result->pareto) j["pareto"].push_back(CandidateJson(c));
+    j["best"] = result->best ? best_config : nlohmann::ordered_json();
+    if (result->best) j["best_prediction"] = CandidateJson(*result->best);
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("{} configs simulated in {:.3f} s ({:.0f} per second); {} over the memory cap\n",
+               result->configs_evaluated, result->wall_s,
+               result->wall_s > 0 ? static_cast<double>(result->configs_evaluated) / result->wall_s : 0.0,
+               result->over_cap);
+    fmt::print("Pareto front, throughput against peak memory:\n");
+    fmt::print("{:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>11} {:>13} {:>7} {:>12}\n", "K", "R", "M", "schedule",
+               "v", "recompute", "cut", "step", "samples/s", "bubble", "peak memory");
+    for (const auto& c : result->pareto) {
+      fmt::print("{:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>8.3f} ms {:>13.4g} {:>6.2f}% {:>12}\n", c.stages,
+                 c.replicas, c.micro_batches, c.schedule, c.chunks, ir::RecomputeModeName(c.recompute), c.partition,
+                 c.step_time_s * 1e3, c.throughput, c.bubble_fraction * 100, GiB(c.peak_memory_bytes));
+    }
+    if (!result->best) {
+      fmt::print("nothing fits: every configuration exceeds the memory cap\n");
+    } else {
+      const auto& b = *result->best;
+      fmt::print("best for {}: K={} R={} M={} {}{} recompute {} partition {}{}\n", o.objective, b.stages, b.replicas,
+                 b.micro_batches, b.schedule, b.chunks > 1 ? fmt::format(" v={}", b.chunks) : "",
+                 ir::RecomputeModeName(b.recompute), b.partition, o.output.empty() ? "" : " (written to " + o.output + ")");
+    }
+  }
+  return result->best ? kExitOk : kExitRuntime;
+}
+
+}  // namespace
+
+void AddSearch(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<SearchCmdOptions>();
+  CLI::App* cmd = app.add_subcommand("search", "Simulate every pipeline configuration of a model and cluster; rank them");
+  cmd->add_option("config", o->config, "config JSON: model, training (the global mini-batch) and cluster")->required();
+  cmd->add_option("--devices", o->devices, "devices to use (default: the cluster's); K x replicas of them")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--memory-cap", o->memory_cap, "bytes a device may hold (default: its memory)")
+      ->check(CLI::Range(1.0, 1e18));
+  cmd->add_option("--objective", o->objective, "throughput (default) or memory")
+      ->check(CLI::IsMember({"throughput", "memory"}));
+  cmd->add_flag("--max-layers", o->max_layers,
+                "instead: the most layers a generator model can have per K, with and without recompute");
+  cmd->add_flag("--json", o->json, "print configs_evaluated, wall_s, pareto[], best (a config); with --max-layers rows[]");
+  cmd->add_option("-o,--output", o->output, "write the best configuration as a runnable config");
+  cmd->callback([o, &exit_code] { exit_code = Run(*o); });
+}
+
+}  // namespace twinpipe::cli

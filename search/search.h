@@ -1,0 +1,83 @@
+// `twinpipe search`: which stages, replicas, micro-batches, schedule, chunks,
+// recompute mode and partition algorithm to run, by simulating every point
+// of the grid; and how deep a generator model can grow before it no longer
+// fits (GPipe's Table 1).
+//
+//   SearchOptions o{.devices = 8};
+//   Result<SearchResult> r = Search(config, o);
+//   r->best->throughput; r->pareto.size();
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cost_models/config.h"
+#include "ir/result.h"
+
+namespace twinpipe::search {
+
+enum class Objective { kThroughput, kMemory };
+
+struct SearchOptions {
+  int devices = 0;                 // 0: the config's cluster size
+  double memory_cap_bytes = 0;     // 0: each device's own memory
+  Objective objective = Objective::kThroughput;
+  // Called now and then with (evaluated, total): for a progress bar.
+  std::function<void(int64_t, int64_t)> progress;
+};
+
+// One point of the grid and what the simulator predicts for it.
+struct Candidate {
+  int stages = 1;          // K: pipeline devices
+  int replicas = 1;        // data-parallel copies: devices / K
+  int micro_batches = 1;   // M
+  std::string schedule;
+  int chunks = 1;          // stages per device
+  ir::RecomputeMode recompute = ir::RecomputeMode::kNone;
+  std::string partition;
+  int64_t batch = 1;       // per replica (the global mini-batch stays the config's)
+  double step_time_s = 0;
+  double throughput = 0;   // samples per second, all replicas
+  double bubble_fraction = 0;
+  double peak_memory_bytes = 0;  // the fullest device's
+  bool fits = false;             // every device within the cap
+};
+
+struct SearchResult {
+  int64_t configs_evaluated = 0;  // grid points considered
+  int64_t configs_simulated = 0;  // of those, plans simulated (points with equal plans share one)
+  int64_t configs_bounded = 0;    // of those, skipped: a fitting point beats their bounds on both axes
+  int64_t over_cap = 0;           // dropped for memory (or a memory partition that cannot fit)
+  double wall_s = 0;
+  std::vector<Candidate> pareto;  // throughput against peak memory, fastest first
+  std::optional<Candidate> best;  // by the objective; none when nothing fits
+};
+
+// Bad options (devices that the cluster cannot take) are bad input.
+Result<SearchResult> Search(const cost::Config& config, const SearchOptions& options);
+
+// The config's JSON with the candidate's pipeline, training and cluster
+// settings written in: a config `simulate` and `execute` run as is.
+nlohmann::ordered_json CandidateConfig(const nlohmann::ordered_json& original, const Candidate& candidate,
+                                       int devices);
+
+struct MaxLayersRow {
+  int stages = 1;
+  ir::RecomputeMode recompute = ir::RecomputeMode::kNone;
+  int max_layers = 0;              // the generator's layer count; 0 when none fits
+  double peak_memory_bytes = 0;    // at max_layers: the fullest device's
+};
+
+// For each K dividing the devices (one replica per K devices) and recompute
+// none and full, with the config's schedule and micro-batches: the largest
+// layer count (at most 65536) whose simulated peak stays within every
+// device's memory and the cap, cut by minmax or, where that overflows, by the
+// memory-aware partition (models up to 2048 layers). Needs a generator model.
+Result<std::vector<MaxLayersRow>> MaxLayers(const cost::Config& config, const SearchOptions& options);
+
+}  // namespace twinpipe::search

@@ -1,0 +1,224 @@
+#include "search/search.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "ir/builders.h"
+#include "partition/pipeline_plan.h"
+#include "simulate/costs.h"
+#include "simulate/engine.h"
+
+namespace twinpipe::search {
+namespace {
+
+const char* kConfig = R"({
+  "model": {"generator": "transformer", "layers": 6, "d_model": 256, "heads": 4, "seq": 128, "vocab": 1000},
+  "training": {"batch": 8, "microbatches": 4},
+  "pipeline": {"stages": 4, "schedule": "1f1b"},
+  "cluster": {"device": "A100-40GB", "devices": 4, "link": "pcie4"}
+})";
+
+cost::Config Load(const std::string& text) {
+  auto c = cost::LoadConfig(text, "s.json");
+  EXPECT_TRUE(c) << c.error().message;
+  return *c;
+}
+
+struct Point {
+  nlohmann::ordered_json config;
+  double throughput = 0, peak = 0;
+};
+
+// The oracle: every grid point written out as a config, loaded, planned and
+// simulated on its own, the way a user would run it.
+std::vector<Point> SimulateEveryPoint(const std::string& text, double cap) {
+  const auto original = nlohmann::ordered_json::parse(text);
+  const cost::Config base = Load(text);
+  const int D = base.cluster.NumDevices(), L = static_cast<int>(base.model.layers.size());
+  const int64_t global = base.training.batch * base.Replicas();
+  std::vector<Point> points;
+  for (int K = 1; K <= D; ++K) {
+    if (D % K || global % (D / K)) continue;
+    const int64_t batch = global / (D / K);
+    for (int64_t M = 1; M <= batch; ++M) {
+      if (batch % M) continue;
+      for (const std::string& name : ir::BuilderNames()) {
+        for (int v : {1, 2, 4, 8}) {
+          const bool chunked = name == "interleaved" || name == "zb-v";
+          if (chunked != (v > 1) || (name == "zb-v" && v != 2) || (chunked && (K == 1 || K * v > L))) continue;
+          if (name == "interleaved" && M % K) continue;
+          for (const char* recompute : {"none", "full", "except-last"}) {
+            for (const char* cut : {"gpipe", "minmax", "memory"}) {
+              auto j = original;
+              j["pipeline"] = {{"stages", K}, {"schedule", name}, {"chunks", v}, {"recompute", recompute},
+                               {"partition", cut}};
+              j["training"]["batch"] = batch;
+              j["training"]["microbatches"] = M;
+              const cost::Config c = Load(j.dump());
+              Point p{j};
+              auto plan = partition::PlanFromConfig(c);
+              if (plan) {
+                auto sim = simulate::Simulate(plan->schedule, simulate::CostsFromPlan(c, *plan));
+                EXPECT_TRUE(sim);
+                p.throughput = static_cast<double>(batch) * (D / K) / sim->step_time_s;
+                for (const auto& d : sim->devices) p.peak = std::max(p.peak, d.peak_memory_bytes);
+                bool fits = true;
+                for (size_t d = 0; d < sim->devices.size(); ++d) {
+                  fits = fits && sim->devices[d].peak_memory_bytes <= std::min(cap, c.cluster.devices[d].memory_bytes);
+                }
+                if (!fits) p.throughput = -1;
+              } else {
+                p.throughput = -1;
+              }
+              points.push_back(p);
+            }
+          }
+        }
+      }
+    }
+  }
+  return points;
+}
+
+TEST(Search, BestEqualsTheBestOfSimulatingEveryPointAlone) {
+  // Uncapped, then capped at the median peak so that the cap bites.
+  std::vector<double> peaks;
+  for (const auto& p : SimulateEveryPoint(kConfig, 1e18)) peaks.push_back(p.peak);
+  std::sort(peaks.begin(), peaks.end());
+  for (double cap : {1e18, peaks[peaks.size() / 2]}) {
+    SCOPED_TRACE(fmt::format("cap {}", cap));
+    const auto points = SimulateEveryPoint(kConfig, cap);
+    SearchOptions o;
+    o.memory_cap_bytes = cap;
+    auto r = Search(Load(kConfig), o);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->configs_evaluated, static_cast<int64_t>(points.size()));
+    const Point* best = nullptr;
+    int64_t dropped = 0;
+    for (const auto& p : points) {
+      if (p.throughput < 0) {
+        ++dropped;
+        continue;
+      }
+      if (!best || p.throughput > best->throughput ||
+          (p.throughput == best->throughput && p.peak < best->peak)) {
+        best = &p;
+      }
+    }
+    // Points skipped on their bounds may or may not have fit.
+    EXPECT_LE(r->over_cap, dropped);
+    EXPECT_GE(r->over_cap + r->configs_bounded, dropped);
+    EXPECT_LT(r->configs_simulated, r->configs_evaluated);
+    if (cap < 1e18) EXPECT_GT(dropped, 0) << "the cap should bite";
+    ASSERT_TRUE(best && r->best);
+    EXPECT_NEAR(r->best->throughput, best->throughput, 1e-9 * best->throughput);
+    EXPECT_EQ(r->best->peak_memory_bytes, best->peak);
+    // The best, written as a config, is a point the oracle simulated alike.
+    const auto written = CandidateConfig(nlohmann::ordered_json::parse(kConfig), *r->best, 4);
+    const cost::Config c = Load(written.dump());
+    auto plan = partition::PlanFromConfig(c);
+    ASSERT_TRUE(plan);
+    auto sim = simulate::Simulate(plan->schedule, simulate::CostsFromPlan(c, *plan));
+    ASSERT_TRUE(sim);
+    EXPECT_NEAR(sim->step_time_s, r->best->step_time_s, 1e-12);
+    // Nothing on the front is over the cap, or beaten on both axes.
+    for (const auto& a : r->pareto) {
+      EXPECT_LE(a.peak_memory_bytes, cap);
+      for (const auto& b : r->pareto) {
+        EXPECT_FALSE(b.throughput >= a.throughput && b.peak_memory_bytes <= a.peak_memory_bytes &&
+                     (b.throughput > a.throughput || b.peak_memory_bytes < a.peak_memory_bytes));
+      }
+    }
+    // Every point that fits is matched or beaten by one on the front.
+    for (const auto& p : points) {
+      if (p.throughput < 0) continue;
+      bool covered = false;
+      for (const auto& a : r->pareto) {
+        covered = covered || (a.throughput >= p.throughput * (1 - 1e-12) && a.peak_memory_bytes <= p.peak);
+      }
+      EXPECT_TRUE(covered) << p.config.dump();
+    }
+  }
+}
+
+TEST(Search, MemoryObjectivePicksTheSmallestPeak) {
+  auto r = Search(Load(kConfig), {.objective = Objective::kMemory});
+  ASSERT_TRUE(r && r->best);
+  for (const auto& c : r->pareto) EXPECT_GE(c.peak_memory_bytes, r->best->peak_memory_bytes);
+  EXPECT_EQ(r->best->peak_memory_bytes, r->pareto.back().peak_memory_bytes);
+}
+
+TEST(Search, DevicesResizeAHomogeneousClusterOnly) {
+  auto r = Search(Load(kConfig), {.devices = 2});
+  ASSERT_TRUE(r);
+  EXPECT_LE(r->best->stages * r->best->replicas, 2);
+  auto hetero = Load(R"({
+    "model": {"generator": "mlp", "layers": 4, "width": 8, "input": 4, "classes": 3},
+    "training": {"batch": 4, "microbatches": 2},
+    "pipeline": {"stages": 2},
+    "cluster": {"device": ["H100-SXM", "A100-40GB"], "devices": 2}})");
+  auto bad = Search(hetero, {.devices = 4});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("/cluster/device lists 2 devices one by one"), std::string::npos);
+}
+
+// The oracle for --max-layers: the reported depth fits, one layer more does not.
+TEST(MaxLayers, ReportedDepthFitsAndOneMoreDoesNot) {
+  const std::string text = R"({
+    "model": {"generator": "transformer", "layers": 4, "d_model": 512, "heads": 8, "seq": 256, "vocab": 1000},
+    "training": {"batch": 32, "microbatches": 8},
+    "pipeline": {"stages": 1, "schedule": "gpipe"},
+    "cluster": {"device": "A100-40GB", "devices": 4, "link": "nvlink3"}})";
+  const cost::Config base = Load(text);
+  const double cap = 4e9;
+  auto rows = MaxLayers(base, {.memory_cap_bytes = cap});
+  ASSERT_TRUE(rows) << rows.error().message;
+  ASSERT_EQ(rows->size(), 6u);  // K = 1, 2, 4; recompute none and full
+  auto fits = [&](int K, ir::RecomputeMode mode, int layers) {
+    cost::Config c = base;
+    cost::Regenerate(c, layers);
+    c.pipeline.stages = K;
+    c.pipeline.recompute = mode;
+    c.cluster.devices.resize(K);
+    for (const char* cut : {"minmax", "memory"}) {
+      c.pipeline.partition = cut;
+      auto plan = partition::PlanFromConfig(c);
+      if (!plan) continue;
+      auto sim = simulate::Simulate(plan->schedule, simulate::CostsFromPlan(c, *plan));
+      bool ok = true;
+      for (const auto& d : sim->devices) ok = ok && d.peak_memory_bytes <= cap;
+      if (ok) return true;
+    }
+    return false;
+  };
+  for (const auto& row : *rows) {
+    SCOPED_TRACE(fmt::format("K={} recompute {}", row.stages, ir::RecomputeModeName(row.recompute)));
+    ASSERT_GT(row.max_layers, 0);
+    EXPECT_TRUE(fits(row.stages, row.recompute, row.max_layers));
+    EXPECT_FALSE(fits(row.stages, row.recompute, row.max_layers + 1));
+    EXPECT_LE(row.peak_memory_bytes, cap);
+  }
+  // Table 1's shape: more devices and recompute hold deeper models.
+  for (size_t i = 0; i + 2 < rows->size(); i += 2) {
+    EXPECT_GT((*rows)[i + 2].max_layers, (*rows)[i].max_layers);
+    EXPECT_GT((*rows)[i + 1].max_layers, (*rows)[i].max_layers);
+  }
+}
+
+TEST(MaxLayers, NeedsAGeneratorModel) {
+  auto c = Load(R"({
+    "model": {"layers": [{"name": "a", "fwd_flops": 1e9, "params": 10, "out_bytes": 4},
+                         {"name": "b", "fwd_flops": 1e9, "params": 10, "out_bytes": 4}]},
+    "training": {"batch": 4, "microbatches": 2},
+    "pipeline": {"stages": 2},
+    "cluster": {"device": "H100-SXM", "devices": 2}})");
+  auto r = MaxLayers(c, {});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("needs a generator model"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace twinpipe::search
