@@ -152,3 +152,34 @@ cli_case(simulate_bad_calibration 2 "/format: expected \"twinpipe-calibration\""
 add_test(NAME loop.fidelity_loose COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fidelity_check.sh ${TP}
          ${SRC}/examples/quickstart.json ${CMAKE_CURRENT_BINARY_DIR}/fidelity)
 set_tests_properties(loop.fidelity_loose PROPERTIES RUN_SERIAL TRUE)
+
+# Schedules beyond GPipe, built, simulated and executed.
+cli_case(schedule_interleaved 0 "stages=8 microbatches=4 devices=2 replicas=1 placement=0,1,0,1,0,1,0,1"
+         ${TP} schedule -k 2 -m 4 -s interleaved -v 4)
+cli_case(schedule_interleaved_rule 2 "interleaved needs the micro-batches to be a multiple of the 4 devices"
+         ${TP} schedule -k 4 -m 6 -s interleaved)
+cli_case(schedule_zbv_chunks 2 "schedule 'zb-v' places 2 chunks per device, not 3" ${TP} schedule -k 4 -m 8 -s zb-v -v 3)
+cli_case(schedule_zbh1_then_verify 0 "valid"
+         bash -c "${TP} schedule -k 4 -m 8 -s zb-h1 --recompute full -o \"$0\" && ${TP} verify \"$0\""
+         ${CMAKE_CURRENT_BINARY_DIR}/zbh1.out)
+cli_case(config_chunks_rule 2 "/pipeline/chunks: schedule '1f1b' places 1 chunk(s) per device, not 2"
+         bash -c "sed 's/\"schedule\": \"gpipe\"/\"schedule\": \"1f1b\", \"chunks\": 2/' ${SRC}/examples/quickstart.json > \"$0\" && ${TP} simulate \"$0\""
+         ${CMAKE_CURRENT_BINARY_DIR}/chunks_rule.json)
+foreach(s interleaved zb-h1 zb-v)
+  cli_case(execute_${s} 0 "parameter norm" ${TP} execute ${SRC}/examples/quickstart.json -s ${s} --steps 2)
+  cli_case(simulate_${s} 0 "bubble" ${TP} simulate ${SRC}/examples/transformer_h100.json -s ${s})
+endforeach()
+cli_case(execute_torch_zero_bubble 0 "parameter norm"
+         ${TP} execute ${SRC}/examples/quickstart.json --schedule-file ${TORCH}/zb1p_2rank_2stagep_compute.csv --steps 2)
+
+# search: the grid, its Pareto front, the best as a runnable config, Table 1.
+cli_case(search_table 0 "Pareto front, throughput against peak memory" ${TP} search ${SRC}/examples/transformer_h100.json)
+cli_case(search_json 0 "\"configs_evaluated\"" ${TP} search ${SRC}/examples/transformer_h100.json --devices 8 --json)
+cli_case(search_best_runs 0 "step time"
+         bash -c "${TP} search ${SRC}/examples/transformer_h100.json --memory-cap 4e9 -o \"$0\" > /dev/null && ${TP} simulate \"$0\""
+         ${CMAKE_CURRENT_BINARY_DIR}/search_best.json)
+cli_case(search_nothing_fits 1 "nothing fits" ${TP} search ${SRC}/examples/transformer_h100.json --memory-cap 1e6)
+cli_case(search_max_layers 0 "\"max_layers\"" ${TP} search ${SRC}/examples/transformer_h100.json --max-layers --json)
+cli_case(search_max_layers_explicit 2 "--max-layers needs a generator model"
+         ${TP} search ${IN}/sim_gpipe_recompute.json --max-layers)
+cli_case(search_bad_devices 2 "hetero.json: --devices 4: /cluster/device lists 2 devices one by one" ${TP} search ${IN}/hetero.json --devices 4)
