@@ -4,7 +4,9 @@ JOBS       ?= $(shell nproc)
 GENERATOR  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 CMAKE_ARGS ?=
 
-.PHONY: all deps build test demo bench test-asan test-tsan clean
+FUZZ_SECONDS ?= 30
+
+.PHONY: all deps build test demo bench test-asan test-tsan fuzz clean
 
 all: build
 
@@ -35,5 +37,11 @@ test-tsan: deps
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
+# libFuzzer harnesses (clang): each runs FUZZ_SECONDS from fuzz/corpus/.
+fuzz: deps
+	@[ -f build-fuzz/CMakeCache.txt ] || CC=clang CXX=clang++ cmake -S . -B build-fuzz $(GENERATOR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTWINPIPE_SANITIZE=fuzzer
+	cmake --build build-fuzz -j $(JOBS) --target fuzzers
+	@bash scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

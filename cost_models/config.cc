@@ -335,7 +335,7 @@ Config Load(std::string_view text, std::string_view source) {
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     throw ConfigError{fmt::format("{}: not valid JSON: {}", source, e.what())};
   }
   if (!root.is_object()) r.Fail("", "expected an object with model, training, pipeline and cluster");

@@ -85,7 +85,7 @@ Result<Schedule> ParseJson(std::string_view text, std::string_view source) {
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     return Fail(fmt::format("{}: not valid JSON: {}", source, e.what()));
   }
   Reader r(source);

@@ -86,15 +86,23 @@ void AssignPeers(Schedule& s) {
 }
 
 Result<void> InferShape(Schedule& s) {
-  int32_t K = 0, M = 0;
+  int64_t K = 0, M = 0;
   for (const auto& program : s.programs) {
     for (const Op& op : program) {
-      K = std::max(K, op.stage + 1);
-      M = std::max(M, op.micro_batch + 1);
+      K = std::max(K, int64_t{op.stage} + 1);
+      M = std::max(M, int64_t{op.micro_batch} + 1);
     }
   }
-  s.num_stages = K;
-  s.num_micro_batches = M;
+  if (K > kMaxShape || M > kMaxShape) {
+    return Fail(fmt::format("stage {} or micro-batch {} is beyond {}, the most a schedule holds", K - 1, M - 1,
+                            kMaxShape));
+  }
+  if (K == 0 || M == 0) {
+    return Fail("no op names a stage and micro-batch, so the shape is unknown: add a header line "
+                "(stages= microbatches= devices= replicas= placement=)");
+  }
+  s.num_stages = static_cast<int32_t>(K);
+  s.num_micro_batches = static_cast<int32_t>(M);
   s.num_devices = static_cast<int32_t>(s.programs.size());
   s.placement.assign(K, -1);
   for (bool comm : {false, true}) {
@@ -106,7 +114,7 @@ Result<void> InferShape(Schedule& s) {
       }
     }
   }
-  for (int32_t st = 0; st < K; ++st) {
+  for (int32_t st = 0; st < s.num_stages; ++st) {
     if (s.placement[st] < 0) {
       return Fail(fmt::format("stage {} has no ops, so its device is unknown (stages run 0..{})",
                               st, K - 1));
@@ -187,8 +195,8 @@ Result<Schedule> ParseText(std::string_view text, std::string_view source) {
           return where(fmt::format("unknown header key '{}': expected stages, microbatches, "
                                    "devices, replicas or placement", key));
         }
-        if (!ParseInt(value, v) || v < 1 || v > (1 << 24)) {
-          return where(fmt::format("{}={}: expected an integer from 1 to {}", key, value, 1 << 24));
+        if (!ParseInt(value, v) || v < 1 || v > kMaxShape) {
+          return where(fmt::format("{}={}: expected an integer from 1 to {}", key, value, kMaxShape));
         }
         if (seen[slot]) return where(fmt::format("header key '{}' given twice", key));
         seen[slot] = true;

@@ -39,4 +39,7 @@ void AssignPeers(Schedule& schedule);
 // compute ops before comm ops). Fails naming a stage that has no ops.
 Result<void> InferShape(Schedule& schedule);
 
+// The most stages, micro-batches or devices a schedule file may declare.
+inline constexpr int32_t kMaxShape = 1 << 24;
+
 }  // namespace twinpipe::ir

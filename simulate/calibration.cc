@@ -223,7 +223,7 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     return Fail(fmt::format("{}: not valid JSON: {}", source, e.what()));
   }
   if (!j.is_object() || j.value("format", "") != "twinpipe-calibration") {
@@ -242,7 +242,13 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
         OpFit fit;
         fit.overhead_s = it->at("overhead_s").get<double>();
         for (auto s = it->at("scale").begin(); s != it->at("scale").end(); ++s) fit.scale[s.key()] = s->get<double>();
-        fit.samples = it->value("samples", 0);
+        if (it->contains("samples")) {
+          const auto& n = it->at("samples");
+          if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > (int64_t{1} << 40)) {
+            return Fail(fmt::format("{}: /compute/{}/samples: expected a count, got {}", source, it.key(), n.dump()));
+          }
+          fit.samples = static_cast<decltype(fit.samples)>(n.get<int64_t>());
+        }
         if (fit.overhead_s < 0) return Fail(fmt::format("{}: /compute/{}/overhead_s: expected >= 0", source, it.key()));
         cal.compute[it.key()] = fit;
       }

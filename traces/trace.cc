@@ -1,5 +1,8 @@
 #include "traces/trace.h"
 
+#include <limits>
+#include <stdexcept>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -55,12 +58,29 @@ std::string WriteTraceJson(const Trace& t) {
   return out;
 }
 
+namespace {
+
+// `key` of `j` as an integer that fits T; anything else (a fraction, a
+// number out of range, another type) throws, and the caller names the path.
+template <typename T>
+T IntegerAt(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  const bool fits = v.is_number_integer() &&
+                    (v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                                            : v.get<int64_t>() >= std::numeric_limits<T>::min() &&
+                                                  v.get<int64_t>() <= std::numeric_limits<T>::max());
+  if (!fits) throw std::invalid_argument(fmt::format("{}: expected an integer in range, got {}", key, v.dump()));
+  return static_cast<T>(v.get<int64_t>());
+}
+
+}  // namespace
+
 Result<Trace> ReadTraceJson(std::string_view text, std::string_view source) {
   using nlohmann::json;
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     return Fail(fmt::format("{}: not valid JSON: {}", source, e.what()));
   }
   auto bad = [&](const std::string& path, const std::string& what) {
@@ -72,12 +92,20 @@ Result<Trace> ReadTraceJson(std::string_view text, std::string_view source) {
   Trace t;
   try {
     t.source = doc.at("source").get<std::string>();
-    t.stages = doc.at("stages").get<int32_t>();
-    t.micro_batches = doc.at("microbatches").get<int32_t>();
-    t.devices = doc.at("devices").get<int32_t>();
-    t.replicas = doc.at("replicas").get<int32_t>();
-    t.placement = doc.at("placement").get<std::vector<int32_t>>();
-  } catch (const json::exception& e) {
+    t.stages = IntegerAt<int32_t>(doc, "stages");
+    t.micro_batches = IntegerAt<int32_t>(doc, "microbatches");
+    t.devices = IntegerAt<int32_t>(doc, "devices");
+    t.replicas = IntegerAt<int32_t>(doc, "replicas");
+    const json& placement = doc.at("placement");
+    if (!placement.is_array()) throw std::invalid_argument("placement: expected an array of devices");
+    for (size_t i = 0; i < placement.size(); ++i) {
+      const json entry = {{"placement", placement[i]}};
+      t.placement.push_back(IntegerAt<int32_t>(entry, "placement"));
+      if (t.placement.back() < 0 || t.placement.back() >= std::max(t.devices, 1)) {
+        throw std::invalid_argument(fmt::format("placement/{}: device {} out of range", i, t.placement.back()));
+      }
+    }
+  } catch (const std::exception& e) {
     return bad("/", fmt::format("header: {}", e.what()));
   }
   if (t.devices < 1 || t.stages < 1 || t.micro_batches < 1 || static_cast<int32_t>(t.placement.size()) != t.stages) {
@@ -90,21 +118,21 @@ Result<Trace> ReadTraceJson(std::string_view text, std::string_view source) {
     const std::string path = fmt::format("/events/{}", i);
     Event ev;
     try {
-      ev.id = e.at("id").get<int32_t>();
-      ev.device = e.at("device").get<int32_t>();
+      ev.id = IntegerAt<int32_t>(e, "id");
+      ev.device = IntegerAt<int32_t>(e, "device");
       auto stream = StreamFromName(e.at("stream").get<std::string>());
       if (!stream) return bad(path + "/stream", "expected compute, send, recv or allreduce");
       ev.stream = *stream;
       auto kind = ir::OpKindFromName(e.at("kind").get<std::string>());
       if (!kind) return bad(path + "/kind", "expected an op kind such as F, B or SEND_F");
       ev.kind = *kind;
-      ev.stage = e.at("stage").get<int32_t>();
-      ev.micro_batch = e.at("microbatch").get<int32_t>();
-      ev.peer = e.at("peer").get<int32_t>();
+      ev.stage = IntegerAt<int32_t>(e, "stage");
+      ev.micro_batch = IntegerAt<int32_t>(e, "microbatch");
+      ev.peer = IntegerAt<int32_t>(e, "peer");
       ev.start_s = e.at("start_s").get<double>();
       ev.end_s = e.at("end_s").get<double>();
-      ev.bytes = e.at("bytes").get<int64_t>();
-    } catch (const json::exception& ex) {
+      ev.bytes = IntegerAt<int64_t>(e, "bytes");
+    } catch (const std::exception& ex) {
       return bad(path, ex.what());
     }
     if (ev.device < 0 || ev.device >= t.devices) return bad(path + "/device", "out of range");

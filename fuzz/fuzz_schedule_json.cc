@@ -1,0 +1,12 @@
+// The IR JSON parser, then the printer, verifier and simulator on what it accepts.
+#include <cstdint>
+#include <string_view>
+
+#include "fuzz/schedule_checks.h"
+#include "ir/json_format.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  auto s = twinpipe::ir::ParseJson(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.json");
+  if (s) twinpipe::fuzz::CheckSchedule(*s);
+  return 0;
+}
