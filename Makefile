@@ -6,7 +6,7 @@ CMAKE_ARGS ?=
 
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps build test demo bench test-asan test-tsan fuzz clean
+.PHONY: all deps build test check demo bench test-asan test-tsan fuzz clean
 
 all: build
 
@@ -18,7 +18,15 @@ build: deps
 	cmake --build $(BUILD) -j $(JOBS)
 	@echo "twinpipe: built $(BUILD)/twinpipe"
 
-test: build
+# The whole suite (what CI runs): the tests, then again under ASan+UBSan,
+# the executor's under TSan, and every fuzz harness for FUZZ_SECONDS.
+test: check
+	@$(MAKE) --no-print-directory test-asan
+	@$(MAKE) --no-print-directory test-tsan
+	@$(MAKE) --no-print-directory fuzz
+
+# The tests alone, in the normal build (a minute).
+check: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 demo: build
@@ -32,10 +40,12 @@ test-asan: deps
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
+# The executor's tests (threads, transport, faults) under TSan.
 test-tsan: deps
 	@[ -f build-tsan/CMakeCache.txt ] || cmake -S . -B build-tsan $(GENERATOR) -DCMAKE_BUILD_TYPE=Debug -DTWINPIPE_SANITIZE=thread
-	cmake --build build-tsan -j $(JOBS)
-	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+	cmake --build build-tsan -j $(JOBS) --target execute_runtime_test execute_layers_test mutation_test
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R '^(Execute|Layers|BatchNorm|Tensor|Mutations)\.'
+
 
 # libFuzzer harnesses (clang): each runs FUZZ_SECONDS from fuzz/corpus/.
 fuzz: deps

@@ -11,6 +11,8 @@
 #include "cli/schedule_io.h"
 #include "cost_models/config.h"
 #include "execute/runtime.h"
+#include "simulate/costs.h"
+#include "simulate/engine.h"
 #include "partition/pipeline_plan.h"
 #include "traces/trace.h"
 
@@ -25,6 +27,7 @@ struct ExecuteCmdOptions {
   int64_t seed = -1;
   double timeout_s = 60;
   bool json = false;
+  bool force = false;
   std::string trace;
   std::string chrome;
 };
@@ -49,6 +52,24 @@ int Run(const ExecuteCmdOptions& o) {
   if (!plan) {
     fmt::print(stderr, "twinpipe execute: {}\n", plan.error().message);
     return ExitCodeOf(plan.error());
+  }
+  // Refuse before allocating anything when the simulator predicts a device
+  // will run out of memory (the same plan, the catalogue's capacity).
+  if (!o.force) {
+    auto sim = simulate::Simulate(plan->schedule, simulate::CostsFromPlan(*config, *plan));
+    if (sim) {
+      for (size_t d = 0; d < sim->devices.size(); ++d) {
+        const double peak = sim->devices[d].peak_memory_bytes, capacity = config->cluster.devices[d].memory_bytes;
+        if (peak > capacity) {
+          auto size = [](double b) {
+            return b >= (1 << 30) ? fmt::format("{:.3f} GiB", b / (1 << 30)) : fmt::format("{:.1f} KiB", b / 1024);
+          };
+          fmt::print(stderr, "twinpipe execute: device {} is predicted to need {} at peak but holds {}; "
+                             "not run (--force runs it anyway)\n", d, size(peak), size(capacity));
+          return kExitRuntime;
+        }
+      }
+    }
   }
   execute::ExecuteOptions options{o.steps > 0 ? o.steps : config->training.steps, o.timeout_s};
   auto result = execute::ExecuteCpu(*config, *plan, options);
@@ -98,6 +119,7 @@ void AddExecute(CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", o->seed, "seed for weights and data (default: training.seed)")->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
   cmd->add_option("--timeout", o->timeout_s, "seconds a receive may wait before the run fails")->check(CLI::Range(0.001, 1e6));
   AddPlanOptions(*cmd, o->source);
+  cmd->add_flag("--force", o->force, "run even when the simulator predicts a device will run out of memory");
   cmd->add_flag("--json", o->json, "print losses[], final_loss, param_norm, step_time_s, devices[]");
   cmd->add_option("--trace", o->trace, "write the measured trace of the median step (native JSON)");
   cmd->add_option("--chrome", o->chrome, "write it as a Chrome / Perfetto trace");

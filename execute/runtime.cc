@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
@@ -134,6 +135,10 @@ Result<void> Runner::RunOp(int device, const Op& op, int step) {
                                 batch_.labels.begin() + static_cast<ptrdiff_t>(op.micro_batch + 1) * mb_size);
         double loss = 0;
         slot.grad_output = SoftmaxCrossEntropy(y, labels, static_cast<double>(c_.training.batch), loss);
+        if (!std::isfinite(loss)) {
+          return FailRuntime(fmt::format("step {}: {}: the loss of micro-batch {} is {} (stage {})", step + 1,
+                                         Where(op, device), op.micro_batch, loss, op.stage));
+        }
         loss_sum_[device] += loss;
       } else {
         slot.output = std::move(y);
@@ -234,7 +239,13 @@ Result<void> Runner::Worker(int device, int step, Clock::time_point origin) {
   for (const Op& op : s_.programs[device]) {
     if (failed_) return FailRuntime("aborted");
     const double start = std::chrono::duration<double>(Clock::now() - origin).count();
-    auto ok = RunOp(device, op, step);
+    Result<void> ok;
+    try {  // a layer or the transport that throws stops the run like any failure
+      if (op.id == o_.fail_op) throw std::runtime_error("injected fault");
+      ok = RunOp(device, op, step);
+    } catch (const std::exception& e) {
+      ok = FailRuntime(fmt::format("{} failed: {}", Where(op, device), e.what()));
+    }
     const double end = std::chrono::duration<double>(Clock::now() - origin).count();
     if (!ok) return ok;
     traces::Stream stream = ir::IsSend(op.kind) ? traces::Stream::kSend

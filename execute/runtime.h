@@ -20,6 +20,7 @@ namespace twinpipe::execute {
 struct ExecuteOptions {
   int steps = 1;
   double timeout_s = 60;  // a receive that waits longer fails the run
+  int32_t fail_op = -1;   // tests: this op id throws, as a failing kernel would
 };
 
 struct ExecuteResult {

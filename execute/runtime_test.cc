@@ -99,6 +99,42 @@ TEST(Execute, TorchFixturesTrainToTheUnpartitionedWeights) {
   }
 }
 
+TEST(Execute, AFailingOpStopsEveryDeviceNamingIt) {
+  const cost::Config c = Mlp(4, 8, "1f1b", "none");
+  auto plan = partition::PlanFromConfig(c);
+  ASSERT_TRUE(plan);
+  for (int32_t op : {0, 7, static_cast<int32_t>(plan->schedule.NumOps() - 1)}) {
+    const auto start = std::chrono::steady_clock::now();
+    auto r = ExecuteCpu(c, *plan, {.steps = 2, .timeout_s = 30, .fail_op = op});
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().kind, ErrorKind::kRuntime);
+    // The op's token, and the failure; the other devices were stopped
+    // (aborted receives), not left to time out.
+    const ir::Op* failing = nullptr;
+    for (const auto& p : plan->schedule.programs) {
+      for (const auto& o : p) failing = o.id == op ? &o : failing;
+    }
+    EXPECT_NE(r.error().message.find(ir::OpToken(*failing) + " failed: injected fault"), std::string::npos)
+        << r.error().message;
+    EXPECT_LT(took, 1.0);
+  }
+}
+
+TEST(Execute, ANonFiniteLossStopsTheRunNamingStepAndStage) {
+  // A learning rate that blows the weights up: the second step's loss is not finite.
+  cost::Config c = Mlp(2, 4, "gpipe", "none");
+  c.training.learning_rate = 1e30;
+  auto plan = partition::PlanFromConfig(c);
+  ASSERT_TRUE(plan);
+  auto r = ExecuteCpu(c, *plan, {5, 10});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, ErrorKind::kRuntime);
+  EXPECT_NE(r.error().message.find("the loss of micro-batch"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("(stage 1)"), std::string::npos) << r.error().message;
+  EXPECT_EQ(r.error().message.find("step 1:"), std::string::npos) << "the first step is finite";
+}
+
 TEST(Execute, AdamToo) {
   const ExecuteResult reference = Train(Mlp(1, 1, "gpipe", "none", "", "adam"), 3);
   const ExecuteResult r = Train(Mlp(4, 8, "1f1b", "full", "", "adam"), 3);

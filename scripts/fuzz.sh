@@ -15,7 +15,7 @@ for harness in "$build"/fuzz/fuzz_*; do
   mkdir -p "$build/corpus/$name"
   log="$build/fuzz_$name.log"
   if "$harness" "$build/corpus/$name" "fuzz/corpus/$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
-       -max_len=65536 -print_final_stats=1 -artifact_prefix="$build/crashes/$name-" >"$log" 2>&1; then
+       -max_len=65536 -seed=1 -print_final_stats=1 -artifact_prefix="$build/crashes/$name-" >"$log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
     printf 'fuzz %-14s ok: %s inputs in %s s\n' "$name" "$runs" "$seconds"
   else

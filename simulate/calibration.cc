@@ -226,7 +226,7 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
   } catch (const json::exception& e) {
     return Fail(fmt::format("{}: not valid JSON: {}", source, e.what()));
   }
-  if (!j.is_object() || j.value("format", "") != "twinpipe-calibration") {
+  if (!j.is_object() || !j.contains("format") || j["format"] != "twinpipe-calibration") {
     return Fail(fmt::format("{}: /format: expected \"twinpipe-calibration\"", source));
   }
   Calibration cal;

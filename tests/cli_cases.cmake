@@ -183,3 +183,8 @@ cli_case(search_max_layers 0 "\"max_layers\"" ${TP} search ${SRC}/examples/trans
 cli_case(search_max_layers_explicit 2 "--max-layers needs a generator model"
          ${TP} search ${IN}/sim_gpipe_recompute.json --max-layers)
 cli_case(search_bad_devices 2 "hetero.json: --devices 4: /cluster/device lists 2 devices one by one" ${TP} search ${IN}/hetero.json --devices 4)
+
+# Executor faults: a predicted out-of-memory run is refused before it allocates.
+cli_case(execute_refuses_predicted_oom 1 "device 0 is predicted to need"
+         ${TP} execute ${IN}/exec_small_memory.json)
+cli_case(execute_force_runs_anyway 0 "parameter norm" ${TP} execute ${IN}/exec_small_memory.json --force)

@@ -86,7 +86,7 @@ Result<Trace> ReadTraceJson(std::string_view text, std::string_view source) {
   auto bad = [&](const std::string& path, const std::string& what) {
     return Fail(fmt::format("{}: {}: {}", source, path, what));
   };
-  if (!doc.is_object() || doc.value("format", "") != "twinpipe-trace") {
+  if (!doc.is_object() || !doc.contains("format") || doc["format"] != "twinpipe-trace") {
     return bad("/format", "expected \"twinpipe-trace\"");
   }
   Trace t;
