@@ -49,6 +49,16 @@ class Checker {
 
   std::vector<Diagnostic> Run() {
     if (!CheckShape()) return std::move(out_);
+    // Every (stage, micro-batch) needs a forward and a backward: a header
+    // that declares more pairs than there are ops is wrong, and walking its
+    // pairs could take forever (2^24 x 2^24).
+    const int64_t pairs = int64_t{s_.num_stages} * s_.num_micro_batches;
+    if (pairs > s_.NumOps()) {
+      out_.push_back(Diagnostic{-1, -1, fmt::format("{} stages x {} micro-batches need {} forwards and as many "
+                                                    "backwards, but the schedule holds {} ops in all",
+                                                    s_.num_stages, s_.num_micro_batches, pairs, s_.NumOps())});
+      return std::move(out_);
+    }
     OpIndex index(s_.placement, s_.num_micro_batches);
     CheckOps(index);
     if (!out_.empty()) return std::move(out_);
