@@ -57,18 +57,14 @@ int Run(const ExecuteCmdOptions& o) {
   // will run out of memory (the same plan, the catalogue's capacity).
   if (!o.force) {
     auto sim = simulate::Simulate(plan->schedule, simulate::CostsFromPlan(*config, *plan));
-    if (sim) {
-      for (size_t d = 0; d < sim->devices.size(); ++d) {
-        const double peak = sim->devices[d].peak_memory_bytes, capacity = config->cluster.devices[d].memory_bytes;
-        if (peak > capacity) {
-          auto size = [](double b) {
-            return b >= (1 << 30) ? fmt::format("{:.3f} GiB", b / (1 << 30)) : fmt::format("{:.1f} KiB", b / 1024);
-          };
-          fmt::print(stderr, "twinpipe execute: device {} is predicted to need {} at peak but holds {}; "
-                             "not run (--force runs it anyway)\n", d, size(peak), size(capacity));
-          return kExitRuntime;
-        }
-      }
+    if (auto over = sim ? simulate::FirstOverflow(*config, *sim) : std::nullopt) {
+      auto size = [](double b) {
+        return b >= (1 << 30) ? fmt::format("{:.3f} GiB", b / (1 << 30)) : fmt::format("{:.1f} KiB", b / 1024);
+      };
+      fmt::print(stderr, "twinpipe execute: device {} is predicted to need {} at peak but holds {}; "
+                         "not run (--force runs it anyway)\n", over->device, size(over->peak_bytes),
+                 size(over->capacity_bytes));
+      return kExitRuntime;
     }
   }
   execute::ExecuteOptions options{o.steps > 0 ? o.steps : config->training.steps, o.timeout_s};

@@ -69,13 +69,10 @@ int Run(const SimulateOptions& o) {
   }
   fmt::print("{}", o.json ? simulate::SummaryJson(plan->schedule, *result, samples)
                           : simulate::SummaryTable(plan->schedule, *result, samples));
-  for (size_t d = 0; d < result->devices.size(); ++d) {
-    const double capacity = config->cluster.devices[d].memory_bytes;
-    if (result->devices[d].peak_memory_bytes > capacity) {
-      fmt::print(stderr, "twinpipe simulate: device {} is predicted to run out of memory: peak {:.3f} GiB, capacity {:.3f} GiB\n",
-                 d, result->devices[d].peak_memory_bytes / 1073741824.0, capacity / 1073741824.0);
-      return kExitRuntime;
-    }
+  if (auto over = simulate::FirstOverflow(*config, *result)) {
+    fmt::print(stderr, "twinpipe simulate: device {} is predicted to run out of memory: peak {:.3f} GiB, capacity {:.3f} GiB\n",
+               over->device, over->peak_bytes / 1073741824.0, over->capacity_bytes / 1073741824.0);
+    return kExitRuntime;
   }
   return kExitOk;
 }

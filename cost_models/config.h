@@ -41,9 +41,6 @@ struct PipelineConfig {
   ir::RecomputeMode recompute = ir::RecomputeMode::kFull;
   std::string partition = "minmax";     // gpipe | minmax | memory | manual
   std::vector<int> first_layers;        // manual: first layer of each cell
-  // Set by the planner for a schedule it already has: the most micro-batches
-  // in flight per stage (empty: derived by building `schedule`).
-  std::vector<int> in_flight;
 };
 
 inline int PipelineConfig::Chunks() const { return chunks > 0 ? chunks : ir::DefaultChunks(schedule); }

@@ -161,16 +161,14 @@ Result<void> Runner::RunOp(int device, const Op& op, int step) {
       if (slot.grad_output.empty() || slot.saved.size() != cell.layers.size()) {
         return FailRuntime(fmt::format("{}: its output gradient or saved activations are missing", Where(op, device)));
       }
-      const size_t n = cell.layers.size();
-      Tensor g;
-      if (op.kind == OpKind::kBackward) {
-        g = cell.layers[n - 1]->Backward(slot.grad_output, slot.saved[n - 1]);
-        for (size_t i = n - 1; i-- > 0;) g = cell.layers[i]->Backward(g, slot.saved[i]);
-        slot.saved.clear();
-      } else {  // I: the weight gradients wait in `saved` for W
-        g = cell.layers[n - 1]->BackwardInput(slot.grad_output, slot.saved[n - 1]);
-        for (size_t i = n - 1; i-- > 0;) g = cell.layers[i]->BackwardInput(g, slot.saved[i]);
-      }
+      // B does everything; I leaves the weight gradients in `saved` for W.
+      const bool whole = op.kind == OpKind::kBackward;
+      auto back = [&](size_t i, const Tensor& dy) {
+        return whole ? cell.layers[i]->Backward(dy, slot.saved[i]) : cell.layers[i]->BackwardInput(dy, slot.saved[i]);
+      };
+      Tensor g = back(cell.layers.size() - 1, slot.grad_output);
+      for (size_t i = cell.layers.size() - 1; i-- > 0;) g = back(i, g);
+      if (whole) slot.saved.clear();
       slot.input.Release();
       slot.grad_output.Release();
       if (op.stage > 0) slot.grad_input = std::move(g);

@@ -30,6 +30,36 @@ void Finish(Schedule& s) {
   Renumber(s);
 }
 
+// 1F1B and ZB-H1 share their order: stage s runs min(K-s-1, M) warm-up
+// forwards, then alternates a forward and a backward, then drains the
+// backwards. With `split` each backward is an I, and a W follows it once the
+// stage has deferred s of them; the deferred W's come last.
+Schedule OneForwardOneBackward(int32_t stages, int32_t micro_batches, bool split) {
+  Schedule s = OneStagePerDevice(stages, micro_batches);
+  const OpKind backward = split ? OpKind::kBackwardInput : OpKind::kBackward;
+  for (int32_t st = 0; st < stages; ++st) {
+    auto& program = s.programs[st];
+    program.reserve((split ? 3 : 2) * static_cast<size_t>(micro_batches) + 1);
+    const int32_t warmup = std::min(stages - st - 1, micro_batches);
+    int32_t next_forward = 0, next_backward = 0, next_weight = 0;
+    auto add_backward = [&](bool weight_now) {
+      program.push_back(Compute(backward, st, next_backward++));
+      if (split && weight_now) program.push_back(Compute(OpKind::kBackwardWeight, st, next_weight++));
+    };
+    for (; next_forward < warmup; ++next_forward) program.push_back(Compute(OpKind::kForward, st, next_forward));
+    for (int32_t j = 0; next_forward < micro_batches; ++j) {
+      program.push_back(Compute(OpKind::kForward, st, next_forward++));
+      add_backward(j >= st);
+    }
+    while (next_backward < micro_batches) add_backward(true);
+    while (split && next_weight < micro_batches) {
+      program.push_back(Compute(OpKind::kBackwardWeight, st, next_weight++));
+    }
+  }
+  Finish(s);
+  return s;
+}
+
 }  // namespace
 
 Schedule BuildNaive(int32_t stages, int32_t micro_batches) {
@@ -60,28 +90,7 @@ Schedule BuildGpipe(int32_t stages, int32_t micro_batches) {
   return s;
 }
 
-Schedule Build1F1B(int32_t stages, int32_t micro_batches) {
-  Schedule s = OneStagePerDevice(stages, micro_batches);
-  for (int32_t st = 0; st < stages; ++st) {
-    auto& program = s.programs[st];
-    program.reserve(2 * micro_batches + 1);
-    const int32_t warmup = std::min(stages - st - 1, micro_batches);
-    int32_t next_forward = 0;
-    int32_t next_backward = 0;
-    for (; next_forward < warmup; ++next_forward) {
-      program.push_back(Compute(OpKind::kForward, st, next_forward));
-    }
-    while (next_forward < micro_batches) {
-      program.push_back(Compute(OpKind::kForward, st, next_forward++));
-      program.push_back(Compute(OpKind::kBackward, st, next_backward++));
-    }
-    while (next_backward < micro_batches) {
-      program.push_back(Compute(OpKind::kBackward, st, next_backward++));
-    }
-  }
-  Finish(s);
-  return s;
-}
+Schedule Build1F1B(int32_t stages, int32_t micro_batches) { return OneForwardOneBackward(stages, micro_batches, false); }
 
 Result<Schedule> BuildInterleaved(int32_t devices, int32_t micro_batches, int32_t chunks) {
   const int32_t K = devices, M = micro_batches, v = chunks;
@@ -127,34 +136,7 @@ Result<Schedule> BuildInterleaved(int32_t devices, int32_t micro_batches, int32_
   return s;
 }
 
-Schedule BuildZbH1(int32_t stages, int32_t micro_batches) {
-  Schedule s = OneStagePerDevice(stages, micro_batches);
-  for (int32_t st = 0; st < stages; ++st) {
-    auto& program = s.programs[st];
-    program.reserve(3 * static_cast<size_t>(micro_batches) + 1);
-    const int32_t warmup = std::min(stages - st - 1, micro_batches);
-    int32_t next_forward = 0, next_input = 0, next_weight = 0;
-    for (; next_forward < warmup; ++next_forward) {
-      program.push_back(Compute(OpKind::kForward, st, next_forward));
-    }
-    // Steady state: F, I, and a W once this stage has deferred `st` of them.
-    for (int32_t j = 0; next_forward < micro_batches; ++j) {
-      program.push_back(Compute(OpKind::kForward, st, next_forward++));
-      program.push_back(Compute(OpKind::kBackwardInput, st, next_input++));
-      if (j >= st) program.push_back(Compute(OpKind::kBackwardWeight, st, next_weight++));
-    }
-    // Drain: each I is followed by a W; the deferred W's come last.
-    while (next_input < micro_batches) {
-      program.push_back(Compute(OpKind::kBackwardInput, st, next_input++));
-      program.push_back(Compute(OpKind::kBackwardWeight, st, next_weight++));
-    }
-    while (next_weight < micro_batches) {
-      program.push_back(Compute(OpKind::kBackwardWeight, st, next_weight++));
-    }
-  }
-  Finish(s);
-  return s;
-}
+Schedule BuildZbH1(int32_t stages, int32_t micro_batches) { return OneForwardOneBackward(stages, micro_batches, true); }
 
 const std::vector<std::string>& BuilderNames() {
   static const std::vector<std::string> names = {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"};

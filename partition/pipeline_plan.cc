@@ -40,11 +40,12 @@ Result<void> Check(const ir::Schedule& s, const std::string& what) {
 
 // Partitions the config's model into the schedule's stages, cell k on
 // stage k's device: the config's cluster re-indexed by the placement, each
-// device's memory shared evenly by the stages it holds.
-Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const ir::Schedule& schedule) {
+// device's memory shared evenly by the stages it holds. `in_flight` is the
+// schedule's, per stage.
+Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const ir::Schedule& schedule,
+                                             const std::vector<int>& in_flight) {
   cost::Config staged = config;
   staged.pipeline.stages = schedule.num_stages;
-  staged.pipeline.in_flight = cost::InFlightPerStage(schedule);
   std::vector<int> held(schedule.num_devices, 0);
   for (int device : schedule.placement) ++held[device];
   staged.cluster.devices.clear();
@@ -57,7 +58,7 @@ Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const i
       static_cast<int>(staged.pipeline.first_layers.size()) != schedule.num_stages) {
     staged.pipeline.partition = "minmax";
   }
-  auto report = PlanPartition(staged, staged.pipeline.partition);
+  auto report = PlanPartition(staged, staged.pipeline.partition, &in_flight);
   if (!report) return report;
   for (auto& cell : report->cells) cell.device = schedule.placement[cell.device];
   return report;
@@ -92,7 +93,7 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
   const cost::Config& use = named ? *named : config;
   const std::vector<int> in_flight = cost::InFlightPerStage(s);
   auto report = s.num_stages == config.pipeline.stages ? PlanPartition(use, use.pipeline.partition, &in_flight)
-                                                       : PartitionForSchedule(use, s);
+                                                       : PartitionForSchedule(use, s, in_flight);
   if (!report) return tl::unexpected(report.error());
   if (o.before_passes) {
     Plan skeleton{std::move(*report), std::move(s)};
@@ -126,7 +127,7 @@ Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule) 
     return Fail(fmt::format("{}: /training/microbatches: is {}, the schedule has {} micro-batches", config.source,
                             config.training.micro_batches, schedule.num_micro_batches));
   }
-  auto report = PartitionForSchedule(config, schedule);
+  auto report = PartitionForSchedule(config, schedule, cost::InFlightPerStage(schedule));
   if (!report) return tl::unexpected(report.error());
   Plan plan{std::move(*report), std::move(schedule)};
   FillBytes(plan.schedule, plan.partition, cost::DtypeBytes(config.model.dtype));

@@ -38,11 +38,10 @@ double CutTime(const Config& c, double bytes_per_sample) {
   return 2 * cost::TransferTime(c.cluster.link, bytes);  // activation forward, gradient backward
 }
 
-// Most micro-batches in flight per stage: the planner's, from the schedule
-// itself, or else from building the configured one.
+// Most micro-batches in flight per stage: the caller's, counted on the
+// schedule it built, or else from building the configured one.
 std::vector<int> InFlight(const Config& c, const std::vector<int>* given) {
   if (given) return *given;
-  if (!c.pipeline.in_flight.empty()) return c.pipeline.in_flight;
   return cost::InFlightPerStage(c.pipeline.schedule, c.pipeline.stages, c.training.micro_batches, c.pipeline.chunks);
 }
 

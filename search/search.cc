@@ -80,7 +80,6 @@ struct Searcher {
     work.pipeline.recompute = c.recompute;
     work.pipeline.partition = c.partition;
     work.pipeline.first_layers.clear();
-    work.pipeline.in_flight.clear();
     work.training.batch = c.batch;
     work.training.micro_batches = c.micro_batches;
     partition::PlanOverrides overrides;

@@ -112,7 +112,9 @@ TEST(Search, BestEqualsTheBestOfSimulatingEveryPointAlone) {
     EXPECT_LE(r->over_cap, dropped);
     EXPECT_GE(r->over_cap + r->configs_bounded, dropped);
     EXPECT_LT(r->configs_simulated, r->configs_evaluated);
-    if (cap < 1e18) EXPECT_GT(dropped, 0) << "the cap should bite";
+    if (cap < 1e18) {
+      EXPECT_GT(dropped, 0) << "the cap should bite";
+    }
     ASSERT_TRUE(best && r->best);
     EXPECT_NEAR(r->best->throughput, best->throughput, 1e-9 * best->throughput);
     EXPECT_EQ(r->best->peak_memory_bytes, best->peak);

@@ -50,4 +50,14 @@ SimCosts CostsFromPlan(const cost::Config& c, const partition::Plan& plan, const
   return costs;
 }
 
+std::optional<MemoryOverflow> FirstOverflow(const cost::Config& c, const SimResult& r) {
+  for (size_t d = 0; d < r.devices.size(); ++d) {
+    const double capacity = c.cluster.devices[d].memory_bytes;
+    if (r.devices[d].peak_memory_bytes > capacity) {
+      return MemoryOverflow{static_cast<int>(d), r.devices[d].peak_memory_bytes, capacity};
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace twinpipe::simulate

@@ -6,6 +6,8 @@
 //   SimCosts costs = CostsFromPlan(config, *plan);
 #pragma once
 
+#include <optional>
+
 #include "cost_models/config.h"
 #include "partition/pipeline_plan.h"
 #include "simulate/calibration.h"
@@ -15,5 +17,13 @@ namespace twinpipe::simulate {
 
 // With a calibration, its fitted coefficients replace the catalogue's.
 SimCosts CostsFromPlan(const cost::Config& config, const partition::Plan& plan, const Calibration* calibration = nullptr);
+
+struct MemoryOverflow {
+  int device = 0;
+  double peak_bytes = 0, capacity_bytes = 0;
+};
+
+// The first device whose predicted peak exceeds its memory, if any.
+std::optional<MemoryOverflow> FirstOverflow(const cost::Config& config, const SimResult& result);
 
 }  // namespace twinpipe::simulate
