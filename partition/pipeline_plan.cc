@@ -38,32 +38,6 @@ Result<void> Check(const ir::Schedule& s, const std::string& what) {
   return Fail(fmt::format("{} does not verify:{}", what, all));
 }
 
-// Partitions the config's model into the schedule's stages, cell k on
-// stage k's device: the config's cluster re-indexed by the placement, each
-// device's memory shared evenly by the stages it holds. `in_flight` is the
-// schedule's, per stage.
-Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const ir::Schedule& schedule,
-                                             const std::vector<int>& in_flight) {
-  cost::Config staged = config;
-  staged.pipeline.stages = schedule.num_stages;
-  std::vector<int> held(schedule.num_devices, 0);
-  for (int device : schedule.placement) ++held[device];
-  staged.cluster.devices.clear();
-  for (int st = 0; st < schedule.num_stages; ++st) {
-    cost::Device d = config.cluster.devices[schedule.placement[st]];
-    d.memory_bytes /= held[schedule.placement[st]];
-    staged.cluster.devices.push_back(std::move(d));
-  }
-  if (staged.pipeline.partition == "manual" &&
-      static_cast<int>(staged.pipeline.first_layers.size()) != schedule.num_stages) {
-    staged.pipeline.partition = "minmax";
-  }
-  auto report = PlanPartition(staged, staged.pipeline.partition, &in_flight);
-  if (!report) return report;
-  for (auto& cell : report->cells) cell.device = schedule.placement[cell.device];
-  return report;
-}
-
 }  // namespace
 
 Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) {
@@ -79,8 +53,6 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
   }
   ir::Schedule& s = *built;
   s.replicas = config.Replicas();
-  // One stage per device: the config's own partition problem; several: the
-  // stages' (the same cells either way when each device holds one stage).
   // The config is copied only when an override changes it.
   const ir::RecomputeMode recompute = o.recompute.value_or(config.pipeline.recompute);
   std::optional<cost::Config> named;
@@ -92,8 +64,7 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
   }
   const cost::Config& use = named ? *named : config;
   const std::vector<int> in_flight = cost::InFlightPerStage(s);
-  auto report = s.num_stages == config.pipeline.stages ? PlanPartition(use, use.pipeline.partition, &in_flight)
-                                                       : PartitionForSchedule(use, s, in_flight);
+  auto report = PartitionForSchedule(use, s, in_flight);
   if (!report) return tl::unexpected(report.error());
   if (o.before_passes) {
     Plan skeleton{std::move(*report), std::move(s)};
@@ -112,6 +83,31 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
     return FailRuntime(ok.error().message);  // a builder bug, not the user's input
   }
   return plan;
+}
+
+Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const ir::Schedule& schedule,
+                                             const std::vector<int>& in_flight) {
+  bool own = schedule.num_stages == config.pipeline.stages;
+  for (int st = 0; own && st < schedule.num_stages; ++st) own = schedule.placement[st] == st;
+  if (own) return PlanPartition(config, config.pipeline.partition, &in_flight);
+  cost::Config staged = config;
+  staged.pipeline.stages = schedule.num_stages;
+  std::vector<int> held(schedule.num_devices, 0);
+  for (int device : schedule.placement) ++held[device];
+  staged.cluster.devices.clear();
+  for (int st = 0; st < schedule.num_stages; ++st) {
+    cost::Device d = config.cluster.devices[schedule.placement[st]];
+    d.memory_bytes /= held[schedule.placement[st]];
+    staged.cluster.devices.push_back(std::move(d));
+  }
+  if (staged.pipeline.partition == "manual" &&
+      static_cast<int>(staged.pipeline.first_layers.size()) != schedule.num_stages) {
+    staged.pipeline.partition = "minmax";
+  }
+  auto report = PlanPartition(staged, staged.pipeline.partition, &in_flight);
+  if (!report) return report;
+  for (auto& cell : report->cells) cell.device = schedule.placement[cell.device];
+  return report;
 }
 
 Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule) {

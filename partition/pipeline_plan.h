@@ -38,6 +38,14 @@ struct PlanOverrides {
 
 Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& overrides = {});
 
+// The config's model cut into a built schedule's stages, given the most
+// micro-batches each stage holds in flight (cost::InFlightPerStage). One
+// stage per device in order: the config's own partition problem; otherwise
+// cell k runs on device placement[k], the cluster is re-indexed so, and each
+// device's memory is shared evenly by the stages it holds.
+Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const ir::Schedule& schedule,
+                                             const std::vector<int>& in_flight);
+
 // For a schedule read from a file: partitions the config's model into the
 // schedule's stages (placing stage s on cluster device placement[s]) and
 // fills every comm and all-reduce op whose bytes are unknown (0).
