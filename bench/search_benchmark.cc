@@ -16,15 +16,16 @@ cost::Config Transformer48(int devices, int batch) {
     "model": {{"generator": "transformer", "layers": 48, "d_model": 1600, "heads": 25, "seq": 1024, "vocab": 50257,
                "dtype": "bf16"}},
     "training": {{"batch": {}, "microbatches": 8, "optimizer": "adam", "bytes_per_param": 16}},
-    "pipeline": {{"stages": 1}},
+    "pipeline": {{"stages": {}}},
     "cluster": {{"device": "H100-SXM", "devices": {}, "link": "nvlink4"}}}})",
-                                        batch, devices),
+                                        batch, devices, devices),
                             "gpt2-xl.json");
   if (!c) throw std::runtime_error(c.error().message);
   return *c;
 }
 
-// Arguments: devices, global batch.
+// Arguments: devices, global mini-batch (one replica in the config, so the
+// search keeps this batch whatever K it tries).
 void BM_Search(benchmark::State& state) {
   const cost::Config c = Transformer48(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
   int64_t configs = 0;

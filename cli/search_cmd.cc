@@ -52,6 +52,10 @@ class Progress {
     if (elapsed < 1 && done < total) return;
     if (elapsed < 1 && !shown_) return;
     shown_ = true;
+    if (!isatty(STDERR_FILENO)) {  // a log, not a terminal: one line when done
+      if (done == total) fmt::print(stderr, "search: {} configs, {:.1f} s\n", total, elapsed);
+      return;
+    }
     const int width = 30;
     const int filled = total > 0 ? static_cast<int>(width * done / total) : width;
     fmt::print(stderr, "\rsearch [{:<{}}] {}/{} configs, {:.1f} s", std::string(filled, '#'), width, done, total,
@@ -132,6 +136,8 @@ int Run(const SearchCmdOptions& o) {
   if (o.json) {
     nlohmann::ordered_json j;
     j["configs_evaluated"] = result->configs_evaluated;
+    j["configs_simulated"] = result->configs_simulated;
+    j["configs_skipped_on_bounds"] = result->configs_bounded;
     j["over_memory_cap"] = result->over_cap;
     j["wall_s"] = result->wall_s;
     j["pareto"] = nlohmann::ordered_json::array();
@@ -140,10 +146,11 @@ int Run(const SearchCmdOptions& o) {
     if (result->best) j["best_prediction"] = CandidateJson(*result->best);
     fmt::print("{}\n", j.dump(2));
   } else {
-    fmt::print("{} configs simulated in {:.3f} s ({:.0f} per second); {} over the memory cap\n",
+    fmt::print("{} configs in {:.3f} s ({:.0f} per second): {} simulated, {} skipped on their bounds, "
+               "{} over the memory cap\n",
                result->configs_evaluated, result->wall_s,
                result->wall_s > 0 ? static_cast<double>(result->configs_evaluated) / result->wall_s : 0.0,
-               result->over_cap);
+               result->configs_simulated, result->configs_bounded, result->over_cap);
     fmt::print("Pareto front, throughput against peak memory:\n");
     fmt::print("{:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>11} {:>13} {:>7} {:>12}\n", "K", "R", "M", "schedule",
                "v", "recompute", "cut", "step", "samples/s", "bubble", "peak memory");

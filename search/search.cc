@@ -58,22 +58,38 @@ struct Outcome {
 // keys have the same plan, costs and so simulation.
 using PlanKey = std::tuple<int, int, int, std::string, int, int, std::vector<int>>;
 
-// Running state of one search: the memo of simulated plans and the fitting
-// points so far, for the bound that skips simulations.
+// A point's lower bounds (or why it cannot be run at all).
+struct Bounds {
+  bool runs = false;          // its shape builds and its partition exists
+  bool over_cap = false;      // even the lower bound on memory is over the cap
+  double most_throughput = 0; // from the lower bound on the step time
+  double least_peak = 0;
+  std::vector<int> cut;       // first layer of each cell
+};
+
+// Running state of one search: the grid point's settings written into a
+// scratch config, caches of built shapes and cuts, the memo of simulated
+// plans and the fitting points so far.
 struct Searcher {
-  cost::Config work;  // scratch: each grid point's settings written in
+  cost::Config work;
   double cap = 0;
+  // A compute-only schedule, its in-flight counts and, per device, the stage
+  // whose input gradient its last compute op makes (-1: it makes none).
+  struct Shape {
+    ir::Schedule schedule;
+    std::vector<int> in_flight;
+    std::vector<int> last_backward_stage;
+  };
+  std::map<std::tuple<std::string, int, int, int>, std::optional<Shape>> shapes;  // by (schedule, K, M, chunks)
   std::map<PlanKey, Outcome> memo;
-  std::vector<std::pair<double, double>> front;  // (throughput, peak) of fitting points, no two dominating
-  int64_t simulated = 0, bounded = 0;
+  std::vector<std::pair<double, double>> front;  // (throughput, peak) of fitting points, none dominating another
+  int64_t simulated = 0;
 
   double Limit(int d) const {
     return std::min(cap > 0 ? cap : std::numeric_limits<double>::infinity(), work.cluster.devices[d].memory_bytes);
   }
 
-  // Nothing that fails here is the user's fault: a memory partition that
-  // cannot fit, or a schedule the shape refuses, drops the point.
-  std::optional<Candidate> Evaluate(Candidate c, bool use_bound) {
+  void Use(const Candidate& c) {
     work.pipeline.stages = c.stages;
     work.pipeline.schedule = c.schedule;
     work.pipeline.chunks = c.chunks;
@@ -82,26 +98,113 @@ struct Searcher {
     work.pipeline.first_layers.clear();
     work.training.batch = c.batch;
     work.training.micro_batches = c.micro_batches;
+  }
+
+  // Lower bounds on the step time and the peak, without building comm or
+  // simulating: device d starts no earlier than micro-batch 0's forward
+  // reaches its first stage, is then busy for its ops' summed time, and
+  // then takes its optimizer step or, when its last op made the input
+  // gradient of stage s, waits for the stages below s to pass that gradient
+  // down, whichever is longer; it holds its static bytes plus,
+  // on each stage, the stash of its most in-flight micro-batches while the
+  // last one's forward runs.
+  Bounds Bound(const Candidate& c) {
+    Use(c);
+    Bounds b;
+    auto& shape = shapes[{c.schedule, c.stages, c.micro_batches, c.chunks}];
+    if (!shape) {
+      auto built = ir::BuildByName(c.schedule, c.stages, c.micro_batches, c.chunks);
+      if (!built) return b;
+      built->replicas = c.replicas;
+      Shape sh{std::move(*built), {}, {}};
+      sh.in_flight = cost::InFlightPerStage(sh.schedule);
+      for (const auto& program : sh.schedule.programs) {
+        int last = -1;
+        for (const ir::Op& op : program) {
+          if (simulate::ComputeSlot(op.kind) >= 0) last = ir::IsInputBackward(op.kind) ? op.stage : -1;
+        }
+        sh.last_backward_stage.push_back(last);
+      }
+      shape = std::move(sh);
+    }
+    const ir::Schedule& s = shape->schedule;
+    const std::vector<int>& in_flight = shape->in_flight;
+    auto cut = partition::PartitionForSchedule(work, s, in_flight);
+    if (!cut) return b;
+    b.runs = true;
+    for (const auto& cell : cut->cells) b.cut.push_back(cell.first_layer);
+    // The costs need the placement only: a shape without programs.
+    partition::Plan shape_only{std::move(*cut), ir::Schedule{s.num_stages, s.num_micro_batches, s.num_devices,
+                                                             s.replicas, s.placement, {}}};
+    const simulate::SimCosts costs = simulate::CostsFromPlan(work, shape_only);
+    const int F = simulate::ComputeSlot(ir::OpKind::kForward), R = simulate::ComputeSlot(ir::OpKind::kRecompute);
+    const bool split = c.schedule == "zb-h1" || c.schedule == "zb-v";
+    const int B = simulate::ComputeSlot(ir::OpKind::kBackward), I = simulate::ComputeSlot(ir::OpKind::kBackwardInput),
+              W = simulate::ComputeSlot(ir::OpKind::kBackwardWeight);
+    const double M = c.micro_batches;
+    const double recomputes = c.recompute == ir::RecomputeMode::kFull         ? M
+                              : c.recompute == ir::RecomputeMode::kExceptLast ? M - 1
+                                                                              : 0;
+    std::vector<double> busy(s.num_devices, 0.0), head(s.num_devices, 0.0), stash(s.num_devices, 0.0);
+    std::vector<int> first_stage(s.num_devices, s.num_stages);
+    double before = 0;  // forwards of the stages before stage st, micro-batch 0
+    std::vector<double> below(s.num_stages + 1, 0.0);  // input gradients of the stages before st
+    for (int st = 0; st < s.num_stages; ++st) below[st + 1] = below[st] + costs.compute_s[st][split ? I : B];
+    for (int st = 0; st < s.num_stages; ++st) {
+      const int d = s.placement[st];
+      const auto& t = costs.compute_s[st];
+      busy[d] += M * (t[F] + (split ? t[I] + t[W] : t[B])) + recomputes * t[R];
+      if (st < first_stage[d]) {
+        first_stage[d] = st;
+        head[d] = before;
+      }
+      before += t[F];
+      const double act = costs.activation_bytes[st];
+      const double held = c.recompute == ir::RecomputeMode::kNone ? act : std::min(act, costs.input_bytes[st]);
+      stash[d] = std::max(stash[d], (in_flight[st] - 1) * held + act);
+    }
+    double step_floor = 0;
+    for (int d = 0; d < s.num_devices; ++d) {
+      const int last = shape->last_backward_stage[d];
+      // After its last compute op the device steps while the gradient
+      // still travels down: whichever is longer.
+      step_floor = std::max(step_floor, head[d] + busy[d] + std::max(costs.step_s[d], last >= 0 ? below[last] : 0.0));
+      const double peak = costs.static_bytes[d] + stash[d];
+      b.least_peak = std::max(b.least_peak, peak);
+      b.over_cap = b.over_cap || peak > Limit(d);
+    }
+    b.most_throughput = static_cast<double>(c.batch) * c.replicas / step_floor;
+    return b;
+  }
+
+  // A fitting point already beats these bounds on both axes: the point
+  // cannot be best or on the front.
+  bool Beaten(const Bounds& b) const {
+    for (const auto& [throughput, peak] : front) {
+      if (throughput >= b.most_throughput && peak <= b.least_peak) return true;
+    }
+    return false;
+  }
+
+  // Plans and simulates the point (once per distinct plan). Nothing that
+  // fails here is the user's fault: a memory partition that cannot fit, or a
+  // shape the schedule refuses, drops the point.
+  std::optional<Candidate> Simulate(Candidate c) {
+    Use(c);
     partition::PlanOverrides overrides;
     overrides.verify = false;
     PlanKey key{c.stages, c.replicas, c.micro_batches, c.schedule, c.chunks, static_cast<int>(c.recompute), {}};
-    Bound bound = Bound::kNone;
     bool known = false;
     overrides.before_passes = [&](const partition::Plan& skeleton) {
       for (const auto& cell : skeleton.partition.cells) std::get<6>(key).push_back(cell.first_layer);
       known = memo.count(key) > 0;
-      if (!known && use_bound) bound = Bounded(skeleton, c);
-      return !known && bound == Bound::kNone;
+      return !known;
     };
     auto plan = partition::PlanFromConfig(work, overrides);
-    if (bound == Bound::kBeaten) ++bounded;
-    if (bound != Bound::kNone) return std::nullopt;
     if (!plan && !known) return std::nullopt;
     auto it = memo.find(key);
     if (it == memo.end()) {
-      const ir::Schedule& s = plan->schedule;
-      const simulate::SimCosts costs = simulate::CostsFromPlan(work, *plan);
-      auto sim = simulate::Simulate(s, costs);
+      auto sim = simulate::Simulate(plan->schedule, simulate::CostsFromPlan(work, *plan));
       if (!sim) return std::nullopt;
       ++simulated;
       Outcome o{sim->step_time_s, sim->bubble_fraction, {}};
@@ -119,56 +222,6 @@ struct Searcher {
     }
     if (c.fits) Remember(c.throughput, c.peak_memory_bytes);
     return c;
-  }
-
-  // Lower bounds on the step time and the peak: device d starts no earlier
-  // than micro-batch 0's forward reaches its first stage, then is busy for
-  // its ops' summed time; it holds its static bytes plus, on each stage, the
-  // stash of its most in-flight micro-batches while the last one's forward
-  // runs. A point over the cap on the bound, or that a fitting point
-  // already beats on both bounds, needs no simulation: it cannot fit, be
-  // best or be on the front.
-  enum class Bound { kNone, kOverCap, kBeaten };
-  Bound Bounded(const partition::Plan& skeleton, const Candidate& c) {
-    const ir::Schedule& s = skeleton.schedule;
-    const simulate::SimCosts costs = simulate::CostsFromPlan(work, skeleton);
-    const int F = simulate::ComputeSlot(ir::OpKind::kForward), R = simulate::ComputeSlot(ir::OpKind::kRecompute);
-    const std::vector<int> in_flight = cost::InFlightPerStage(s);
-    std::vector<double> busy(costs.step_s), head(s.num_devices, 0.0), stash(s.num_devices, 0.0);
-    std::vector<int> first_stage(s.num_devices, s.num_stages);
-    for (int st = 0; st < s.num_stages; ++st) {
-      const int d = s.placement[st];
-      first_stage[d] = std::min(first_stage[d], st);
-      const double act = costs.activation_bytes[st];
-      const double held = c.recompute == ir::RecomputeMode::kNone ? act : std::min(act, costs.input_bytes[st]);
-      stash[d] = std::max(stash[d], (in_flight[st] - 1) * held + act);
-    }
-    double before = 0;  // forwards of the stages before stage st, micro-batch 0
-    for (int st = 0; st < s.num_stages; ++st) {
-      if (first_stage[s.placement[st]] == st) head[s.placement[st]] = before;
-      before += costs.compute_s[st][F];
-    }
-    double step_floor = 0, least_peak = 0;
-    bool over = false;
-    for (int d = 0; d < s.num_devices; ++d) {
-      for (const ir::Op& op : s.programs[d]) {
-        const int slot = simulate::ComputeSlot(op.kind);
-        if (slot >= 0) busy[d] += costs.compute_s[op.stage][slot];
-        const bool recomputed = c.recompute == ir::RecomputeMode::kFull ||
-                                (c.recompute == ir::RecomputeMode::kExceptLast && op.micro_batch != c.micro_batches - 1);
-        if (op.kind == ir::OpKind::kForward && recomputed) busy[d] += costs.compute_s[op.stage][R];
-      }
-      step_floor = std::max(step_floor, head[d] + busy[d]);
-      const double peak = costs.static_bytes[d] + stash[d];
-      least_peak = std::max(least_peak, peak);
-      over = over || peak > Limit(d);
-    }
-    if (over) return Bound::kOverCap;
-    const double most_throughput = static_cast<double>(c.batch) * c.replicas / step_floor;
-    for (const auto& [throughput, peak] : front) {
-      if (throughput >= most_throughput && peak <= least_peak) return Bound::kBeaten;
-    }
-    return Bound::kNone;
   }
 
   void Remember(double throughput, double peak) {
@@ -248,14 +301,41 @@ Result<SearchResult> Search(const cost::Config& config, const SearchOptions& o) 
   const int devices = searcher.work.cluster.NumDevices();
   const int64_t global_batch = config.training.batch * config.Replicas();
   const std::vector<Candidate> grid = Grid(searcher.work, devices, global_batch);
+  const auto total = static_cast<int64_t>(grid.size());
   SearchResult r;
-  std::vector<Candidate> fits;
+  r.configs_evaluated = total;
+  // Pass 1: every point's bounds (cheap: no comm, no simulation).
+  std::vector<Bounds> bounds(grid.size());
+  std::vector<size_t> order;
   for (size_t i = 0; i < grid.size(); ++i) {
-    if (o.progress && i % 64 == 0) o.progress(static_cast<int64_t>(i), static_cast<int64_t>(grid.size()));
-    const int64_t bounded_before = searcher.bounded;
-    auto c = searcher.Evaluate(grid[i], true);
-    ++r.configs_evaluated;
-    if (searcher.bounded != bounded_before) continue;
+    if (o.progress && i % 256 == 0) o.progress(static_cast<int64_t>(i) / 2, total);
+    bounds[i] = searcher.Bound(grid[i]);
+    if (!bounds[i].runs || bounds[i].over_cap) {
+      ++r.over_cap;
+    } else {
+      order.push_back(i);
+    }
+  }
+  // Pass 2: the most promising first, so that the front that skips the rest
+  // forms early; a point is simulated unless a fitting one beats its bounds.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return bounds[a].most_throughput > bounds[b].most_throughput; });
+  std::vector<Candidate> fits;
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (o.progress && k % 64 == 0) o.progress(total / 2 + static_cast<int64_t>(k) * (total - total / 2) / std::max<int64_t>(1, order.size()), total);
+    const size_t i = order[k];
+    if (!o.check_bounds && searcher.Beaten(bounds[i])) {
+      ++r.configs_bounded;
+      continue;
+    }
+    auto c = searcher.Simulate(grid[i]);
+    if (o.check_bounds && c &&
+        (c->throughput > bounds[i].most_throughput * (1 + 1e-12) || c->peak_memory_bytes < bounds[i].least_peak * (1 - 1e-12))) {
+      return FailRuntime(fmt::format("point {} (K={} R={} M={} {} v={} recompute {} {}) beats its bounds: {} samples/s (bound {}), peak {} (bound {})", i,
+                                     c->stages, c->replicas, c->micro_batches, c->schedule, c->chunks,
+                                     ir::RecomputeModeName(c->recompute), c->partition, c->throughput, bounds[i].most_throughput, c->peak_memory_bytes,
+                                     bounds[i].least_peak));
+    }
     if (!c || !c->fits) {
       ++r.over_cap;
       continue;
@@ -263,8 +343,7 @@ Result<SearchResult> Search(const cost::Config& config, const SearchOptions& o) 
     fits.push_back(std::move(*c));
   }
   r.configs_simulated = searcher.simulated;
-  r.configs_bounded = searcher.bounded;
-  if (o.progress) o.progress(static_cast<int64_t>(grid.size()), static_cast<int64_t>(grid.size()));
+  if (o.progress) o.progress(total, total);
   r.pareto = ParetoFront(std::move(fits));
   if (!r.pareto.empty()) r.best = o.objective == Objective::kThroughput ? r.pareto.front() : r.pareto.back();
   r.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
@@ -315,10 +394,10 @@ Result<std::vector<MaxLayersRow>> MaxLayers(const cost::Config& config, const Se
     // layers) where that overflows and the model is small enough.
     c.partition = "minmax";
     searcher.memo.clear();  // the model changed under the keys
-    auto e = searcher.Evaluate(c, false);
+    auto e = searcher.Simulate(c);
     if ((!e || !e->fits) && layers <= kMemoryPartitionLayers) {
       c.partition = "memory";
-      e = searcher.Evaluate(c, false);
+      e = searcher.Simulate(c);
     }
     if (!e || !e->fits) return false;
     row.max_layers = layers;

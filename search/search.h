@@ -29,6 +29,9 @@ struct SearchOptions {
   Objective objective = Objective::kThroughput;
   // Called now and then with (evaluated, total): for a progress bar.
   std::function<void(int64_t, int64_t)> progress;
+  // Tests: simulate every point, skip none, and fail (runtime error) if a
+  // simulation beats its point's bounds (the bounds would then be wrong).
+  bool check_bounds = false;
 };
 
 // One point of the grid and what the simulator predicts for it.

@@ -146,6 +146,27 @@ TEST(Search, BestEqualsTheBestOfSimulatingEveryPointAlone) {
   }
 }
 
+// The bounds that let the search skip simulations hold for every point:
+// no simulated throughput above its bound, no simulated peak below its.
+TEST(Search, BoundsHoldForEveryPoint) {
+  for (const char* schedule_config : {kConfig, R"({
+    "model": {"generator": "cnn", "layers": 8, "channels": 16, "image": 32, "classes": 10},
+    "training": {"batch": 16, "microbatches": 4},
+    "pipeline": {"stages": 4},
+    "cluster": {"device": "V100", "devices": 4, "link": "pcie3-host-staged"}})", R"({
+    "model": {"generator": "mlp", "layers": 8, "width": 256, "input": 64, "classes": 10, "norm": "layernorm"},
+    "training": {"batch": 64, "microbatches": 8},
+    "pipeline": {"stages": 2},
+    "cluster": {"device": "CPU", "devices": 4, "link": "inproc"}})"}) {
+    SearchOptions o;
+    o.check_bounds = true;
+    auto r = Search(Load(schedule_config), o);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->configs_bounded, 0);
+    EXPECT_GT(r->configs_simulated, 100);
+  }
+}
+
 TEST(Search, MemoryObjectivePicksTheSmallestPeak) {
   auto r = Search(Load(kConfig), {.objective = Objective::kMemory});
   ASSERT_TRUE(r && r->best);
