@@ -200,7 +200,7 @@ void LoadModel(const Reader& r, const json& root, Config& c) {
   const std::string p = "/model";
   constexpr int64_t kBig = 1 << 24;
   if (c.generator == "transformer") {
-    r.Keys(m, p, {"generator", "layers", "d_model", "ffn", "heads", "seq", "vocab", "dtype"});
+    r.Keys(m, p, {"generator", "layers", "d_model", "ffn", "heads", "seq", "vocab", "causal", "dtype"});
     TransformerSpec t;
     t.layers = static_cast<int>(r.Int(m, "layers", p, 1, kBig));
     t.d_model = static_cast<int>(r.Int(m, "d_model", p, 1, kBig));
@@ -208,6 +208,7 @@ void LoadModel(const Reader& r, const json& root, Config& c) {
     t.heads = static_cast<int>(r.Int(m, "heads", p, 1, kBig));
     t.seq = static_cast<int>(r.Int(m, "seq", p, 1, kBig));
     t.vocab = static_cast<int>(r.Int(m, "vocab", p, 1, kBig));
+    t.causal = r.Bool(m, "causal", p, false);
     t.dtype = ReadDtype(r, m, p);
     if (t.d_model % t.heads != 0) {
       r.Fail(p + "/heads", fmt::format("{} heads do not divide d_model {}", t.heads, t.d_model));

@@ -18,6 +18,7 @@ struct TransformerSpec {
   int heads = 4;
   int seq = 16;
   int vocab = 100;
+  bool causal = false;  // attention sees only earlier tokens (same FLOPs: the full S x S scores are computed)
   Dtype dtype = Dtype::kFp32;
 };
 

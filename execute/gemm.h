@@ -1,13 +1,26 @@
 // fp32 GEMM through OpenBLAS: C (m x n) = alpha op(A) op(B) + beta C,
-// row-major, op = transpose when asked.
+// row-major, op = transpose when asked. Every call adds 2 m n k to a
+// per-thread FLOP count, so tests can hold what a layer computes against
+// the cost model's FLOPs.
 //
 //   Gemm(false, true, B, out, in, 1.f, x, W, 0.f, y);   // y (B,out) = x (B,in) W^T
 #pragma once
+
+#include <cstdint>
 
 namespace twinpipe::execute {
 
 void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, const float* b, float beta,
           float* c);
+
+// The same with explicit row strides (leading dimensions), for sub-matrices
+// such as one attention head's columns.
+void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+          int ldb, float beta, float* c, int ldc);
+
+// FLOPs of this thread's GEMMs since the last reset.
+int64_t GemmFlops();
+void ResetGemmFlops();
 
 // Keeps OpenBLAS to one thread: each device worker is one thread already.
 void UseOneBlasThread();

@@ -5,7 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "execute/layers/embedding.h"
 #include "execute/layers/gelu.h"
+#include "execute/layers/layernorm.h"
+#include "execute/layers/transformer_block.h"
 #include "execute/layers/relu.h"
 #include "execute/layers/linear.h"
 #include "execute/layers/residual_block.h"
@@ -14,18 +17,36 @@
 namespace twinpipe::execute {
 
 Result<void> CheckExecutable(const cost::Config& c) {
-  if (!c.mlp) {
-    return Fail(fmt::format("{}: /model: the CPU backend runs the mlp generator; {} is not executable yet",
-                            c.source, c.generator.empty() ? "an explicit layer list" : c.generator));
+  if (!c.mlp && !c.transformer) {
+    return Fail(fmt::format("{}: /model: the CPU backend runs the mlp and transformer generators; {} is not "
+                            "executable yet", c.source, c.generator.empty() ? "an explicit layer list" : c.generator));
   }
   return {};
 }
 
+namespace {
+
+// embedding, blocks, head (final layernorm and vocabulary projection).
+std::unique_ptr<Layer> TransformerLayer(const cost::TransformerSpec& t, int i, uint64_t seed) {
+  if (i == 0) return std::make_unique<Embedding>(seed, t.vocab, t.seq, t.d_model);
+  if (i <= t.layers) return std::make_unique<TransformerBlock>(seed, t.d_model, t.ffn, t.heads, t.seq, t.causal);
+  auto head = std::make_unique<Sequential>();
+  head->Add(std::make_unique<LayerNorm>(t.d_model));
+  head->Add(std::make_unique<Linear>(seed, t.d_model, t.vocab));
+  return head;
+}
+
+}  // namespace
+
 std::vector<std::unique_ptr<Layer>> BuildLayers(const cost::Config& c, int first, int last) {
-  const cost::MlpSpec& s = *c.mlp;
   std::vector<std::unique_ptr<Layer>> layers;
   for (int i = first; i <= last; ++i) {
     const uint64_t seed = static_cast<uint64_t>(c.training.seed) * 1000003ULL + static_cast<uint64_t>(i);
+    if (c.transformer) {
+      layers.push_back(TransformerLayer(*c.transformer, i, seed));
+      continue;
+    }
+    const cost::MlpSpec& s = *c.mlp;
     if (i == 0) {
       auto input = std::make_unique<Sequential>();
       input->Add(std::make_unique<Linear>(seed, s.input, s.width));
@@ -41,13 +62,35 @@ std::vector<std::unique_ptr<Layer>> BuildLayers(const cost::Config& c, int first
 }
 
 SyntheticTask::SyntheticTask(const cost::Config& c)
-    : input_(c.mlp->input), classes_(c.mlp->classes), batch_(c.training.batch),
-      seed_(static_cast<uint64_t>(c.training.seed)) {
+    : input_(c.mlp ? c.mlp->input : c.transformer->seq), classes_(c.mlp ? c.mlp->classes : c.transformer->vocab),
+      batch_(c.training.batch), seed_(static_cast<uint64_t>(c.training.seed)) {
+  if (c.transformer) {
+    sequences_ = true;
+    reverse_ = !c.transformer->causal;
+    labels_per_sample_ = c.transformer->seq;
+    return;
+  }
   w1_ = InitUniform(seed_ ^ 0x7EAC4E5ULL, static_cast<size_t>(input_) * hidden_, 1.5f / std::sqrt(float(input_)));
   w2_ = InitUniform(seed_ ^ 0x5EC0DULL, static_cast<size_t>(hidden_) * classes_, 1.5f / std::sqrt(float(hidden_)));
 }
 
+SyntheticTask::Batch SyntheticTask::MakeSequences(int step) const {
+  Batch b;
+  const int S = input_;
+  b.inputs.resize(static_cast<size_t>(batch_) * S);
+  b.labels.resize(static_cast<size_t>(batch_) * S);
+  std::mt19937_64 rng(seed_ * 7919ULL + static_cast<uint64_t>(step));
+  std::uniform_int_distribution<int> token(0, classes_ - 1);
+  for (int64_t r = 0; r < batch_; ++r) {
+    float* x = &b.inputs[static_cast<size_t>(r) * S];
+    for (int t = 0; t < S; ++t) x[t] = static_cast<float>(token(rng));
+    for (int t = 0; t < S; ++t) b.labels[static_cast<size_t>(r) * S + t] = static_cast<int>(x[reverse_ ? S - 1 - t : t]);
+  }
+  return b;
+}
+
 SyntheticTask::Batch SyntheticTask::Make(int step) const {
+  if (sequences_) return MakeSequences(step);
   Batch b;
   b.inputs.resize(static_cast<size_t>(batch_) * input_);
   b.labels.resize(batch_);

@@ -21,18 +21,25 @@ Result<void> CheckExecutable(const cost::Config& config);
 // Layers first..last (inclusive) of the config's model.
 std::vector<std::unique_ptr<Layer>> BuildLayers(const cost::Config& config, int first, int last);
 
-// A fixed random teacher network (input -> 32 tanh units -> classes, argmax)
-// labels seeded random normal inputs: deterministic, learnable.
+// Seeded, deterministic, learnable tasks. mlp: a fixed random teacher
+// network (input -> 32 tanh units -> classes, argmax) labels random normal
+// inputs. transformer: sequence reversal, label of token t = input token
+// S-1-t (copy when causal, since a causal model cannot see later tokens).
 class SyntheticTask {
  public:
   explicit SyntheticTask(const cost::Config& config);
   struct Batch {
-    std::vector<float> inputs;  // (N, input) row-major
-    std::vector<int> labels;    // N
+    std::vector<float> inputs;  // (N, input_cols) row-major; token ids as floats for a transformer
+    std::vector<int> labels;    // (N, labels_per_sample)
   };
   Batch Make(int step) const;
+  int input_cols() const { return input_; }
+  int labels_per_sample() const { return labels_per_sample_; }
 
  private:
+  Batch MakeSequences(int step) const;
+  bool sequences_ = false, reverse_ = true;
+  int labels_per_sample_ = 1;
   int input_, classes_, hidden_ = 32;
   int64_t batch_;
   uint64_t seed_;

@@ -121,9 +121,10 @@ Result<void> Runner::RunOp(int device, const Op& op, int step) {
       Cell& cell = cells_[op.stage];
       Cell::Slot& slot = cell.slots[op.micro_batch];
       if (op.stage == 0) {
-        slot.input = Tensor(account, mb_size, c_.mlp->input);
-        std::copy_n(&batch_.inputs[static_cast<size_t>(op.micro_batch) * mb_size * c_.mlp->input],
-                    static_cast<size_t>(mb_size) * c_.mlp->input, slot.input.data());
+        const int cols = task_.input_cols();
+        slot.input = Tensor(account, mb_size, cols);
+        std::copy_n(&batch_.inputs[static_cast<size_t>(op.micro_batch) * mb_size * cols],
+                    static_cast<size_t>(mb_size) * cols, slot.input.data());
       } else if (s_.placement[op.stage - 1] == device) {
         slot.input = std::move(cells_[op.stage - 1].slots[op.micro_batch].output);
       }
@@ -131,10 +132,11 @@ Result<void> Runner::RunOp(int device, const Op& op, int step) {
       const bool keep = !recomputed_[static_cast<size_t>(op.stage) * M + op.micro_batch];
       Tensor y = Forward(cell, slot, slot.input, Mode::kTrain, keep);
       if (last_stage) {
-        std::vector<int> labels(batch_.labels.begin() + static_cast<ptrdiff_t>(op.micro_batch) * mb_size,
-                                batch_.labels.begin() + static_cast<ptrdiff_t>(op.micro_batch + 1) * mb_size);
+        const ptrdiff_t per = task_.labels_per_sample();  // the loss is the mean over every label of the mini-batch
+        std::vector<int> labels(batch_.labels.begin() + op.micro_batch * mb_size * per,
+                                batch_.labels.begin() + (op.micro_batch + 1) * mb_size * per);
         double loss = 0;
-        slot.grad_output = SoftmaxCrossEntropy(y, labels, static_cast<double>(c_.training.batch), loss);
+        slot.grad_output = SoftmaxCrossEntropy(y, labels, static_cast<double>(c_.training.batch * per), loss);
         if (!std::isfinite(loss)) {
           return FailRuntime(fmt::format("step {}: {}: the loss of micro-batch {} is {} (stage {})", step + 1,
                                          Where(op, device), op.micro_batch, loss, op.stage));
@@ -313,7 +315,7 @@ Result<ExecuteResult> Runner::Run() {
     result.step_time_s.push_back(std::chrono::duration<double>(Clock::now() - origin).count());
     double loss = 0;
     for (double l : loss_sum_) loss += l;
-    result.losses.push_back(loss / static_cast<double>(c_.training.batch));
+    result.losses.push_back(loss / static_cast<double>(c_.training.batch * task_.labels_per_sample()));
     for (int d = 0; d < D; ++d) {
       result.peak_memory_bytes[d] = std::max(result.peak_memory_bytes[d], static_cast<double>(accounts_[d].peak_bytes()));
     }

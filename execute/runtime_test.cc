@@ -135,6 +135,54 @@ TEST(Execute, ANonFiniteLossStopsTheRunNamingStepAndStage) {
   EXPECT_EQ(r.error().message.find("step 1:"), std::string::npos) << "the first step is finite";
 }
 
+cost::Config Transformer(int stages, int micro_batches, const std::string& schedule, const std::string& recompute,
+                         const std::string& optimizer = "sgd", int steps = 3) {
+  auto c = cost::LoadConfig(fmt::format(R"({{
+    "model": {{"generator": "transformer", "layers": 4, "d_model": 16, "ffn": 32, "heads": 2, "seq": 6, "vocab": 11,
+               "causal": true}},
+    "training": {{"batch": 8, "microbatches": {}, "optimizer": "{}", "learning_rate": 0.05, "seed": 5, "steps": {}}},
+    "pipeline": {{"stages": {}, "schedule": "{}", "recompute": "{}"}},
+    "cluster": {{"device": "CPU", "devices": {}, "link": "inproc"}}}})",
+                                        micro_batches, optimizer, steps, stages, schedule, recompute, stages),
+                            "tf.json");
+  EXPECT_TRUE(c) << c.error().message;
+  return *c;
+}
+
+// GPipe's guarantee for a 4-block transformer: every K, M, schedule and
+// recompute mode ends 3 steps with the unpartitioned run's weights.
+TEST(Execute, TransformerTrainsToTheSameWeightsWhateverKAndM) {
+  const ExecuteResult reference = Train(Transformer(1, 1, "gpipe", "none"), 3);
+  int runs = 0;
+  for (int K : {1, 2, 4}) {
+    for (int M : {1, 4}) {
+      for (const char* schedule : {"gpipe", "1f1b", "zb-h1"}) {
+        for (const char* recompute : {"none", "full"}) {
+          const ExecuteResult r = Train(Transformer(K, M, schedule, recompute), 3);
+          ASSERT_EQ(r.parameters.size(), reference.parameters.size());
+          double worst = 0;
+          for (size_t i = 0; i < r.parameters.size(); ++i) {
+            const double a = r.parameters[i], b = reference.parameters[i];
+            worst = std::max(worst, std::abs(a - b) / std::max(1.0, std::abs(b)));
+          }
+          EXPECT_LE(worst, 1e-5) << "K=" << K << " M=" << M << " " << schedule << " " << recompute;
+          ++runs;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(runs, 36);
+}
+
+TEST(Execute, TransformerLearnsItsTask) {
+  const cost::Config c = Transformer(2, 4, "1f1b", "full", "adam", 40);
+  cost::Config fast = c;
+  fast.training.learning_rate = 0.01;
+  const ExecuteResult r = Train(fast, 40);
+  EXPECT_NEAR(r.losses.front(), std::log(11.0), 0.3);  // chance: ln(vocab)
+  EXPECT_LT(r.losses.back(), 0.8 * r.losses.front());
+}
+
 TEST(Execute, AdamToo) {
   const ExecuteResult reference = Train(Mlp(1, 1, "gpipe", "none", "", "adam"), 3);
   const ExecuteResult r = Train(Mlp(4, 8, "1f1b", "full", "", "adam"), 3);

@@ -40,6 +40,9 @@ class Tensor {
   const float* data() const { return data_.data(); }
   float& at(int r, int c) { return data_[static_cast<size_t>(r) * cols_ + c]; }
   float at(int r, int c) const { return data_[static_cast<size_t>(r) * cols_ + c]; }
+  // Where element (r, c) lives: sub-matrices for strided GEMMs.
+  float* ptr(int r, int c) { return data_.data() + static_cast<size_t>(r) * cols_ + c; }
+  const float* ptr(int r, int c) const { return data_.data() + static_cast<size_t>(r) * cols_ + c; }
   MemoryAccount* account() const { return account_; }
 
   // Frees the storage now (and its accounting).

@@ -6,7 +6,10 @@
 #include <functional>
 #include <random>
 
+#include "execute/layers/attention.h"
+#include "execute/layers/embedding.h"
 #include "execute/layers/gelu.h"
+#include "execute/layers/transformer_block.h"
 #include "execute/layers/relu.h"
 #include "execute/layers/linear.h"
 #include "execute/layers/batchnorm.h"
@@ -99,6 +102,51 @@ TEST(Layers, ResidualBlocksMatchFiniteDifferences) {
     for (bool residual : {false, true}) {
       ResidualBlock b(3, 5, norm, residual);
       CheckGradients(b, 4, 5, 5);
+    }
+  }
+}
+
+TEST(Layers, SelfAttentionMatchesFiniteDifferences) {
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "full");
+    SelfAttention a(5, /*d=*/6, /*heads=*/2, /*seq=*/3, causal);
+    CheckGradients(a, /*rows=*/2 * 3, 6, 6);
+  }
+}
+
+TEST(Layers, TransformerBlockMatchesFiniteDifferences) {
+  TransformerBlock b(9, /*d=*/4, /*ffn=*/8, /*heads=*/2, /*seq=*/3, /*causal=*/true);
+  CheckGradients(b, /*rows=*/2 * 3, 4, 4);
+}
+
+TEST(Layers, EmbeddingTablesMatchFiniteDifferences) {
+  // Token ids have no gradient; the tables' (token and position) do.
+  Embedding e(3, /*vocab=*/5, /*seq=*/3, /*d=*/2);
+  MemoryAccount account;
+  Tensor ids(&account, 2, 3);
+  const float tokens[] = {0, 4, 4, 2, 1, 4};
+  std::copy(std::begin(tokens), std::end(tokens), ids.data());
+  Tensor w = Random(&account, 6, 2, 2);
+  for (bool split : {false, true}) {
+    for (Param* p : e.Params()) std::fill(p->grad.begin(), p->grad.end(), 0.0);
+    Saved saved;
+    e.Forward(ids, saved, Mode::kTrain);
+    if (split) {
+      EXPECT_TRUE(e.BackwardInput(w, saved).empty());
+      e.BackwardWeight(saved);
+    } else {
+      EXPECT_TRUE(e.Backward(w, saved).empty());
+    }
+    for (Param* p : e.Params()) {
+      for (size_t i = 0; i < p->value.size(); ++i) {
+        const float keep = p->value[i];
+        p->value[i] = keep + 1e-2f;
+        const double up = Objective(e, ids, w);
+        p->value[i] = keep - 1e-2f;
+        const double down = Objective(e, ids, w);
+        p->value[i] = keep;
+        EXPECT_NEAR(p->grad[i], (up - down) / 2e-2, 1e-3) << p->name << "[" << i << "]";
+      }
     }
   }
 }

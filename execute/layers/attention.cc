@@ -1,0 +1,100 @@
+#include "execute/layers/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "execute/gemm.h"
+
+namespace twinpipe::execute {
+
+SelfAttention::SelfAttention(uint64_t seed, int d, int heads, int seq, bool causal)
+    : d_(d), heads_(heads), seq_(seq), causal_(causal), qkv_(seed * 4 + 1, d, 3 * d), out_(seed * 4 + 2, d, d) {}
+
+std::vector<Param*> SelfAttention::Params() {
+  std::vector<Param*> all = qkv_.Params();
+  for (Param* p : out_.Params()) all.push_back(p);
+  return all;
+}
+
+Tensor SelfAttention::Forward(const Tensor& x, Saved& saved, Mode mode) {
+  const int S = seq_, B = x.rows() / S, dh = d_ / heads_;
+  const float scale = 1.f / std::sqrt(static_cast<float>(dh));
+  saved.inner.resize(2);
+  Tensor qkv = qkv_.Forward(x, saved.inner[0], mode);
+  Tensor probs(x.account(), B * heads_ * S, S), attn(x.account(), B * S, d_);
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < heads_; ++h) {
+      const float* q = qkv.ptr(b * S, h * dh);
+      const float* k = qkv.ptr(b * S, d_ + h * dh);
+      const float* v = qkv.ptr(b * S, 2 * d_ + h * dh);
+      float* p = probs.ptr((b * heads_ + h) * S, 0);
+      Gemm(false, true, S, S, dh, scale, q, 3 * d_, k, 3 * d_, 0.f, p, S);
+      for (int i = 0; i < S; ++i) {  // softmax of row i over the tokens it may see
+        float* row = p + static_cast<size_t>(i) * S;
+        const int seen = causal_ ? i + 1 : S;
+        float top = -std::numeric_limits<float>::infinity();
+        for (int j = 0; j < seen; ++j) top = std::max(top, row[j]);
+        double z = 0;
+        for (int j = 0; j < seen; ++j) z += (row[j] = std::exp(row[j] - top));
+        for (int j = 0; j < seen; ++j) row[j] = static_cast<float>(row[j] / z);
+        for (int j = seen; j < S; ++j) row[j] = 0.f;
+      }
+      Gemm(false, false, S, dh, S, 1.f, p, S, v, 3 * d_, 0.f, attn.ptr(b * S, h * dh), d_);
+    }
+  }
+  Tensor y = out_.Forward(attn, saved.inner[1], mode);
+  saved.t.clear();
+  if (mode != Mode::kEval) {
+    saved.t.push_back(std::move(qkv));
+    saved.t.push_back(std::move(probs));
+  } else {
+    saved.inner.clear();
+  }
+  return y;
+}
+
+Tensor SelfAttention::CoreBackward(const Tensor& d_attn, const Tensor& qkv, const Tensor& probs) const {
+  const int S = seq_, B = qkv.rows() / S, dh = d_ / heads_;
+  const float scale = 1.f / std::sqrt(static_cast<float>(dh));
+  Tensor dqkv(d_attn.account(), B * S, 3 * d_), dp(d_attn.account(), S, S);
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < heads_; ++h) {
+      const float* q = qkv.ptr(b * S, h * dh);
+      const float* k = qkv.ptr(b * S, d_ + h * dh);
+      const float* v = qkv.ptr(b * S, 2 * d_ + h * dh);
+      const float* p = probs.ptr((b * heads_ + h) * S, 0);
+      const float* dout = d_attn.ptr(b * S, h * dh);
+      Gemm(false, true, S, S, dh, 1.f, dout, d_, v, 3 * d_, 0.f, dp.data(), S);                       // dP = dO V^T
+      Gemm(true, false, S, dh, S, 1.f, p, S, dout, d_, 0.f, dqkv.ptr(b * S, 2 * d_ + h * dh), 3 * d_);  // dV = P^T dO
+      for (int i = 0; i < S; ++i) {  // dScores = P (dP - sum_j P dP), masked entries have P = 0
+        float* g = dp.data() + static_cast<size_t>(i) * S;
+        const float* pr = p + static_cast<size_t>(i) * S;
+        double dot = 0;
+        for (int j = 0; j < S; ++j) dot += static_cast<double>(pr[j]) * g[j];
+        for (int j = 0; j < S; ++j) g[j] = static_cast<float>(pr[j] * (g[j] - dot));
+      }
+      Gemm(false, false, S, dh, S, scale, dp.data(), S, k, 3 * d_, 0.f, dqkv.ptr(b * S, h * dh), 3 * d_);   // dQ
+      Gemm(true, false, S, dh, S, scale, dp.data(), S, q, 3 * d_, 0.f, dqkv.ptr(b * S, d_ + h * dh), 3 * d_);  // dK
+    }
+  }
+  return dqkv;
+}
+
+Tensor SelfAttention::Backward(const Tensor& dy, const Saved& saved) {
+  Tensor d_attn = out_.Backward(dy, saved.inner[1]);
+  return qkv_.Backward(CoreBackward(d_attn, saved.t.at(0), saved.t.at(1)), saved.inner[0]);
+}
+
+Tensor SelfAttention::BackwardInput(const Tensor& dy, Saved& saved) {
+  Tensor d_attn = out_.BackwardInput(dy, saved.inner[1]);
+  Tensor dqkv = CoreBackward(d_attn, saved.t.at(0), saved.t.at(1));
+  saved.t.clear();  // W needs only the projections' own saved tensors
+  return qkv_.BackwardInput(dqkv, saved.inner[0]);
+}
+
+void SelfAttention::BackwardWeight(Saved& saved) {
+  out_.BackwardWeight(saved.inner[1]);
+  qkv_.BackwardWeight(saved.inner[0]);
+}
+
+}  // namespace twinpipe::execute

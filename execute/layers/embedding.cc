@@ -1,0 +1,66 @@
+#include "execute/layers/embedding.h"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace twinpipe::execute {
+
+Embedding::Embedding(uint64_t seed, int vocab, int seq, int d) : vocab_(vocab), seq_(seq), d_(d) {
+  token_ = Param{"token", InitUniform(seed * 2 + 1, static_cast<size_t>(vocab) * d, 1.f), {}, {}, {}};
+  position_ = Param{"position", InitUniform(seed * 2 + 2, static_cast<size_t>(seq) * d, 0.1f), {}, {}, {}};
+  token_.grad.assign(token_.value.size(), 0.0);
+  position_.grad.assign(position_.value.size(), 0.0);
+}
+
+Tensor Embedding::Forward(const Tensor& ids, Saved& saved, Mode mode) {
+  if (ids.cols() != seq_) throw std::invalid_argument(fmt::format("embedding: {} tokens per row, expected {}", ids.cols(), seq_));
+  const int B = ids.rows();
+  Tensor y(ids.account(), B * seq_, d_);
+  for (int b = 0; b < B; ++b) {
+    for (int t = 0; t < seq_; ++t) {
+      const int id = static_cast<int>(ids.at(b, t));
+      if (id < 0 || id >= vocab_) throw std::out_of_range(fmt::format("embedding: token {} outside the vocabulary", id));
+      float* row = y.ptr(b * seq_ + t, 0);
+      for (int c = 0; c < d_; ++c) {
+        row[c] = token_.value[static_cast<size_t>(id) * d_ + c] + position_.value[static_cast<size_t>(t) * d_ + c];
+      }
+    }
+  }
+  if (mode != Mode::kEval) {
+    saved.t.clear();
+    saved.t.push_back(ids);
+  }
+  return y;
+}
+
+void Embedding::AddGradients(const Tensor& dy, const Tensor& ids) {
+  for (int b = 0; b < ids.rows(); ++b) {
+    for (int t = 0; t < seq_; ++t) {
+      const auto id = static_cast<size_t>(ids.at(b, t));
+      const float* g = dy.ptr(b * seq_ + t, 0);
+      for (int c = 0; c < d_; ++c) {
+        token_.grad[id * d_ + c] += g[c];
+        position_.grad[static_cast<size_t>(t) * d_ + c] += g[c];
+      }
+    }
+  }
+}
+
+Tensor Embedding::Backward(const Tensor& dy, const Saved& saved) {
+  AddGradients(dy, saved.t.at(0));
+  return Tensor();
+}
+
+Tensor Embedding::BackwardInput(const Tensor& dy, Saved& saved) {
+  saved.t.resize(1);
+  saved.t.push_back(dy);
+  return Tensor();
+}
+
+void Embedding::BackwardWeight(Saved& saved) {
+  AddGradients(saved.t.at(1), saved.t.at(0));
+  saved.t.clear();
+}
+
+}  // namespace twinpipe::execute

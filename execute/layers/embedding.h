@@ -1,0 +1,29 @@
+// Token and position embedding: token ids (B, S), stored as floats, to
+// (B*S, d) rows: token_table[id] + position_table[t]. Token ids have no
+// gradient; the tables' gradients are a scatter-add, which the zero-bubble
+// split leaves to W.
+//
+//   Embedding e(seed, /*vocab=*/1000, /*seq=*/128, /*d=*/256);
+#pragma once
+
+#include "execute/layers/layer.h"
+
+namespace twinpipe::execute {
+
+class Embedding : public Layer {
+ public:
+  Embedding(uint64_t seed, int vocab, int seq, int d);
+  std::string_view Name() const override { return "embedding"; }
+  Tensor Forward(const Tensor& ids, Saved& saved, Mode mode) override;  // saves the ids
+  Tensor Backward(const Tensor& dy, const Saved& saved) override;       // no input gradient: empty
+  Tensor BackwardInput(const Tensor& dy, Saved& saved) override;        // keeps dy for W
+  void BackwardWeight(Saved& saved) override;
+  std::vector<Param*> Params() override { return {&token_, &position_}; }
+
+ private:
+  void AddGradients(const Tensor& dy, const Tensor& ids);
+  int vocab_, seq_, d_;
+  Param token_, position_;
+};
+
+}  // namespace twinpipe::execute
