@@ -75,42 +75,44 @@ Model GenerateMlp(const MlpSpec& s) {
   return m;
 }
 
+std::vector<CnnConv> CnnConvs(const CnnSpec& s) {
+  std::vector<CnnConv> convs{{s.in_channels, s.channels, s.image, 1}};
+  // Reduction blocks spaced evenly: block i reduces when i * (r + 1) / L
+  // crosses an integer (at most `reductions` of them, none at block 0).
+  int done = 0, ch = s.channels, side = s.image;
+  for (int i = 0; i < s.layers; ++i) {
+    const bool reduce = done < s.reductions && (i + 1) * (s.reductions + 1) / (s.layers + 1) > done;
+    done += reduce;
+    const CnnConv conv{ch, reduce ? 2 * ch : ch, side, reduce ? 2 : 1};
+    convs.push_back(conv);
+    ch = conv.out_channels;
+    side = conv.out_side();
+  }
+  return convs;
+}
+
 Model GenerateCnn(const CnnSpec& s) {
   const double e = DtypeBytes(s.dtype);
   Model m;
   m.dtype = s.dtype;
-  double hw = s.image, ch = s.channels;
-  m.input_bytes = hw * hw * s.in_channels * e;
-  auto conv = [&](const std::string& name, double c_in, double c_out, double out_hw) {
+  m.input_bytes = double(s.image) * s.image * s.in_channels * e;
+  const auto convs = CnnConvs(s);
+  for (size_t i = 0; i < convs.size(); ++i) {
+    const CnnConv& c = convs[i];
+    const double c_in = c.in_channels, c_out = c.out_channels, in_hw = c.in_side, out_hw = c.out_side();
     const double flops = 2 * out_hw * out_hw * c_in * c_out * 9;
-    return Layer{.name = name,
-                 .kind = "conv",
-                 .fwd_flops = flops,
-                 .bwd_input_flops = flops,
-                 .bwd_weight_flops = flops,
-                 .params = c_in * c_out * 9 + 2 * c_out,  // weights + batchnorm scale and shift
-                 .out_bytes = out_hw * out_hw * c_out * e,
-                 // the conv input (weight gradient) and the batchnorm input and relu output
-                 .stash_bytes = (out_hw * out_hw * 2 * c_out) * e};
-  };
-  Layer stem = conv("stem", s.in_channels, ch, hw);
-  stem.stash_bytes += m.input_bytes;
-  m.layers.push_back(stem);
-  // Reduction blocks spaced evenly: block i reduces when i * (r + 1) / L
-  // crosses an integer (at most `reductions` of them, none at block 0).
-  int done = 0;
-  for (int i = 0; i < s.layers; ++i) {
-    const bool reduce = done < s.reductions && (i + 1) * (s.reductions + 1) / (s.layers + 1) > done;
-    const double c_in = ch, in_hw = hw;
-    if (reduce) {
-      ++done;
-      ch *= 2;
-      hw = std::max(1.0, hw / 2);
-    }
-    Layer l = conv(fmt::format("{}{}", reduce ? "reduce" : "conv", i), c_in, ch, hw);
-    l.stash_bytes += in_hw * in_hw * c_in * e;
-    m.layers.push_back(l);
+    const bool reduce = c.stride == 2;
+    m.layers.push_back(Layer{.name = i == 0 ? "stem" : fmt::format("{}{}", reduce ? "reduce" : "conv", i - 1),
+                             .kind = "conv",
+                             .fwd_flops = flops,
+                             .bwd_input_flops = flops,
+                             .bwd_weight_flops = flops,
+                             .params = c_in * c_out * 9 + 2 * c_out,  // weights + batchnorm scale and shift
+                             .out_bytes = out_hw * out_hw * c_out * e,
+                             // the conv input (weight gradient), the batchnorm input and the relu output
+                             .stash_bytes = (in_hw * in_hw * c_in + out_hw * out_hw * 2 * c_out) * e});
   }
+  const double hw = convs.back().out_side(), ch = convs.back().out_channels;
   m.layers.push_back(Layer{.name = "head",
                            .kind = "head",
                            .fwd_flops = hw * hw * ch + 2 * ch * s.classes,

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "cost_models/model.h"
 
@@ -60,12 +61,22 @@ struct CnnSpec {
   Dtype dtype = Dtype::kFp32;
 };
 
-// stem (3x3 conv), `layers` blocks (3x3 conv + batchnorm + relu; evenly spaced
-// reduction blocks use stride 2 and double the channels), head (global average
+// stem (3x3 conv), `layers` blocks (3x3 conv + batchnorm + relu, plus the
+// block's input when it keeps the shape; evenly spaced reduction blocks use
+// stride 2 and double the channels), head (global average
 // pool, linear to classes, softmax cross-entropy). A 3x3 conv from Ci to Co
 // channels at output Ho x Wo costs 2 Ho Wo Ci Co 9 FLOPs per sample forward
 // (and as much for each backward), so cost and activation size vary widely
 // from layer to layer, as in ResNet or AmoebaNet.
 Model GenerateCnn(const CnnSpec& spec);
+
+// The convolutions of GenerateCnn, stem first: channels in and out, the
+// input image side and the stride (2 for a reduction block). A 3x3
+// convolution with padding 1 gives a side of (in - 1) / stride + 1.
+struct CnnConv {
+  int in_channels, out_channels, in_side, stride;
+  int out_side() const { return (in_side - 1) / stride + 1; }
+};
+std::vector<CnnConv> CnnConvs(const CnnSpec& spec);
 
 }  // namespace twinpipe::cost

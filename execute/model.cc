@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "execute/layers/conv_block.h"
 #include "execute/layers/embedding.h"
+#include "execute/layers/pooling.h"
 #include "execute/layers/gelu.h"
 #include "execute/layers/layernorm.h"
 #include "execute/layers/transformer_block.h"
@@ -17,9 +19,9 @@
 namespace twinpipe::execute {
 
 Result<void> CheckExecutable(const cost::Config& c) {
-  if (!c.mlp && !c.transformer) {
-    return Fail(fmt::format("{}: /model: the CPU backend runs the mlp and transformer generators; {} is not "
-                            "executable yet", c.source, c.generator.empty() ? "an explicit layer list" : c.generator));
+  if (!c.mlp && !c.transformer && !c.cnn) {
+    return Fail(fmt::format("{}: /model: the CPU backend runs the mlp, transformer and cnn generators, not an "
+                            "explicit layer list", c.source));
   }
   return {};
 }
@@ -36,6 +38,21 @@ std::unique_ptr<Layer> TransformerLayer(const cost::TransformerSpec& t, int i, u
   return head;
 }
 
+// stem and blocks (conv, batchnorm, relu, residual where the shape stays),
+// head (global average pool and a linear classifier).
+std::unique_ptr<Layer> CnnLayer(const cost::CnnSpec& s, int i, uint64_t seed) {
+  const auto convs = cost::CnnConvs(s);
+  if (i < static_cast<int>(convs.size())) {
+    const cost::CnnConv& c = convs[i];
+    return MakeConvBlock(seed, c.in_channels, c.out_channels, c.in_side, c.stride);
+  }
+  const cost::CnnConv& last = convs.back();
+  auto head = std::make_unique<Sequential>();
+  head->Add(std::make_unique<GlobalAvgPool>(last.out_channels, last.out_side() * last.out_side()));
+  head->Add(std::make_unique<Linear>(seed, last.out_channels, s.classes));
+  return head;
+}
+
 }  // namespace
 
 std::vector<std::unique_ptr<Layer>> BuildLayers(const cost::Config& c, int first, int last) {
@@ -44,6 +61,10 @@ std::vector<std::unique_ptr<Layer>> BuildLayers(const cost::Config& c, int first
     const uint64_t seed = static_cast<uint64_t>(c.training.seed) * 1000003ULL + static_cast<uint64_t>(i);
     if (c.transformer) {
       layers.push_back(TransformerLayer(*c.transformer, i, seed));
+      continue;
+    }
+    if (c.cnn) {
+      layers.push_back(CnnLayer(*c.cnn, i, seed));
       continue;
     }
     const cost::MlpSpec& s = *c.mlp;
@@ -62,7 +83,8 @@ std::vector<std::unique_ptr<Layer>> BuildLayers(const cost::Config& c, int first
 }
 
 SyntheticTask::SyntheticTask(const cost::Config& c)
-    : input_(c.mlp ? c.mlp->input : c.transformer->seq), classes_(c.mlp ? c.mlp->classes : c.transformer->vocab),
+    : input_(c.mlp ? c.mlp->input : c.cnn ? c.cnn->in_channels * c.cnn->image * c.cnn->image : c.transformer->seq),
+      classes_(c.mlp ? c.mlp->classes : c.cnn ? c.cnn->classes : c.transformer->vocab),
       batch_(c.training.batch), seed_(static_cast<uint64_t>(c.training.seed)) {
   if (c.transformer) {
     sequences_ = true;
@@ -70,7 +92,10 @@ SyntheticTask::SyntheticTask(const cost::Config& c)
     labels_per_sample_ = c.transformer->seq;
     return;
   }
-  w1_ = InitUniform(seed_ ^ 0x7EAC4E5ULL, static_cast<size_t>(input_) * hidden_, 1.5f / std::sqrt(float(input_)));
+  if (c.cnn) pixels_ = c.cnn->image * c.cnn->image;  // the teacher sees each channel's mean
+  const int features = input_ / pixels_;
+  w1_ = InitUniform(seed_ ^ 0x7EAC4E5ULL, static_cast<size_t>(features) * hidden_,
+                    1.5f * std::sqrt(float(pixels_)) / std::sqrt(float(features)));
   w2_ = InitUniform(seed_ ^ 0x5EC0DULL, static_cast<size_t>(hidden_) * classes_, 1.5f / std::sqrt(float(hidden_)));
 }
 
@@ -97,12 +122,17 @@ SyntheticTask::Batch SyntheticTask::Make(int step) const {
   std::mt19937_64 rng(seed_ * 7919ULL + static_cast<uint64_t>(step));
   std::normal_distribution<float> normal(0.f, 1.f);
   for (float& x : b.inputs) x = normal(rng);
-  std::vector<float> h(hidden_);
+  std::vector<float> h(hidden_), x(input_ / pixels_);
   for (int64_t r = 0; r < batch_; ++r) {
-    const float* x = &b.inputs[static_cast<size_t>(r) * input_];
+    const float* sample = &b.inputs[static_cast<size_t>(r) * input_];
+    for (size_t i = 0; i < x.size(); ++i) {
+      double mean = 0;
+      for (int p = 0; p < pixels_; ++p) mean += sample[i * pixels_ + p];
+      x[i] = static_cast<float>(mean / pixels_);
+    }
     for (int j = 0; j < hidden_; ++j) {
       float a = 0;
-      for (int i = 0; i < input_; ++i) a += x[i] * w1_[static_cast<size_t>(i) * hidden_ + j];
+      for (size_t i = 0; i < x.size(); ++i) a += x[i] * w1_[i * hidden_ + j];
       h[j] = std::tanh(a);
     }
     int best = 0;

@@ -21,9 +21,10 @@ Result<void> CheckExecutable(const cost::Config& config);
 // Layers first..last (inclusive) of the config's model.
 std::vector<std::unique_ptr<Layer>> BuildLayers(const cost::Config& config, int first, int last);
 
-// Seeded, deterministic, learnable tasks. mlp: a fixed random teacher
-// network (input -> 32 tanh units -> classes, argmax) labels random normal
-// inputs. transformer: sequence reversal, label of token t = input token
+// Seeded, deterministic, learnable tasks. mlp and cnn: a fixed random
+// teacher network (input -> 32 tanh units -> classes, argmax) labels random
+// normal inputs (for the cnn, images of in_channels x image x image whose
+// channel means the teacher reads). transformer: sequence reversal, label of token t = input token
 // S-1-t (copy when causal, since a causal model cannot see later tokens).
 class SyntheticTask {
  public:
@@ -40,6 +41,7 @@ class SyntheticTask {
   Batch MakeSequences(int step) const;
   bool sequences_ = false, reverse_ = true;
   int labels_per_sample_ = 1;
+  int pixels_ = 1;  // values the teacher averages into one feature (an image channel's)
   int input_, classes_, hidden_ = 32;
   int64_t batch_;
   uint64_t seed_;

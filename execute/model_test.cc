@@ -67,6 +67,19 @@ TEST(ModelMatchesCostModel, Transformer) {
                              "seq": 6, "vocab": 13})"), true);
 }
 
+TEST(ModelMatchesCostModel, Cnn) {
+  // The head's pooling adds (side^2 x channels per sample) are no GEMM: the
+  // check holds the head's GEMMs to its FLOPs less those.
+  const cost::Config c = Load(R"({"generator": "cnn", "layers": 4, "channels": 4, "image": 8, "in_channels": 3,
+                                 "classes": 5, "reductions": 2})");
+  const auto convs = cost::CnnConvs(*c.cnn);
+  const double pooling = double(convs.back().out_side()) * convs.back().out_side() * convs.back().out_channels;
+  cost::Config gemm_only = c;
+  gemm_only.model.layers.back().fwd_flops -= pooling;
+  gemm_only.model.layers.back().bwd_input_flops -= pooling;
+  CheckLayerByLayer(gemm_only, false);
+}
+
 TEST(ModelMatchesCostModel, Mlp) {
   CheckLayerByLayer(Load(R"({"generator": "mlp", "layers": 4, "width": 12, "input": 5, "classes": 3,
                              "norm": "layernorm", "residual": true})"), false);

@@ -121,8 +121,8 @@ cli_case(execute_refuses_invalid_schedule 2 "deadlock"
          ${TP} execute ${IN}/exec_two_stages.json --schedule-file ${VFIX}/both_receive_first.txt)
 cli_case(execute_runs_a_schedule_file 0 "step    1  loss"
          ${TP} execute ${IN}/exec_two_stages.json --schedule-file ${EXP}/exec_two_stages_1f1b.txt)
-cli_case(execute_not_executable 2 "cnn is not executable yet"
-         ${TP} execute ${SRC}/examples/cnn_pcie.json)
+cli_case(execute_not_executable 2 "runs the mlp, transformer and cnn generators, not an explicit layer list"
+         ${TP} execute ${IN}/sim_gpipe_recompute.json)
 cli_case(execute_cuda_not_built 1 "the cuda backend is not built into this twinpipe"
          ${TP} execute ${SRC}/examples/mlp_cpu.json --backend cuda)
 
@@ -191,3 +191,4 @@ cli_case(execute_force_runs_anyway 0 "parameter norm" ${TP} execute ${IN}/exec_s
 
 # A transformer trains on the CPU backend (sequence reversal).
 cli_case(execute_transformer 0 "parameter norm" ${TP} execute ${SRC}/examples/transformer_cpu.json --steps 2)
+cli_case(execute_cnn 0 "parameter norm" ${TP} execute ${SRC}/examples/cnn_cpu.json --steps 2)

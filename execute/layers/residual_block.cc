@@ -8,7 +8,11 @@
 
 namespace twinpipe::execute {
 
-ResidualBlock::ResidualBlock(uint64_t seed, int width, cost::Norm norm, bool residual) : residual_(residual) {
+ResidualBlock::ResidualBlock(std::string name, std::vector<std::unique_ptr<Layer>> inner, bool residual)
+    : name_(std::move(name)), residual_(residual), inner_(std::move(inner)) {}
+
+ResidualBlock::ResidualBlock(uint64_t seed, int width, cost::Norm norm, bool residual)
+    : name_(residual ? "residual_block" : "block"), residual_(residual) {
   if (norm == cost::Norm::kLayerNorm) inner_.push_back(std::make_unique<LayerNorm>(width));
   if (norm == cost::Norm::kBatchNorm) inner_.push_back(std::make_unique<BatchNorm>(width));
   inner_.push_back(std::make_unique<Linear>(seed, width, width));

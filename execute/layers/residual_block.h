@@ -1,6 +1,7 @@
-// The residual MLP block of the `mlp` generator: y = x + relu(linear(norm(x)))
-// with norm none, layernorm or batchnorm (without the residual: y =
-// relu(linear(norm(x)))).
+// Inner layers applied in turn, plus the block's input when residual:
+// y = x + f_n(...f_1(x)). The `mlp` generator's block is
+// x + relu(linear(norm(x))) with norm none, layernorm or batchnorm (without
+// the residual: relu(linear(norm(x)))); MakeConvBlock builds the CNN's.
 //
 //   ResidualBlock block(seed, 64, Norm::kLayerNorm, /*residual=*/true);
 #pragma once
@@ -16,7 +17,8 @@ namespace twinpipe::execute {
 class ResidualBlock : public Layer {
  public:
   ResidualBlock(uint64_t seed, int width, cost::Norm norm, bool residual);
-  std::string_view Name() const override { return residual_ ? "residual_block" : "block"; }
+  ResidualBlock(std::string name, std::vector<std::unique_ptr<Layer>> inner, bool residual);
+  std::string_view Name() const override { return name_; }
   Tensor Forward(const Tensor& x, Saved& saved, Mode mode) override;
   Tensor Backward(const Tensor& dy, const Saved& saved) override;
   Tensor BackwardInput(const Tensor& dy, Saved& saved) override;
@@ -27,6 +29,7 @@ class ResidualBlock : public Layer {
  private:
   template <typename Step>
   Tensor BackThrough(const Tensor& dy, Step step);
+  std::string name_;
   bool residual_;
   std::vector<std::unique_ptr<Layer>> inner_;
 };
