@@ -10,6 +10,7 @@
 #include "cli/plan_source.h"
 #include "cli/schedule_io.h"
 #include "cost_models/config.h"
+#include "execute/mpi.h"
 #include "execute/runtime.h"
 #include "simulate/costs.h"
 #include "simulate/engine.h"
@@ -68,11 +69,32 @@ int Run(const ExecuteCmdOptions& o) {
     }
   }
   execute::ExecuteOptions options{o.steps > 0 ? o.steps : config->training.steps, o.timeout_s};
+  // Under mpirun: one rank per device, rank 0 reports.
+  int rank = 0;
+  if (execute::LaunchedByMpi()) {
+    const execute::MpiWorld world = execute::InitMpi();
+    if (world.size != plan->schedule.num_devices) {
+      if (world.rank == 0) {
+        fmt::print(stderr, "twinpipe execute: {} ranks, but the schedule runs on {} devices: start one rank per "
+                           "device (mpirun -np {})\n", world.size, plan->schedule.num_devices,
+                   plan->schedule.num_devices);
+      }
+      execute::FinalizeMpi();
+      return kExitBadInput;
+    }
+    options.mpi = true;
+    rank = world.rank;
+  }
   auto result = execute::ExecuteCpu(*config, *plan, options);
   if (!result) {
-    fmt::print(stderr, "twinpipe execute: {}\n", result.error().message);
-    return result.error().kind == ErrorKind::kRuntime ? kExitRuntime : kExitBadInput;
+    fmt::print(stderr, "twinpipe execute: {}{}\n", options.mpi ? fmt::format("rank {}: ", rank) : "",
+               result.error().message);
+    const int code = result.error().kind == ErrorKind::kRuntime ? kExitRuntime : kExitBadInput;
+    if (options.mpi) execute::AbortMpi(code);  // the other ranks would wait for this one
+    return code;
   }
+  if (options.mpi) execute::FinalizeMpi();
+  if (rank != 0) return kExitOk;
   for (const auto& [path, write] : {std::pair{o.trace, &traces::WriteTraceJson},
                                     std::pair{o.chrome, &traces::WriteChromeTrace}}) {
     if (path.empty()) continue;

@@ -16,6 +16,7 @@
 #include "execute/gemm.h"
 #include "execute/layers/softmax_cross_entropy.h"
 #include "execute/model.h"
+#include "execute/mpi.h"
 #include "execute/optimizer.h"
 #include "execute/transport.h"
 
@@ -54,8 +55,13 @@ void PinToCore(int device) {
 class Runner {
  public:
   Runner(const cost::Config& c, const partition::Plan& plan, const ExecuteOptions& o)
-      : c_(c), s_(plan.schedule), o_(o), task_(c), transport_(s_.num_devices, 2 * static_cast<size_t>(s_.num_micro_batches) + 2),
-        accounts_(s_.num_devices), cells_(s_.num_stages) {
+      : c_(c), s_(plan.schedule), o_(o), task_(c), accounts_(s_.num_devices), cells_(s_.num_stages) {
+    if (o.mpi) {
+      rank_ = InitMpi().rank;
+      transport_ = std::make_unique<MpiTransport>();
+    } else {
+      transport_ = std::make_unique<InProcTransport>(s_.num_devices, 2 * static_cast<size_t>(s_.num_micro_batches) + 2);
+    }
     optimizer_ = Optimizer{c.training.optimizer, c.training.learning_rate, c.training.momentum};
     for (int st = 0; st < s_.num_stages; ++st) {
       const auto& cell = plan.partition.cells[st];
@@ -74,6 +80,9 @@ class Runner {
 
  private:
   Result<void> Worker(int device, int step, Clock::time_point origin);
+  // Under MPI, after a step: every rank gets the loss, the slowest rank's
+  // step time, every device's peak memory and every op's times.
+  void GatherStep(ExecuteResult& result);
   Result<void> RunOp(int device, const Op& op, int step);
   Tensor Forward(Cell& cell, Cell::Slot& slot, const Tensor& x, Mode mode, bool keep);
   std::string Where(const Op& op, int device) const { return fmt::format("device {}: {}", device, ir::OpToken(op)); }
@@ -83,7 +92,8 @@ class Runner {
   ExecuteOptions o_;
   SyntheticTask task_;
   SyntheticTask::Batch batch_;
-  InProcTransport transport_;
+  std::unique_ptr<Transport> transport_;
+  int rank_ = -1;  // under MPI: the one device this process runs
   std::vector<MemoryAccount> accounts_;
   std::vector<Cell> cells_;
   std::vector<char> recomputed_;
@@ -110,8 +120,8 @@ Result<void> Runner::RunOp(int device, const Op& op, int step) {
   const auto mb_size = static_cast<int>(c_.training.MicroBatchSize());
   MemoryAccount* account = &accounts_[device];
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.timeout_s));
-  auto fail_comm = [&](InProcTransport::Status status, const char* verb) -> Result<void> {
-    if (status == InProcTransport::Status::kAborted) return FailRuntime("aborted");
+  auto fail_comm = [&](Transport::Status status, const char* verb) -> Result<void> {
+    if (status == Transport::Status::kAborted) return FailRuntime("aborted");
     return FailRuntime(fmt::format("{} timed out after {} s waiting to {} device {}", Where(op, device), o_.timeout_s,
                                    verb, op.peer));
   };
@@ -193,7 +203,7 @@ Result<void> Runner::RunOp(int device, const Op& op, int step) {
       Message m{op.kind, op.stage, op.micro_batch, t.rows(), t.cols(),
                 std::vector<float>(t.data(), t.data() + static_cast<size_t>(t.rows()) * t.cols())};
       t.Release();
-      if (auto st = transport_.Send(device, op.peer, std::move(m), deadline); st != InProcTransport::Status::kOk) {
+      if (auto st = transport_->Send(device, op.peer, std::move(m), deadline); st != Transport::Status::kOk) {
         return fail_comm(st, "send to");
       }
       return {};
@@ -201,7 +211,7 @@ Result<void> Runner::RunOp(int device, const Op& op, int step) {
     case OpKind::kRecvF:
     case OpKind::kRecvB: {
       Message m;
-      if (auto st = transport_.Recv(op.peer, device, m, deadline); st != InProcTransport::Status::kOk) {
+      if (auto st = transport_->Recv(op.peer, device, m, deadline); st != Transport::Status::kOk) {
         return fail_comm(st, "receive from");
       }
       const bool forward = op.kind == OpKind::kRecvF;
@@ -257,6 +267,34 @@ Result<void> Runner::Worker(int device, int step, Clock::time_point origin) {
   return {};
 }
 
+void Runner::GatherStep(ExecuteResult& r) {
+  static_cast<MpiTransport*>(transport_.get())->Flush();
+  SumAcrossRanks(loss_sum_);
+  std::vector<double> slowest{r.step_time_s.back()};
+  MaxAcrossRanks(slowest);
+  r.step_time_s.back() = slowest[0];
+  std::vector<double> peaks(s_.num_devices, 0.0);
+  peaks[rank_] = static_cast<double>(accounts_[rank_].peak_bytes());
+  SumAcrossRanks(peaks);
+  for (int d = 0; d < s_.num_devices; ++d) r.peak_memory_bytes[d] = std::max(r.peak_memory_bytes[d], peaks[d]);
+  std::vector<double> times(2 * static_cast<size_t>(s_.NumOps()), 0.0);
+  for (const Op& op : s_.programs[rank_]) {
+    times[2 * static_cast<size_t>(op.id)] = events_[op.id].start_s;
+    times[2 * static_cast<size_t>(op.id) + 1] = events_[op.id].end_s;
+  }
+  SumAcrossRanks(times);
+  for (int d = 0; d < s_.num_devices; ++d) {
+    for (const Op& op : s_.programs[d]) {
+      const traces::Stream stream = ir::IsSend(op.kind) ? traces::Stream::kSend
+                                    : ir::IsRecv(op.kind) ? traces::Stream::kRecv
+                                                          : traces::Stream::kCompute;
+      events_[op.id] = traces::Event{op.id, d, stream, op.kind, op.stage, op.micro_batch, op.peer,
+                                     times[2 * static_cast<size_t>(op.id)], times[2 * static_cast<size_t>(op.id) + 1],
+                                     op.bytes};
+    }
+  }
+}
+
 Result<ExecuteResult> Runner::Run() {
   if (s_.replicas > 1) {
     return Fail(fmt::format("{}: the CPU backend runs one pipeline; {} data-parallel replicas are not supported yet",
@@ -293,9 +331,11 @@ Result<ExecuteResult> Runner::Run() {
   for (int step = 0; step < o_.steps; ++step) {
     batch_ = task_.Make(step);
     loss_sum_.assign(D, 0.0);
+    if (o_.mpi) Barrier();  // every rank's step starts together
     const auto origin = Clock::now();
     std::vector<std::thread> workers;
     for (int d = 0; d < D; ++d) {
+      if (o_.mpi && d != rank_) continue;
       workers.emplace_back([this, d, step, origin] {
         PinToCore(d);
         auto ok = Worker(d, step, origin);
@@ -306,40 +346,43 @@ Result<ExecuteResult> Runner::Run() {
             error_kind_ = ok.error().kind;
           }
           failed_ = true;
-          transport_.Abort();
+          transport_->Abort();
         }
       });
     }
     for (auto& w : workers) w.join();
     if (failed_) return tl::unexpected(Error{error_, error_kind_});
     result.step_time_s.push_back(std::chrono::duration<double>(Clock::now() - origin).count());
+    if (o_.mpi) GatherStep(result);
     double loss = 0;
     for (double l : loss_sum_) loss += l;
     result.losses.push_back(loss / static_cast<double>(c_.training.batch * task_.labels_per_sample()));
     for (int d = 0; d < D; ++d) {
+      if (o_.mpi && d != rank_) continue;  // another rank's device: GatherStep has its peak
       result.peak_memory_bytes[d] = std::max(result.peak_memory_bytes[d], static_cast<double>(accounts_[d].peak_bytes()));
     }
     step_events.push_back(events_);
     auto& memory = step_memory.emplace_back();
     for (int d = 0; d < D; ++d) {
       auto& samples = memory.emplace_back();
+      if (o_.mpi && d != rank_) continue;
       for (const auto& [time, bytes] : accounts_[d].samples()) samples.push_back({time, bytes});
     }
     if (!std::isfinite(result.losses.back())) {
       return FailRuntime(fmt::format("step {}: the loss is {} (stage {})", step, result.losses.back(), s_.num_stages - 1));
     }
   }
-  double sq = 0;
   for (Cell& cell : cells_) {
+    const bool mine = !o_.mpi || s_.placement[cell.stage] == rank_;
     for (auto& layer : cell.layers) {
       for (Param* p : layer->Params()) {
-        for (float v : p->value) {
-          sq += static_cast<double>(v) * v;
-          result.parameters.push_back(v);
-        }
+        for (float v : p->value) result.parameters.push_back(mine ? v : 0.f);
       }
     }
   }
+  if (o_.mpi) SumAcrossRanks(result.parameters);  // each stage's from the rank that trained it
+  double sq = 0;
+  for (float v : result.parameters) sq += static_cast<double>(v) * v;
   result.param_norm = std::sqrt(sq);
   traces::Trace& t = result.trace;
   t.source = "execute:cpu";

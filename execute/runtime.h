@@ -21,6 +21,10 @@ struct ExecuteOptions {
   int steps = 1;
   double timeout_s = 60;  // a receive that waits longer fails the run
   int32_t fail_op = -1;   // tests: this op id throws, as a failing kernel would
+  // Under mpirun: this process is rank r and runs device r only; messages go
+  // over MPI, and the result (losses, times, parameters, trace) is assembled
+  // on every rank. MPI must be initialised (InitMpi) with one rank per device.
+  bool mpi = false;
 };
 
 struct ExecuteResult {
@@ -29,7 +33,8 @@ struct ExecuteResult {
   std::vector<double> peak_memory_bytes;  // per device, over all steps
   double param_norm = 0;            // L2 norm of every parameter after the last step
   std::vector<float> parameters;    // every parameter after the last step, layer by layer
-  traces::Trace trace;              // the step of median time (the lower median)
+  traces::Trace trace;              // the step of median time (the lower median); under MPI its
+                                    // memory samples are this rank's device's only
 };
 
 // The schedule is run as given (the CLI verifies it first). Errors: bad

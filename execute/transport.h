@@ -1,9 +1,11 @@
-// The in-process transport: a bounded FIFO channel per ordered device pair.
-// A receive blocks until its message arrives, the run aborts, or its
-// deadline passes; it never hangs.
+// Transports carry the activations and gradients between devices, FIFO per
+// ordered device pair. A receive blocks until its message arrives, the run
+// aborts, or its deadline passes; it never hangs. InProcTransport joins the
+// worker threads of one process (a bounded channel per pair); MpiTransport
+// (execute/mpi.h) joins processes.
 //
 //   InProcTransport t(/*devices=*/4, /*capacity=*/64);
-//   t.Send(0, 1, std::move(message));  auto m = t.Recv(0, 1, deadline);
+//   t.Send(0, 1, std::move(message), deadline);  t.Recv(0, 1, m, deadline);
 #pragma once
 
 #include <chrono>
@@ -25,16 +27,23 @@ struct Message {
   std::vector<float> data;
 };
 
-class InProcTransport {
+class Transport {
  public:
   using Clock = std::chrono::steady_clock;
   enum class Status { kOk, kTimeout, kAborted };
-
-  InProcTransport(int devices, size_t capacity);
-  Status Send(int src, int dst, Message message, Clock::time_point deadline);
-  Status Recv(int src, int dst, Message& out, Clock::time_point deadline);
+  virtual ~Transport() = default;
+  virtual Status Send(int src, int dst, Message message, Clock::time_point deadline) = 0;
+  virtual Status Recv(int src, int dst, Message& out, Clock::time_point deadline) = 0;
   // Wakes every waiting send and receive; they return kAborted.
-  void Abort();
+  virtual void Abort() = 0;
+};
+
+class InProcTransport : public Transport {
+ public:
+  InProcTransport(int devices, size_t capacity);
+  Status Send(int src, int dst, Message message, Clock::time_point deadline) override;
+  Status Recv(int src, int dst, Message& out, Clock::time_point deadline) override;
+  void Abort() override;
 
  private:
   struct Channel {

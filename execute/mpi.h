@@ -1,0 +1,50 @@
+// Multi-process runs: `mpirun -np D twinpipe execute CONFIG` runs device r
+// of the schedule on rank r. MpiTransport carries messages between ranks
+// (non-blocking sends, receives that poll until their deadline); the
+// collectives below assemble one result on every rank.
+//
+//   if (LaunchedByMpi()) { MpiWorld w = InitMpi(); ... FinalizeMpi(); }
+#pragma once
+
+#include <vector>
+
+#include "execute/transport.h"
+
+namespace twinpipe::execute {
+
+struct MpiWorld {
+  int rank = 0, size = 1;
+};
+
+// True when this process was started by mpirun (or another MPI launcher).
+bool LaunchedByMpi();
+// Initialises MPI once (calls from the main thread only) and says who we are.
+MpiWorld InitMpi();
+void FinalizeMpi();
+// Ends every rank of the job with `code` (after a failure on one rank).
+[[noreturn]] void AbortMpi(int code);
+
+// Element-wise sum (or max) over every rank, in place, on every rank.
+void SumAcrossRanks(std::vector<double>& values);
+void SumAcrossRanks(std::vector<float>& values);
+void MaxAcrossRanks(std::vector<double>& values);
+void Barrier();
+
+class MpiTransport : public Transport {
+ public:
+  MpiTransport() = default;
+  ~MpiTransport() override;
+  // Device d is rank d. Sends return at once; their buffers live until sent.
+  Status Send(int src, int dst, Message message, Clock::time_point deadline) override;
+  Status Recv(int src, int dst, Message& out, Clock::time_point deadline) override;
+  void Abort() override { aborted_ = true; }
+  // Waits for every send still in flight (end of a step).
+  void Flush();
+
+ private:
+  struct Pending;
+  std::vector<Pending*> pending_;
+  bool aborted_ = false;
+};
+
+}  // namespace twinpipe::execute
