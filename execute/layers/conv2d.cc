@@ -88,22 +88,4 @@ void Conv2d::AddWeightGradients(const Tensor& dy, const Tensor& x) {
   for (size_t i = 0; i < weight_.grad.size(); ++i) weight_.grad[i] += dw[i];
 }
 
-Tensor Conv2d::Backward(const Tensor& dy, const Saved& saved) {
-  Tensor dx = InputGradient(dy);
-  AddWeightGradients(dy, saved.t.at(0));
-  return dx;
-}
-
-Tensor Conv2d::BackwardInput(const Tensor& dy, Saved& saved) {
-  Tensor dx = InputGradient(dy);
-  saved.t.resize(1);
-  saved.t.push_back(dy);
-  return dx;
-}
-
-void Conv2d::BackwardWeight(Saved& saved) {
-  AddWeightGradients(saved.t.at(1), saved.t.at(0));
-  saved.t.clear();
-}
-
 }  // namespace twinpipe::execute

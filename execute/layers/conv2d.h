@@ -10,21 +10,20 @@
 
 namespace twinpipe::execute {
 
-class Conv2d : public Layer {
+class Conv2d : public WeightedLayer {
  public:
   Conv2d(uint64_t seed, int in_channels, int out_channels, int image, int stride);
   std::string_view Name() const override { return "conv2d"; }
   Tensor Forward(const Tensor& x, Saved& saved, Mode mode) override;
-  Tensor Backward(const Tensor& dy, const Saved& saved) override;
-  Tensor BackwardInput(const Tensor& dy, Saved& saved) override;  // keeps dy for W
-  void BackwardWeight(Saved& saved) override;
   std::vector<Param*> Params() override { return {&weight_}; }
   int out_image() const { return out_; }
 
+ protected:
+  Tensor InputGradient(const Tensor& dy) const override;
+  void AddWeightGradients(const Tensor& dy, const Tensor& x) override;
+
  private:
   void Im2Col(const float* image, float* cols) const;
-  Tensor InputGradient(const Tensor& dy) const;
-  void AddWeightGradients(const Tensor& dy, const Tensor& x);
   int cin_, cout_, in_, out_, stride_;
   Param weight_;  // (cout, cin * 9)
 };

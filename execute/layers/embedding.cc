@@ -34,7 +34,9 @@ Tensor Embedding::Forward(const Tensor& ids, Saved& saved, Mode mode) {
   return y;
 }
 
-void Embedding::AddGradients(const Tensor& dy, const Tensor& ids) {
+Tensor Embedding::InputGradient(const Tensor& /*dy*/) const { return Tensor(); }  // token ids have none
+
+void Embedding::AddWeightGradients(const Tensor& dy, const Tensor& ids) {
   for (int b = 0; b < ids.rows(); ++b) {
     for (int t = 0; t < seq_; ++t) {
       const auto id = static_cast<size_t>(ids.at(b, t));
@@ -45,22 +47,6 @@ void Embedding::AddGradients(const Tensor& dy, const Tensor& ids) {
       }
     }
   }
-}
-
-Tensor Embedding::Backward(const Tensor& dy, const Saved& saved) {
-  AddGradients(dy, saved.t.at(0));
-  return Tensor();
-}
-
-Tensor Embedding::BackwardInput(const Tensor& dy, Saved& saved) {
-  saved.t.resize(1);
-  saved.t.push_back(dy);
-  return Tensor();
-}
-
-void Embedding::BackwardWeight(Saved& saved) {
-  AddGradients(saved.t.at(1), saved.t.at(0));
-  saved.t.clear();
 }
 
 }  // namespace twinpipe::execute

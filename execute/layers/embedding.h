@@ -10,18 +10,18 @@
 
 namespace twinpipe::execute {
 
-class Embedding : public Layer {
+class Embedding : public WeightedLayer {
  public:
   Embedding(uint64_t seed, int vocab, int seq, int d);
   std::string_view Name() const override { return "embedding"; }
-  Tensor Forward(const Tensor& ids, Saved& saved, Mode mode) override;  // saves the ids
-  Tensor Backward(const Tensor& dy, const Saved& saved) override;       // no input gradient: empty
-  Tensor BackwardInput(const Tensor& dy, Saved& saved) override;        // keeps dy for W
-  void BackwardWeight(Saved& saved) override;
+  Tensor Forward(const Tensor& ids, Saved& saved, Mode mode) override;  // saves the ids; no input gradient
   std::vector<Param*> Params() override { return {&token_, &position_}; }
 
+ protected:
+  Tensor InputGradient(const Tensor& dy) const override;
+  void AddWeightGradients(const Tensor& dy, const Tensor& x) override;
+
  private:
-  void AddGradients(const Tensor& dy, const Tensor& ids);
   int vocab_, seq_, d_;
   Param token_, position_;
 };

@@ -54,6 +54,33 @@ class Layer {
   virtual void EndStep() {}
 };
 
+// A layer with weights whose backward splits cleanly: its forward saves only
+// its input (saved.t[0]); the input gradient needs only the output gradient,
+// the weight gradients the output gradient and the input. Backward, and the
+// I/W split (BackwardInput keeps dy for BackwardWeight), follow from the two.
+class WeightedLayer : public Layer {
+ public:
+  Tensor Backward(const Tensor& dy, const Saved& saved) final {
+    Tensor dx = InputGradient(dy);
+    AddWeightGradients(dy, saved.t.at(0));
+    return dx;
+  }
+  Tensor BackwardInput(const Tensor& dy, Saved& saved) final {
+    Tensor dx = InputGradient(dy);
+    saved.t.resize(1);
+    saved.t.push_back(dy);
+    return dx;
+  }
+  void BackwardWeight(Saved& saved) final {
+    AddWeightGradients(saved.t.at(1), saved.t.at(0));
+    saved.t.clear();
+  }
+
+ protected:
+  virtual Tensor InputGradient(const Tensor& dy) const = 0;  // empty when the input has none
+  virtual void AddWeightGradients(const Tensor& dy, const Tensor& x) = 0;
+};
+
 // A deterministic initial value stream per (seed, layer, parameter).
 std::vector<float> InitUniform(uint64_t seed, size_t n, float bound);
 

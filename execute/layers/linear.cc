@@ -47,22 +47,4 @@ void Linear::AddWeightGradients(const Tensor& dy, const Tensor& x) {
   }
 }
 
-Tensor Linear::Backward(const Tensor& dy, const Saved& saved) {
-  Tensor dx = InputGradient(dy);
-  AddWeightGradients(dy, saved.t.at(0));
-  return dx;
-}
-
-Tensor Linear::BackwardInput(const Tensor& dy, Saved& saved) {
-  Tensor dx = InputGradient(dy);
-  saved.t.resize(1);
-  saved.t.push_back(dy);
-  return dx;
-}
-
-void Linear::BackwardWeight(Saved& saved) {
-  AddWeightGradients(saved.t.at(1), saved.t.at(0));
-  saved.t.clear();
-}
-
 }  // namespace twinpipe::execute

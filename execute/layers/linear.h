@@ -7,20 +7,19 @@
 
 namespace twinpipe::execute {
 
-class Linear : public Layer {
+class Linear : public WeightedLayer {
  public:
   // Kaiming-uniform-style init from `seed`, bound 1/sqrt(in).
   Linear(uint64_t seed, int in, int out);
   std::string_view Name() const override { return "linear"; }
   Tensor Forward(const Tensor& x, Saved& saved, Mode mode) override;  // saves x
-  Tensor Backward(const Tensor& dy, const Saved& saved) override;
-  Tensor BackwardInput(const Tensor& dy, Saved& saved) override;  // keeps dy for W
-  void BackwardWeight(Saved& saved) override;                     // dW, db; frees x and dy
   std::vector<Param*> Params() override { return {&weight_, &bias_}; }
 
+ protected:
+  Tensor InputGradient(const Tensor& dy) const override;
+  void AddWeightGradients(const Tensor& dy, const Tensor& x) override;
+
  private:
-  Tensor InputGradient(const Tensor& dy) const;
-  void AddWeightGradients(const Tensor& dy, const Tensor& x);
   int in_, out_;
   Param weight_, bias_;
 };
