@@ -64,11 +64,10 @@ struct Bounds {
   bool over_cap = false;      // even the lower bound on memory is over the cap
   double most_throughput = 0; // from the lower bound on the step time
   double least_peak = 0;
-  std::vector<int> cut;       // first layer of each cell
 };
 
 // Running state of one search: the grid point's settings written into a
-// scratch config, caches of built shapes and cuts, the memo of simulated
+// scratch config, a cache of built shapes, the memo of simulated
 // plans and the fitting points so far.
 struct Searcher {
   cost::Config work;
@@ -132,7 +131,6 @@ struct Searcher {
     auto cut = partition::PartitionForSchedule(work, s, in_flight);
     if (!cut) return b;
     b.runs = true;
-    for (const auto& cell : cut->cells) b.cut.push_back(cell.first_layer);
     // The costs need the placement only: a shape without programs.
     partition::Plan shape_only{std::move(*cut), ir::Schedule{s.num_stages, s.num_micro_batches, s.num_devices,
                                                              s.replicas, s.placement, {}}};
