@@ -1,9 +1,11 @@
 // `twinpipe execute`: train the config's model for some steps with the very
-// schedule `simulate` predicts, on the CPU backend, and record a measured trace.
+// schedule `simulate` predicts, on the CPU or the CUDA backend, and record a
+// measured trace.
 #include <algorithm>
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -23,6 +25,8 @@ namespace {
 struct ExecuteCmdOptions {
   std::string config;
   std::string backend = "cpu";
+  std::string transport = "auto";
+  std::string precision = "fp32";
   PlanSource source;
   int steps = 0;
   int64_t seed = -1;
@@ -44,9 +48,10 @@ int Run(const ExecuteCmdOptions& o) {
     fmt::print(stderr, "twinpipe execute: {}\n", config.error().message);
     return kExitBadInput;
   }
-  if (o.backend != "cpu") {
-    fmt::print(stderr, "twinpipe execute: the {} backend is not built into this twinpipe (only cpu is)\n", o.backend);
-    return kExitRuntime;
+  if (o.backend == "cpu" && (o.transport != "auto" || o.precision != "fp32")) {
+    fmt::print(stderr, "twinpipe execute: --transport and --precision choose how the cuda backend runs; the cpu "
+                       "backend has one transport and computes in fp32\n");
+    return kExitBadInput;
   }
   if (o.seed >= 0) config->training.seed = o.seed;
   auto plan = MakePlan(*config, o.source);
@@ -69,6 +74,8 @@ int Run(const ExecuteCmdOptions& o) {
     }
   }
   execute::ExecuteOptions options{o.steps > 0 ? o.steps : config->training.steps, o.timeout_s};
+  options.transport = o.transport;
+  options.precision = o.precision;
   // Under mpirun: one rank per device, rank 0 reports.
   int rank = 0;
   if (execute::LaunchedByMpi()) {
@@ -85,7 +92,8 @@ int Run(const ExecuteCmdOptions& o) {
     options.mpi = true;
     rank = world.rank;
   }
-  auto result = execute::ExecuteCpu(*config, *plan, options);
+  auto result = o.backend == "cuda" ? execute::ExecuteCuda(*config, *plan, options)
+                                    : execute::ExecuteCpu(*config, *plan, options);
   if (!result) {
     fmt::print(stderr, "twinpipe execute: {}{}\n", options.mpi ? fmt::format("rank {}: ", rank) : "",
                result.error().message);
@@ -111,8 +119,11 @@ int Run(const ExecuteCmdOptions& o) {
     j["step_time_s"] = Median(result->step_time_s);
     j["devices"] = nlohmann::ordered_json::array();
     for (size_t d = 0; d < result->peak_memory_bytes.size(); ++d) {
-      j["devices"].push_back({{"device", d}, {"peak_memory_bytes", result->peak_memory_bytes[d]}});
+      nlohmann::ordered_json dev{{"device", d}, {"peak_memory_bytes", result->peak_memory_bytes[d]}};
+      if (d < result->allocator_peak_bytes.size()) dev["allocator_peak_bytes"] = result->allocator_peak_bytes[d];
+      j["devices"].push_back(dev);
     }
+    if (!result->links.empty()) j["links"] = result->links;
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
@@ -123,6 +134,7 @@ int Run(const ExecuteCmdOptions& o) {
              Median(result->step_time_s) * 1e3);
   for (double b : result->peak_memory_bytes) fmt::print(" {:.1f} KiB", b / 1024);
   fmt::print("\n");
+  if (!result->links.empty()) fmt::print("links: {}\n", fmt::join(result->links, ", "));
   return kExitOk;
 }
 
@@ -132,7 +144,12 @@ void AddExecute(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<ExecuteCmdOptions>();
   CLI::App* cmd = app.add_subcommand("execute", "Train with the schedule for some steps and record a measured trace");
   cmd->add_option("config", o->config, "config JSON")->required();
-  cmd->add_option("--backend", o->backend, "cpu (cuda arrives with the GPU backend)")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--backend", o->backend, "cpu, or cuda (GPUs: device d on GPU d mod the GPUs there are)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--transport", o->transport, "cuda: how devices exchange tensors (auto picks local on one GPU, "
+                                               "p2p or host-staged between GPUs, nccl between MPI ranks)")
+      ->check(CLI::IsMember({"auto", "nccl", "p2p", "host-staged", "local"}));
+  cmd->add_option("--precision", o->precision, "cuda: GEMM arithmetic")->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
   cmd->add_option("--steps", o->steps, "training steps (default: training.steps)")->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--seed", o->seed, "seed for weights and data (default: training.seed)")->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
   cmd->add_option("--timeout", o->timeout_s, "seconds a receive may wait before the run fails")->check(CLI::Range(0.001, 1e6));

@@ -57,7 +57,9 @@ void CheckLayerByLayer(const cost::Config& c, bool gemm_free_first) {
       EXPECT_EQ(input, want.bwd_input_flops * B);
       EXPECT_EQ(weight, want.bwd_weight_flops * B);
     }
-    if (i + 1 < layers.size()) EXPECT_EQ(static_cast<double>(y.bytes()), want.out_bytes * B);
+    if (i + 1 < layers.size()) {
+      EXPECT_EQ(static_cast<double>(y.bytes()), want.out_bytes * B);
+    }
     x = std::move(y);
   }
 }

@@ -56,6 +56,7 @@ void MaxAcrossRanks(std::vector<double>& v) {
   MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 }
 void Barrier() { MPI_Barrier(MPI_COMM_WORLD); }
+void BroadcastBytes(void* data, int bytes, int root) { MPI_Bcast(data, bytes, MPI_BYTE, root, MPI_COMM_WORLD); }
 
 // A message on the wire: the header ints, then the floats.
 struct MpiTransport::Pending {

@@ -29,6 +29,8 @@ void SumAcrossRanks(std::vector<double>& values);
 void SumAcrossRanks(std::vector<float>& values);
 void MaxAcrossRanks(std::vector<double>& values);
 void Barrier();
+// Copies `bytes` bytes from rank `root` to every rank (NCCL's unique id).
+void BroadcastBytes(void* data, int bytes, int root);
 
 class MpiTransport : public Transport {
  public:

@@ -258,41 +258,15 @@ Result<void> Runner::Worker(int device, int step, Clock::time_point origin) {
     }
     const double end = std::chrono::duration<double>(Clock::now() - origin).count();
     if (!ok) return ok;
-    traces::Stream stream = ir::IsSend(op.kind) ? traces::Stream::kSend
-                            : ir::IsRecv(op.kind) ? traces::Stream::kRecv
-                            : op.kind == OpKind::kAllReduce ? traces::Stream::kAllReduce
-                                                            : traces::Stream::kCompute;
-    events_[op.id] = traces::Event{op.id, device, stream, op.kind, op.stage, op.micro_batch, op.peer, start, end, op.bytes};
+    events_[op.id] = traces::Event{op.id, device, StreamOf(op.kind), op.kind, op.stage, op.micro_batch, op.peer, start, end, op.bytes};
   }
   return {};
 }
 
 void Runner::GatherStep(ExecuteResult& r) {
   static_cast<MpiTransport*>(transport_.get())->Flush();
-  SumAcrossRanks(loss_sum_);
-  std::vector<double> slowest{r.step_time_s.back()};
-  MaxAcrossRanks(slowest);
-  r.step_time_s.back() = slowest[0];
-  std::vector<double> peaks(s_.num_devices, 0.0);
-  peaks[rank_] = static_cast<double>(accounts_[rank_].peak_bytes());
-  SumAcrossRanks(peaks);
-  for (int d = 0; d < s_.num_devices; ++d) r.peak_memory_bytes[d] = std::max(r.peak_memory_bytes[d], peaks[d]);
-  std::vector<double> times(2 * static_cast<size_t>(s_.NumOps()), 0.0);
-  for (const Op& op : s_.programs[rank_]) {
-    times[2 * static_cast<size_t>(op.id)] = events_[op.id].start_s;
-    times[2 * static_cast<size_t>(op.id) + 1] = events_[op.id].end_s;
-  }
-  SumAcrossRanks(times);
-  for (int d = 0; d < s_.num_devices; ++d) {
-    for (const Op& op : s_.programs[d]) {
-      const traces::Stream stream = ir::IsSend(op.kind) ? traces::Stream::kSend
-                                    : ir::IsRecv(op.kind) ? traces::Stream::kRecv
-                                                          : traces::Stream::kCompute;
-      events_[op.id] = traces::Event{op.id, d, stream, op.kind, op.stage, op.micro_batch, op.peer,
-                                     times[2 * static_cast<size_t>(op.id)], times[2 * static_cast<size_t>(op.id) + 1],
-                                     op.bytes};
-    }
-  }
+  GatherStepAcrossRanks(s_, rank_, accounts_[rank_].peak_bytes(), loss_sum_, r.step_time_s.back(), r.peak_memory_bytes,
+                        events_);
 }
 
 Result<ExecuteResult> Runner::Run() {
@@ -384,23 +358,62 @@ Result<ExecuteResult> Runner::Run() {
   double sq = 0;
   for (float v : result.parameters) sq += static_cast<double>(v) * v;
   result.param_norm = std::sqrt(sq);
-  traces::Trace& t = result.trace;
-  t.source = "execute:cpu";
-  t.stages = s_.num_stages;
-  t.micro_batches = s_.num_micro_batches;
-  t.devices = D;
-  t.replicas = s_.replicas;
-  t.placement = s_.placement;
-  std::vector<size_t> order(result.step_time_s.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return result.step_time_s[a] < result.step_time_s[b]; });
-  const size_t median = order[(order.size() - 1) / 2];
-  t.events = std::move(step_events[median]);
-  t.memory = std::move(step_memory[median]);
+  result.trace = MedianStepTrace("execute:cpu", s_, result.step_time_s, step_events, step_memory);
   return result;
 }
 
 }  // namespace
+
+traces::Stream StreamOf(OpKind kind) {
+  return ir::IsSend(kind) ? traces::Stream::kSend
+         : ir::IsRecv(kind) ? traces::Stream::kRecv
+         : kind == OpKind::kAllReduce ? traces::Stream::kAllReduce
+                                      : traces::Stream::kCompute;
+}
+
+traces::Trace MedianStepTrace(std::string source, const ir::Schedule& s, const std::vector<double>& step_time_s,
+                              std::vector<std::vector<traces::Event>>& step_events,
+                              std::vector<std::vector<std::vector<traces::MemorySample>>>& step_memory) {
+  traces::Trace t;
+  t.source = std::move(source);
+  t.stages = s.num_stages;
+  t.micro_batches = s.num_micro_batches;
+  t.devices = s.num_devices;
+  t.replicas = s.replicas;
+  t.placement = s.placement;
+  std::vector<size_t> order(step_time_s.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return step_time_s[a] < step_time_s[b]; });
+  const size_t median = order[(order.size() - 1) / 2];
+  t.events = std::move(step_events[median]);
+  t.memory = std::move(step_memory[median]);
+  return t;
+}
+
+void GatherStepAcrossRanks(const ir::Schedule& s, int rank, int64_t own_peak_bytes, std::vector<double>& loss_sum,
+                           double& step_time_s, std::vector<double>& peaks, std::vector<traces::Event>& events) {
+  SumAcrossRanks(loss_sum);
+  std::vector<double> slowest{step_time_s};
+  MaxAcrossRanks(slowest);
+  step_time_s = slowest[0];
+  std::vector<double> step_peaks(s.num_devices, 0.0);
+  step_peaks[rank] = static_cast<double>(own_peak_bytes);
+  SumAcrossRanks(step_peaks);
+  for (int d = 0; d < s.num_devices; ++d) peaks[d] = std::max(peaks[d], step_peaks[d]);
+  std::vector<double> times(2 * static_cast<size_t>(s.NumOps()), 0.0);
+  for (const Op& op : s.programs[rank]) {
+    times[2 * static_cast<size_t>(op.id)] = events[op.id].start_s;
+    times[2 * static_cast<size_t>(op.id) + 1] = events[op.id].end_s;
+  }
+  SumAcrossRanks(times);
+  for (int d = 0; d < s.num_devices; ++d) {
+    for (const Op& op : s.programs[d]) {
+      events[op.id] = traces::Event{op.id, d, StreamOf(op.kind), op.kind, op.stage, op.micro_batch, op.peer,
+                                    times[2 * static_cast<size_t>(op.id)], times[2 * static_cast<size_t>(op.id) + 1],
+                                    op.bytes};
+    }
+  }
+}
 
 Result<ExecuteResult> ExecuteCpu(const cost::Config& config, const partition::Plan& plan, const ExecuteOptions& options) {
   if (auto ok = CheckExecutable(config); !ok) return tl::unexpected(ok.error());

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "cost_models/config.h"
@@ -25,6 +26,11 @@ struct ExecuteOptions {
   // over MPI, and the result (losses, times, parameters, trace) is assembled
   // on every rank. MPI must be initialised (InitMpi) with one rank per device.
   bool mpi = false;
+  // The CUDA backend: how stages on different devices exchange tensors
+  // (auto | nccl | p2p | host-staged | local) and the GEMM arithmetic
+  // (fp32 | tf32 | bf16).
+  std::string transport = "auto";
+  std::string precision = "fp32";
 };
 
 struct ExecuteResult {
@@ -35,6 +41,11 @@ struct ExecuteResult {
   std::vector<float> parameters;    // every parameter after the last step, layer by layer
   traces::Trace trace;              // the step of median time (the lower median); under MPI its
                                     // memory samples are this rank's device's only
+  // CUDA: the stream-ordered allocator's high-water mark per device (the
+  // GPU's, shared by the devices placed on one GPU), to hold the accounted
+  // peak against; and the link each device pair used ("0->1 p2p", ...).
+  std::vector<double> allocator_peak_bytes;
+  std::vector<std::string> links;
 };
 
 // The schedule is run as given (the CLI verifies it first). Errors: bad
@@ -42,5 +53,24 @@ struct ExecuteResult {
 // timed out, a worker failed), naming the op.
 Result<ExecuteResult> ExecuteCpu(const cost::Config& config, const partition::Plan& plan,
                                  const ExecuteOptions& options);
+
+// The CUDA backend (execute/cuda/): the same schedule on GPUs, device d on
+// GPU d mod the GPUs there are (under MPI, the rank's local GPU). Runtime
+// error when this twinpipe was built without CUDA or no GPU is present.
+Result<ExecuteResult> ExecuteCuda(const cost::Config& config, const partition::Plan& plan,
+                                  const ExecuteOptions& options);
+bool CudaBuilt();
+
+// What both backends share.
+traces::Stream StreamOf(ir::OpKind kind);
+// The trace of the step of median time, from every step's events and memory.
+traces::Trace MedianStepTrace(std::string source, const ir::Schedule& schedule, const std::vector<double>& step_time_s,
+                              std::vector<std::vector<traces::Event>>& step_events,
+                              std::vector<std::vector<std::vector<traces::MemorySample>>>& step_memory);
+// Under MPI, after a step on device `rank`: every rank gets the summed
+// losses, the slowest rank's step time, each device's peak (max into
+// `peaks`) and every op's event.
+void GatherStepAcrossRanks(const ir::Schedule& schedule, int rank, int64_t own_peak_bytes, std::vector<double>& loss_sum,
+                           double& step_time_s, std::vector<double>& peaks, std::vector<traces::Event>& events);
 
 }  // namespace twinpipe::execute

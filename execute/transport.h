@@ -25,6 +25,10 @@ struct Message {
   int32_t micro_batch;
   int rows = 0, cols = 0;
   std::vector<float> data;
+  // In one process, what a GPU transport hands over besides the header
+  // (device buffer, pinned copy, events: execute/cuda/runtime.cc); null on
+  // the CPU backend and over MPI.
+  std::shared_ptr<void> handle;
 };
 
 class Transport {

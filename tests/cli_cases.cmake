@@ -123,8 +123,12 @@ cli_case(execute_runs_a_schedule_file 0 "step    1  loss"
          ${TP} execute ${IN}/exec_two_stages.json --schedule-file ${EXP}/exec_two_stages_1f1b.txt)
 cli_case(execute_not_executable 2 "runs the mlp, transformer and cnn generators, not an explicit layer list"
          ${TP} execute ${IN}/sim_gpipe_recompute.json)
-cli_case(execute_cuda_not_built 1 "the cuda backend is not built into this twinpipe"
-         ${TP} execute ${SRC}/examples/mlp_cpu.json --backend cuda)
+cli_case(execute_cuda_backend 0 "cuda backend: "
+         bash ${CMAKE_CURRENT_SOURCE_DIR}/cuda_cli_check.sh ${TP} ${SRC}/examples/quickstart.json)
+cli_case(execute_cuda_options_on_cpu 2 "--transport and --precision choose how the cuda backend runs"
+         ${TP} execute ${SRC}/examples/quickstart.json --transport nccl)
+cli_case(execute_bad_transport 2 "--transport"
+         ${TP} execute ${SRC}/examples/quickstart.json --backend cuda --transport pigeon)
 
 # compare and render: the simulator's prediction against the CPU executor's measurement.
 cli_case(compare_predicted_measured 0 "step time   predicted"

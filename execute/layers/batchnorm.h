@@ -20,6 +20,9 @@ class BatchNorm : public Layer {
   Tensor Backward(const Tensor& dy, const Saved& saved) override;
   std::vector<Param*> Params() override { return {&gamma_, &beta_}; }
   void EndStep() override;
+  int features() const { return c_; }
+  float momentum() const { return momentum_; }
+  float eps() const { return eps_; }
 
   const std::vector<double>& running_mean() const { return running_mean_; }
   const std::vector<double>& running_var() const { return running_var_; }

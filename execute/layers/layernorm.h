@@ -15,6 +15,8 @@ class LayerNorm : public Layer {
   Tensor Forward(const Tensor& x, Saved& saved, Mode mode) override;  // saves xhat, rstd
   Tensor Backward(const Tensor& dy, const Saved& saved) override;
   std::vector<Param*> Params() override { return {&gamma_, &beta_}; }
+  int features() const { return c_; }
+  float eps() const { return eps_; }
 
  private:
   int c_;

@@ -14,6 +14,8 @@ class Linear : public WeightedLayer {
   std::string_view Name() const override { return "linear"; }
   Tensor Forward(const Tensor& x, Saved& saved, Mode mode) override;  // saves x
   std::vector<Param*> Params() override { return {&weight_, &bias_}; }
+  int in() const { return in_; }
+  int out() const { return out_; }
 
  protected:
   Tensor InputGradient(const Tensor& dy) const override;

@@ -25,6 +25,8 @@ class ResidualBlock : public Layer {
   void BackwardWeight(Saved& saved) override;
   std::vector<Param*> Params() override;
   void EndStep() override;
+  const std::vector<std::unique_ptr<Layer>>& inner() const { return inner_; }
+  bool residual() const { return residual_; }
 
  private:
   template <typename Step>

@@ -44,6 +44,7 @@ class Sequential : public Layer {
   void EndStep() override {
     for (auto& l : inner_) l->EndStep();
   }
+  const std::vector<std::unique_ptr<Layer>>& inner() const { return inner_; }
 
  private:
   std::vector<std::unique_ptr<Layer>> inner_;

@@ -1,0 +1,284 @@
+// The CUDA backend against its reference, the CPU backend: each layer's
+// forward and backward (and I/W split), then whole training runs over
+// schedules, stage counts and transports. Every test skips, saying why, when
+// no GPU is present (CI, and the development machines).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "execute/cuda/check.h"
+#include "execute/cuda/from_cpu.h"
+#include "execute/cuda/layers/softmax_cross_entropy.h"
+#include "execute/layers/batchnorm.h"
+#include "execute/layers/gelu.h"
+#include "execute/layers/layernorm.h"
+#include "execute/layers/linear.h"
+#include "execute/layers/relu.h"
+#include "execute/layers/residual_block.h"
+#include "execute/layers/softmax_cross_entropy.h"
+#include "execute/runtime.h"
+#include "partition/pipeline_plan.h"
+
+namespace twinpipe::execute::cuda {
+namespace {
+
+int Gpus() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+#define REQUIRE_GPU(n)                                                                                  \
+  if (Gpus() < (n)) GTEST_SKIP() << "needs " << (n) << " CUDA device(s), found " << Gpus() \
+                                 << ": the CUDA backend is checked against the CPU backend on a GPU machine"
+
+std::vector<float> Download(const DeviceTensor& t) {
+  std::vector<float> h(static_cast<size_t>(t.size()));
+  TP_CUDA(cudaDeviceSynchronize());
+  TP_CUDA(cudaMemcpy(h.data(), t.data(), h.size() * 4, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+std::vector<float> Download(const DeviceBuffer& b) {
+  std::vector<float> h(static_cast<size_t>(b.size()));
+  TP_CUDA(cudaDeviceSynchronize());
+  TP_CUDA(cudaMemcpy(h.data(), b.get(), h.size() * 4, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+DeviceTensor UploadTensor(const Context& ctx, const Tensor& t) {
+  DeviceTensor d = ctx.Alloc(t.rows(), t.cols());
+  TP_CUDA(cudaMemcpy(d.data(), t.data(), static_cast<size_t>(t.bytes()), cudaMemcpyHostToDevice));
+  return d;
+}
+
+Tensor Random(MemoryAccount* a, int rows, int cols, uint64_t seed) {
+  Tensor t(a, rows, cols);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> n(0.f, 1.f);
+  for (int i = 0; i < rows * cols; ++i) t.data()[i] = n(rng);
+  return t;
+}
+
+template <typename A, typename B>
+void ExpectClose(const A& gpu, const B& cpu, size_t n, double tol, const std::string& what) {
+  double worst = 0;
+  for (size_t i = 0; i < n; ++i) {
+    worst = std::max(worst, std::abs(double(gpu[i]) - double(cpu[i])) / std::max(1.0, std::abs(double(cpu[i]))));
+  }
+  EXPECT_LE(worst, tol) << what;
+}
+
+struct Gpu {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  MemoryAccount account;
+  Gpu() {
+    TP_CUDA(cudaSetDevice(0));
+    TP_CUDA(cudaStreamCreate(&stream));
+    TP_CUDA(cublasCreate(&blas));
+  }
+  ~Gpu() {
+    cublasDestroy(blas);
+    cudaStreamDestroy(stream);
+  }
+  Context Ctx(Precision p = Precision::kFp32) { return Context{stream, blas, &account, p}; }
+};
+
+// Forward, Backward, and I then W of the CUDA twin against the CPU layer.
+void CheckLayer(execute::Layer& cpu, int rows, int in, int out, double tol = 1e-4) {
+  Gpu gpu;
+  const Context ctx = gpu.Ctx();
+  auto twin = FromCpu(cpu);
+  ASSERT_TRUE(twin) << twin.error().message;
+  MemoryAccount account;
+  const Tensor x = Random(&account, rows, in, 1), dy = Random(&account, rows, out, 2);
+  for (bool split : {false, true}) {
+    SCOPED_TRACE(fmt::format("{} {}", cpu.Name(), split ? "I then W" : "Backward"));
+    execute::Saved cs;
+    const Tensor y = cpu.Forward(x, cs, Mode::kRecompute);
+    for (Param* p : cpu.Params()) std::fill(p->grad.begin(), p->grad.end(), 0.0);
+    Tensor dx = split ? cpu.BackwardInput(dy, cs) : cpu.Backward(dy, cs);
+    if (split) cpu.BackwardWeight(cs);
+
+    for (DeviceParam* p : (*twin)->Params()) TP_CUDA(cudaMemset(p->grad.get(), 0, p->grad.size() * 4));
+    Saved gs;
+    const DeviceTensor gy = (*twin)->Forward(ctx, UploadTensor(ctx, x), gs, Mode::kRecompute);
+    const DeviceTensor gdy = UploadTensor(ctx, dy);
+    DeviceTensor gdx = split ? (*twin)->BackwardInput(ctx, gdy, gs) : (*twin)->Backward(ctx, gdy, gs);
+    if (split) (*twin)->BackwardWeight(ctx, gs);
+
+    ExpectClose(Download(gy), y.data(), static_cast<size_t>(y.rows()) * y.cols(), tol, "forward");
+    ExpectClose(Download(gdx), dx.data(), static_cast<size_t>(dx.rows()) * dx.cols(), tol, "input gradient");
+    const auto cp = cpu.Params();
+    const auto gp = (*twin)->Params();
+    ASSERT_EQ(cp.size(), gp.size());
+    for (size_t i = 0; i < cp.size(); ++i) {
+      ExpectClose(Download(gp[i]->grad), cp[i]->grad, cp[i]->grad.size(), tol, cp[i]->name + " gradient");
+    }
+  }
+}
+
+TEST(CudaLayers, LinearMatchesCpu) {
+  REQUIRE_GPU(1);
+  execute::Linear l(7, 33, 17);
+  CheckLayer(l, 9, 33, 17);
+}
+
+TEST(CudaLayers, ActivationsMatchCpu) {
+  REQUIRE_GPU(1);
+  execute::Relu relu;
+  CheckLayer(relu, 5, 40, 40);
+  execute::Gelu gelu;
+  CheckLayer(gelu, 5, 40, 40);
+}
+
+TEST(CudaLayers, NormsMatchCpu) {
+  REQUIRE_GPU(1);
+  execute::LayerNorm ln(300);  // more features than a block has threads
+  CheckLayer(ln, 6, 300, 300);
+  execute::BatchNorm bn(24);
+  CheckLayer(bn, 11, 24, 24);
+}
+
+TEST(CudaLayers, BlocksMatchCpu) {
+  REQUIRE_GPU(1);
+  for (cost::Norm norm : {cost::Norm::kNone, cost::Norm::kLayerNorm, cost::Norm::kBatchNorm}) {
+    for (bool residual : {false, true}) {
+      execute::ResidualBlock block(5, 32, norm, residual);
+      CheckLayer(block, 8, 32, 32);
+    }
+  }
+}
+
+TEST(CudaLayers, Tf32AndBf16GemmsStayNearFp32) {
+  REQUIRE_GPU(1);
+  Gpu gpu;
+  MemoryAccount account;
+  execute::Linear cpu(3, 512, 256);
+  const Tensor x = Random(&account, 64, 512, 4);
+  execute::Saved cs;
+  const Tensor y = cpu.Forward(x, cs, Mode::kEval);
+  for (auto [precision, tol] : {std::pair{Precision::kTf32, 5e-3}, std::pair{Precision::kBf16, 3e-2}}) {
+    auto twin = FromCpu(cpu);
+    ASSERT_TRUE(twin);
+    const Context ctx = gpu.Ctx(precision);
+    Saved gs;
+    ExpectClose(Download((*twin)->Forward(ctx, UploadTensor(ctx, x), gs, Mode::kEval)), y.data(),
+                static_cast<size_t>(y.rows()) * y.cols(), tol, "reduced-precision forward");
+  }
+}
+
+TEST(CudaLayers, SoftmaxCrossEntropyMatchesCpu) {
+  REQUIRE_GPU(1);
+  Gpu gpu;
+  const Context ctx = gpu.Ctx();
+  MemoryAccount account;
+  const Tensor logits = Random(&account, 13, 300, 5);
+  std::vector<int> labels(13);
+  for (int i = 0; i < 13; ++i) labels[i] = (i * 37) % 300;
+  double loss = 0;
+  const Tensor grad = execute::SoftmaxCrossEntropy(logits, labels, 26.0, loss);
+  int* dl = nullptr;
+  double* dloss = nullptr;
+  TP_CUDA(cudaMalloc(&dl, labels.size() * sizeof(int)));
+  TP_CUDA(cudaMalloc(&dloss, sizeof(double)));
+  TP_CUDA(cudaMemcpy(dl, labels.data(), labels.size() * sizeof(int), cudaMemcpyHostToDevice));
+  TP_CUDA(cudaMemset(dloss, 0, sizeof(double)));
+  const DeviceTensor g = SoftmaxCrossEntropy(ctx, UploadTensor(ctx, logits), dl, 26.0, dloss);
+  ExpectClose(Download(g), grad.data(), static_cast<size_t>(grad.rows()) * grad.cols(), 1e-5, "logits gradient");
+  double gpu_loss = 0;
+  TP_CUDA(cudaMemcpy(&gpu_loss, dloss, sizeof(double), cudaMemcpyDeviceToHost));
+  EXPECT_NEAR(gpu_loss, loss, 1e-6 * std::abs(loss));
+  cudaFree(dl);
+  cudaFree(dloss);
+}
+
+cost::Config Mlp(int stages, int micro_batches, const std::string& schedule, const std::string& norm) {
+  const std::string text = fmt::format(R"({{
+    "model": {{"generator": "mlp", "layers": 8, "width": 64, "input": 24, "classes": 10, "norm": "{}",
+               "residual": true}},
+    "training": {{"batch": 32, "microbatches": {}, "optimizer": "adam", "learning_rate": 0.01, "seed": 3}},
+    "pipeline": {{"stages": {}, "schedule": "{}", "recompute": "full"}},
+    "cluster": {{"device": "H100-SXM", "devices": {}, "link": "nvlink4"}}}})",
+                                       norm, micro_batches, stages, schedule, stages);
+  auto c = cost::LoadConfig(text, "t.json");
+  if (!c) throw std::runtime_error(c.error().message);
+  return *c;
+}
+
+// GPipe's guarantee across backends: 3 steps on the GPU end with the CPU
+// backend's parameters (fp32, to 1e-4 relative), for K stages on one GPU
+// joined by the local and the host-staged transports (and by p2p and NCCL
+// where there are GPUs enough).
+TEST(CudaExecute, ThreeStepsMatchCpuAcrossStagesAndTransports) {
+  REQUIRE_GPU(1);
+  for (int K : {1, 2, 4}) {
+    for (const char* schedule : {"gpipe", "1f1b", "zb-h1"}) {
+      const cost::Config c = Mlp(K, 4, schedule, K == 2 ? "batchnorm" : "layernorm");
+      auto plan = partition::PlanFromConfig(c);
+      ASSERT_TRUE(plan) << plan.error().message;
+      auto cpu = ExecuteCpu(c, *plan, {.steps = 3});
+      ASSERT_TRUE(cpu) << cpu.error().message;
+      std::vector<std::string> transports = {"local", "host-staged"};
+      if (Gpus() >= K && K > 1) transports = {"host-staged", "p2p", "nccl"};
+      for (const std::string& transport : transports) {
+        SCOPED_TRACE(fmt::format("K={} {} {}", K, schedule, transport));
+        auto gpu = ExecuteCuda(c, *plan, {.steps = 3, .transport = transport});
+        ASSERT_TRUE(gpu) << gpu.error().message;
+        ExpectClose(gpu->parameters, cpu->parameters, cpu->parameters.size(), 1e-4, "parameters after 3 steps");
+        for (int s = 0; s < 3; ++s) EXPECT_NEAR(gpu->losses[s], cpu->losses[s], 1e-4 * std::abs(cpu->losses[s]));
+        // Accounting never claims more than the allocator really held.
+        for (size_t d = 0; d < gpu->peak_memory_bytes.size(); ++d) {
+          EXPECT_GT(gpu->peak_memory_bytes[d], 0);
+          if (transport != "local") {
+            EXPECT_LE(gpu->peak_memory_bytes[d], gpu->allocator_peak_bytes[d] + (1 << 21));
+          }
+        }
+        EXPECT_EQ(gpu->trace.events.size(), static_cast<size_t>(plan->schedule.NumOps()));
+      }
+    }
+  }
+}
+
+TEST(CudaExecute, AFailingOpIsNamed) {
+  REQUIRE_GPU(1);
+  const cost::Config c = Mlp(2, 4, "1f1b", "layernorm");
+  auto plan = partition::PlanFromConfig(c);
+  ASSERT_TRUE(plan);
+  const ir::Op& victim = plan->schedule.programs[1][3];
+  auto r = ExecuteCuda(c, *plan, {.steps = 1, .timeout_s = 5, .fail_op = victim.id, .transport = "local"});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, ErrorKind::kRuntime);
+  EXPECT_NE(r.error().message.find(ir::OpToken(victim)), std::string::npos) << r.error().message;
+}
+
+TEST(CudaExecute, RefusesWhatItCannotRun) {
+  REQUIRE_GPU(1);
+  const cost::Config c = Mlp(2, 4, "gpipe", "layernorm");
+  auto plan = partition::PlanFromConfig(c);
+  ASSERT_TRUE(plan);
+  auto r = ExecuteCuda(c, *plan, {.steps = 1, .transport = "carrier-pigeon"});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, ErrorKind::kBadInput);
+  auto p = ExecuteCuda(c, *plan, {.steps = 1, .precision = "fp8"});
+  ASSERT_FALSE(p);
+  EXPECT_EQ(p.error().kind, ErrorKind::kBadInput);
+}
+
+// Without a GPU the backend says so: a runtime error, not a crash.
+TEST(CudaExecute, WithoutAGpuSaysSo) {
+  if (Gpus() > 0) GTEST_SKIP() << "a GPU is present";
+  const cost::Config c = Mlp(1, 2, "gpipe", "layernorm");
+  auto plan = partition::PlanFromConfig(c);
+  ASSERT_TRUE(plan);
+  auto r = ExecuteCuda(c, *plan, {.steps = 1});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, ErrorKind::kRuntime);
+  EXPECT_NE(r.error().message.find("no CUDA device"), std::string::npos) << r.error().message;
+}
+
+}  // namespace
+}  // namespace twinpipe::execute::cuda

@@ -1,0 +1,66 @@
+#include "execute/cuda/device_tensor.h"
+
+#include "execute/cuda/check.h"
+
+namespace twinpipe::execute::cuda {
+
+struct DeviceTensor::Storage {
+  float* ptr = nullptr;
+  int64_t bytes = 0;
+  MemoryAccount* account = nullptr;
+  cudaStream_t stream = nullptr;
+  ~Storage() {
+    // A destructor cannot fail the run; a failed free shows up as the next
+    // call's error on this device.
+    if (ptr) static_cast<void>(cudaFreeAsync(ptr, stream));
+    if (account) account->Sub(bytes);
+  }
+};
+
+DeviceTensor::DeviceTensor(MemoryAccount* account, cudaStream_t stream, int rows, int cols)
+    : storage_(std::make_shared<Storage>()), rows_(rows), cols_(cols) {
+  const int64_t n = std::max<int64_t>(1, bytes());
+  void* p = nullptr;
+  TP_CUDA(cudaMallocAsync(&p, static_cast<size_t>(n), stream));
+  storage_->ptr = static_cast<float*>(p);
+  storage_->bytes = bytes();
+  storage_->stream = stream;
+  storage_->account = account;
+  if (account) account->Add(bytes());
+  data_ = storage_->ptr;
+}
+
+DeviceTensor DeviceTensor::Rows(int first, int count) const {
+  DeviceTensor v = *this;
+  v.data_ = data_ + static_cast<int64_t>(first) * cols_;
+  v.rows_ = count;
+  return v;
+}
+
+void DeviceTensor::FreeOn(cudaStream_t stream) const {
+  if (storage_) storage_->stream = stream;
+}
+
+DeviceBuffer::DeviceBuffer(int64_t n) : n_(n) {
+  void* p = nullptr;
+  TP_CUDA(cudaMalloc(&p, static_cast<size_t>(std::max<int64_t>(1, n)) * sizeof(float)));
+  p_ = static_cast<float*>(p);
+  TP_CUDA(cudaMemset(p_, 0, static_cast<size_t>(std::max<int64_t>(1, n)) * sizeof(float)));
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (p_) static_cast<void>(cudaFree(p_));
+    p_ = o.p_;
+    n_ = o.n_;
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
+  return *this;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (p_) static_cast<void>(cudaFree(p_));
+}
+
+}  // namespace twinpipe::execute::cuda

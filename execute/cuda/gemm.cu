@@ -1,0 +1,60 @@
+#include "execute/cuda/gemm.h"
+
+#include <cuda_bf16.h>
+
+#include "execute/cuda/check.h"
+
+namespace twinpipe::execute::cuda {
+namespace {
+
+// A strided row-major (rows x cols, ld) block of floats into packed bf16.
+__global__ void ToBf16(const float* src, int rows, int cols, int ld, __nv_bfloat16* dst) {
+  const long long n = static_cast<long long>(rows) * cols;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const long long r = i / cols, c = i % cols;
+    dst[i] = __float2bfloat16(src[r * ld + c]);
+  }
+}
+
+// Converts a stored operand; returns the packed copy (freed on the stream).
+__nv_bfloat16* Bf16Copy(const Context& ctx, const float* src, int rows, int cols, int ld) {
+  void* p = nullptr;
+  const size_t n = static_cast<size_t>(rows) * cols;
+  TP_CUDA(cudaMallocAsync(&p, std::max<size_t>(1, n) * sizeof(__nv_bfloat16), ctx.stream));
+  auto* dst = static_cast<__nv_bfloat16*>(p);
+  ToBf16<<<Blocks(static_cast<long long>(n)), 256, 0, ctx.stream>>>(src, rows, cols, ld, dst);
+  TP_CUDA(cudaGetLastError());
+  return dst;
+}
+
+}  // namespace
+
+void Gemm(const Context& ctx, bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
+          const float* b, int ldb, float beta, float* c, int ldc) {
+  if (m == 0 || n == 0) return;
+  const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  TP_CUDA(cublasSetStream(ctx.blas, ctx.stream));
+  switch (ctx.precision) {
+    case Precision::kFp32:
+      TP_CUDA(cublasGemmEx(ctx.blas, op_b, op_a, n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c,
+                           CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT));
+      return;
+    case Precision::kTf32:
+      TP_CUDA(cublasGemmEx(ctx.blas, op_b, op_a, n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c,
+                           CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+      return;
+    case Precision::kBf16: {
+      // Stored shapes: A is m x k (k x m when transposed), B is k x n (n x k).
+      __nv_bfloat16* a16 = Bf16Copy(ctx, a, ta ? k : m, ta ? m : k, lda);
+      __nv_bfloat16* b16 = Bf16Copy(ctx, b, tb ? n : k, tb ? k : n, ldb);
+      TP_CUDA(cublasGemmEx(ctx.blas, op_b, op_a, n, m, k, &alpha, b16, CUDA_R_16BF, tb ? k : n, a16, CUDA_R_16BF,
+                           ta ? m : k, &beta, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      TP_CUDA(cudaFreeAsync(a16, ctx.stream));
+      TP_CUDA(cudaFreeAsync(b16, ctx.stream));
+      return;
+    }
+  }
+}
+
+}  // namespace twinpipe::execute::cuda

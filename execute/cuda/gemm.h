@@ -1,0 +1,22 @@
+// Row-major GEMM on the GPU through cuBLAS, C (m x n) = alpha op(A) op(B) +
+// beta C, in the context's precision (fp32, TF32, or BF16 inputs with fp32
+// accumulation). Row-major operands are handed to column-major cuBLAS as
+// their transposes: C^T = op(B)^T op(A)^T.
+//
+//   Gemm(ctx, false, true, B, out, in, 1.f, x, in, W, in, 0.f, y, out);  // y = x W^T
+#pragma once
+
+#include "execute/cuda/layer.h"
+
+namespace twinpipe::execute::cuda {
+
+void Gemm(const Context& ctx, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+          const float* b, int ldb, float beta, float* c, int ldc);
+
+// Packed operands (leading dimensions from the shapes).
+inline void Gemm(const Context& ctx, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                 const float* b, float beta, float* c) {
+  Gemm(ctx, trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
+}
+
+}  // namespace twinpipe::execute::cuda

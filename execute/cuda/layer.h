@@ -1,0 +1,91 @@
+// The layer interface of the CUDA backend, the CPU backend's (layers/layer.h)
+// on the GPU: every call queues kernels on the context's stream and returns
+// at once. Weight gradients accumulate in fp32 on the device over the
+// micro-batches of a step. Layers are built from their CPU twins (from_cpu.h)
+// and start from the very same weights.
+//
+//   Context ctx{stream, blas, &account, Precision::kTf32};
+//   Saved saved;  DeviceTensor y = layer.Forward(ctx, x, saved, Mode::kTrain);
+//   DeviceTensor dx = layer.Backward(ctx, dy, saved);
+#pragma once
+
+#include <cublas_v2.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "execute/cuda/device_tensor.h"
+#include "execute/layers/layer.h"
+
+namespace twinpipe::execute::cuda {
+
+using execute::Mode;
+
+// GEMM arithmetic: fp32; TF32 tensor cores with fp32 accumulation; or BF16
+// inputs (converted on the fly) with fp32 accumulation and output.
+enum class Precision { kFp32, kTf32, kBf16 };
+
+struct Context {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  MemoryAccount* account = nullptr;
+  Precision precision = Precision::kFp32;
+  DeviceTensor Alloc(int rows, int cols) const { return DeviceTensor(account, stream, rows, cols); }
+};
+
+struct DeviceParam {
+  std::string name;
+  DeviceBuffer value, grad, m, v;  // v: Adam's second moment
+};
+
+// A parameter on the device with the CPU twin's initial value.
+DeviceParam Upload(const Param& cpu);
+
+struct Saved {
+  std::vector<DeviceTensor> t;
+  std::vector<Saved> inner;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual std::string_view Name() const = 0;
+  virtual DeviceTensor Forward(const Context& ctx, const DeviceTensor& x, Saved& saved, Mode mode) = 0;
+  virtual DeviceTensor Backward(const Context& ctx, const DeviceTensor& dy, const Saved& saved) = 0;
+  // The I/W split, as on the CPU: I then W adds what Backward adds.
+  virtual DeviceTensor BackwardInput(const Context& ctx, const DeviceTensor& dy, Saved& saved) {
+    return Backward(ctx, dy, saved);
+  }
+  virtual void BackwardWeight(const Context& /*ctx*/, Saved& /*saved*/) {}
+  virtual std::vector<DeviceParam*> Params() { return {}; }
+  virtual void EndStep(const Context& /*ctx*/) {}
+};
+
+// The CPU WeightedLayer's shape on the GPU: forward saves the input; the
+// input gradient needs the output gradient only, the weight gradients it and
+// the input, so Backward and the I/W split follow from the two.
+class WeightedLayer : public Layer {
+ public:
+  DeviceTensor Backward(const Context& ctx, const DeviceTensor& dy, const Saved& saved) final {
+    DeviceTensor dx = InputGradient(ctx, dy);
+    AddWeightGradients(ctx, dy, saved.t.at(0));
+    return dx;
+  }
+  DeviceTensor BackwardInput(const Context& ctx, const DeviceTensor& dy, Saved& saved) final {
+    DeviceTensor dx = InputGradient(ctx, dy);
+    saved.t.resize(1);
+    saved.t.push_back(dy);
+    return dx;
+  }
+  void BackwardWeight(const Context& ctx, Saved& saved) final {
+    AddWeightGradients(ctx, saved.t.at(1), saved.t.at(0));
+    saved.t.clear();
+  }
+
+ protected:
+  virtual DeviceTensor InputGradient(const Context& ctx, const DeviceTensor& dy) = 0;
+  virtual void AddWeightGradients(const Context& ctx, const DeviceTensor& dy, const DeviceTensor& x) = 0;
+};
+
+}  // namespace twinpipe::execute::cuda
