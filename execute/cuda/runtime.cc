@@ -197,6 +197,11 @@ struct Device {
   Clock::time_point host_start, host_end;  // this step: clock started, streams idle
 
   ~Device() {
+    static_cast<void>(cudaSetDevice(gpu));
+    // Tensors first: they are freed on the streams below.
+    returned.clear();
+    batch.Release();
+    static_cast<void>(cudaDeviceSynchronize());
     if (labels) static_cast<void>(cudaFree(labels));
     if (loss) static_cast<void>(cudaFree(loss));
     for (auto* comms : {&send_comm, &recv_comm}) {

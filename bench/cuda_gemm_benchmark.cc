@@ -1,0 +1,84 @@
+// Achieved TFLOP/s of the CUDA backend's GEMM-heavy layer, Linear, forward
+// (x W^T) and backward (dy W and dy^T x), in fp32, TF32 and BF16, against the
+// device's dense peak for that precision from the catalogue (H100-SXM, or the
+// device TWINPIPE_DEVICE names). Skips, saying why, without a GPU.
+//
+//   build/bench/cuda_gemm_benchmark --benchmark_counters_tabular=true
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "cost_models/catalogue.h"
+#include "execute/cuda/check.h"
+#include "execute/cuda/from_cpu.h"
+#include "execute/layers/linear.h"
+
+namespace {
+
+using namespace twinpipe::execute;
+
+const char* kNames[] = {"fp32", "tf32", "bf16"};
+
+double PeakTflops(int precision) {
+  const char* name = std::getenv("TWINPIPE_DEVICE");
+  const twinpipe::cost::Device* d = twinpipe::cost::FindDevice(name ? name : "H100-SXM");
+  if (!d) return 0;
+  return (precision == 0 ? d->fp32_flops : precision == 1 ? d->tf32_flops : d->half_flops) * 1e-12;
+}
+
+void BM_LinearForwardBackward(benchmark::State& state) {
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
+    state.SkipWithError("no CUDA device: the GEMM benchmark needs a GPU");
+    for (auto _ : state) {
+    }
+    return;
+  }
+  const int rows = static_cast<int>(state.range(0)), in = static_cast<int>(state.range(1)),
+            out = static_cast<int>(state.range(2)), precision = static_cast<int>(state.range(3));
+  cudaStream_t stream;
+  cublasHandle_t blas;
+  TP_CUDA(cudaStreamCreate(&stream));
+  TP_CUDA(cublasCreate(&blas));
+  MemoryAccount account;
+  const cuda::Context ctx{stream, blas, &account, static_cast<cuda::Precision>(precision)};
+  Linear cpu(1, in, out);
+  auto layer = cuda::FromCpu(cpu);
+  cuda::DeviceTensor x = ctx.Alloc(rows, in), dy = ctx.Alloc(rows, out);
+  TP_CUDA(cudaMemsetAsync(x.data(), 0, static_cast<size_t>(x.bytes()), stream));
+  TP_CUDA(cudaMemsetAsync(dy.data(), 0, static_cast<size_t>(dy.bytes()), stream));
+  cudaEvent_t start, stop;
+  TP_CUDA(cudaEventCreate(&start));
+  TP_CUDA(cudaEventCreate(&stop));
+  for (auto _ : state) {
+    TP_CUDA(cudaEventRecord(start, stream));
+    cuda::Saved saved;
+    (*layer)->Forward(ctx, x, saved, Mode::kTrain);
+    (*layer)->Backward(ctx, dy, saved);
+    TP_CUDA(cudaEventRecord(stop, stream));
+    TP_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    TP_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    state.SetIterationTime(ms * 1e-3);
+  }
+  const double flops = 3 * 2.0 * rows * in * out;  // forward, input gradient, weight gradient
+  state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["of_peak"] = benchmark::Counter(flops * 1e-12 / PeakTflops(precision), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(kNames[precision]);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cublasDestroy(blas);
+  cudaStreamDestroy(stream);
+}
+// A transformer block's GEMMs at d_model 1024, seq 512, batch 8 (4096 rows):
+// the projections (1024 x 1024) and the MLP (1024 x 4096, 4096 x 1024).
+BENCHMARK(BM_LinearForwardBackward)
+    ->ArgsProduct({{4096}, {1024}, {1024, 4096}, {0, 1, 2}})
+    ->Args({4096, 4096, 1024, 2})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Packs what a GPU machine without Debian packages needs to run the CUDA
+# backend: the stripped twinpipe, the CUDA test and benchmark binaries, the
+# examples and tests' inputs, and the shared libraries ldd lists that are
+# not CUDA's (OpenBLAS, fmt, Open MPI, ...), into gpu-bundle/twinpipe.tar.xz.
+# There: tar xf twinpipe.tar.xz && cd twinpipe &&
+#        LD_LIBRARY_PATH=$PWD/lib:$NVIDIA_LIBS ./execute_cuda_test
+set -euo pipefail
+build=${1:-build}
+out=gpu-bundle/twinpipe
+rm -rf gpu-bundle && mkdir -p "$out/lib"
+bins=("$build/twinpipe" "$build/execute/cuda/execute_cuda_test" "$build/bench/cuda_gemm_benchmark")
+for b in "${bins[@]}"; do
+  cp "$b" "$out/" && strip "$out/$(basename "$b")"
+done
+for b in "${bins[@]}"; do
+  ldd "$b" | awk '/=> \// {print $3}' | grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux|libstdc\+\+|libgcc_s)[.-]|/cuda' \
+    | while read -r lib; do cp -nL "$lib" "$out/lib/"; done
+done
+cp -r examples bench/torch_compare.py tests/cuda_cli_check.sh "$out/"
+tar -C gpu-bundle -cJf gpu-bundle/twinpipe.tar.xz twinpipe
+du -h gpu-bundle/twinpipe.tar.xz
