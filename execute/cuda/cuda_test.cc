@@ -12,7 +12,14 @@
 #include "execute/cuda/check.h"
 #include "execute/cuda/from_cpu.h"
 #include "execute/cuda/layers/softmax_cross_entropy.h"
+#include "execute/layers/attention.h"
 #include "execute/layers/batchnorm.h"
+#include "execute/layers/batchnorm2d.h"
+#include "execute/layers/conv2d.h"
+#include "execute/layers/conv_block.h"
+#include "execute/layers/embedding.h"
+#include "execute/layers/pooling.h"
+#include "execute/layers/transformer_block.h"
 #include "execute/layers/gelu.h"
 #include "execute/layers/layernorm.h"
 #include "execute/layers/linear.h"
@@ -88,13 +95,16 @@ struct Gpu {
 };
 
 // Forward, Backward, and I then W of the CUDA twin against the CPU layer.
-void CheckLayer(execute::Layer& cpu, int rows, int in, int out, double tol = 1e-4) {
+// `input`: the layer's input when random normal values will not do (token ids).
+void CheckLayer(execute::Layer& cpu, int rows, int in, int out, double tol = 1e-4, const Tensor* input = nullptr,
+                int out_rows = -1) {
   Gpu gpu;
   const Context ctx = gpu.Ctx();
   auto twin = FromCpu(cpu);
   ASSERT_TRUE(twin) << twin.error().message;
   MemoryAccount account;
-  const Tensor x = Random(&account, rows, in, 1), dy = Random(&account, rows, out, 2);
+  const Tensor x = input ? *input : Random(&account, rows, in, 1);
+  const Tensor dy = Random(&account, out_rows < 0 ? rows : out_rows, out, 2);
   for (bool split : {false, true}) {
     SCOPED_TRACE(fmt::format("{} {}", cpu.Name(), split ? "I then W" : "Backward"));
     execute::Saved cs;
@@ -151,6 +161,43 @@ TEST(CudaLayers, BlocksMatchCpu) {
       CheckLayer(block, 8, 32, 32);
     }
   }
+}
+
+TEST(CudaLayers, EmbeddingMatchesCpu) {
+  REQUIRE_GPU(1);
+  execute::Embedding e(3, 50, 6, 16);
+  MemoryAccount account;
+  Tensor ids(&account, 4, 6);
+  for (int i = 0; i < 24; ++i) ids.data()[i] = static_cast<float>((i * 7) % 50);
+  CheckLayer(e, 4, 6, 16, 1e-5, &ids, 24);
+}
+
+TEST(CudaLayers, AttentionMatchesCpu) {
+  REQUIRE_GPU(1);
+  for (bool causal : {false, true}) {
+    execute::SelfAttention a(5, 32, 4, 8, causal);
+    CheckLayer(a, 3 * 8, 32, 32);
+  }
+}
+
+TEST(CudaLayers, TransformerBlockMatchesCpu) {
+  REQUIRE_GPU(1);
+  execute::TransformerBlock b(6, 32, 64, 4, 8, true);
+  CheckLayer(b, 2 * 8, 32, 32);
+}
+
+TEST(CudaLayers, ConvolutionLayersMatchCpu) {
+  REQUIRE_GPU(1);
+  for (int stride : {1, 2}) {
+    execute::Conv2d conv(7, 3, 5, 9, stride);
+    CheckLayer(conv, 2, 3 * 81, 5 * conv.out_image() * conv.out_image());
+  }
+  execute::BatchNorm2d bn(4, 25);
+  CheckLayer(bn, 3, 100, 100);
+  execute::GlobalAvgPool pool(4, 25);
+  CheckLayer(pool, 3, 100, 4);
+  auto block = execute::MakeConvBlock(8, 4, 4, 6, 1);  // residual
+  CheckLayer(*block, 2, 4 * 36, 4 * 36);
 }
 
 TEST(CudaLayers, Tf32AndBf16GemmsStayNearFp32) {
@@ -238,6 +285,34 @@ TEST(CudaExecute, ThreeStepsMatchCpuAcrossStagesAndTransports) {
           }
         }
         EXPECT_EQ(gpu->trace.events.size(), static_cast<size_t>(plan->schedule.NumOps()));
+      }
+    }
+  }
+}
+
+// Issue 11's guarantee on the GPU: a 4-block transformer and a small CNN,
+// K in {1, 2, 4}, M in {1, 4}: 3 steps end with the CPU backend's parameters.
+TEST(CudaExecute, TransformerAndCnnMatchCpu) {
+  REQUIRE_GPU(1);
+  for (const char* model : {R"("generator": "transformer", "layers": 4, "d_model": 32, "ffn": 64, "heads": 4,
+                               "seq": 8, "vocab": 20, "causal": true)",
+                            R"("generator": "cnn", "layers": 5, "channels": 4, "image": 8, "in_channels": 3,
+                               "classes": 5)"}) {
+    for (int K : {1, 2, 4}) {
+      for (int M : {1, 4}) {
+        SCOPED_TRACE(fmt::format("{} K={} M={}", model, K, M));
+        auto c = cost::LoadConfig(fmt::format(R"({{"model": {{{}}},
+          "training": {{"batch": 8, "microbatches": {}, "optimizer": "adam", "learning_rate": 0.01, "seed": 2}},
+          "pipeline": {{"stages": {}, "schedule": "1f1b", "recompute": "full"}},
+          "cluster": {{"device": "H100-SXM", "devices": {}, "link": "nvlink4"}}}})", model, M, K, K), "t.json");
+        ASSERT_TRUE(c) << c.error().message;
+        auto plan = partition::PlanFromConfig(*c);
+        ASSERT_TRUE(plan) << plan.error().message;
+        auto cpu = ExecuteCpu(*c, *plan, {.steps = 3});
+        ASSERT_TRUE(cpu) << cpu.error().message;
+        auto gpu = ExecuteCuda(*c, *plan, {.steps = 3});
+        ASSERT_TRUE(gpu) << gpu.error().message;
+        ExpectClose(gpu->parameters, cpu->parameters, cpu->parameters.size(), 1e-4, "parameters after 3 steps");
       }
     }
   }

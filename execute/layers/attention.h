@@ -19,6 +19,10 @@ class SelfAttention : public Layer {
   Tensor BackwardInput(const Tensor& dy, Saved& saved) override;
   void BackwardWeight(Saved& saved) override;
   std::vector<Param*> Params() override;
+  int d() const { return d_; }
+  int heads() const { return heads_; }
+  int seq() const { return seq_; }
+  bool causal() const { return causal_; }
 
  private:
   // d(attention output) -> d(QKV), through the softmax, from the saved QKV and probabilities.

@@ -18,6 +18,9 @@ class BatchNorm2d : public Layer {
   Tensor Backward(const Tensor& dy, const Saved& saved) override;
   std::vector<Param*> Params() override { return bn_.Params(); }
   void EndStep() override { bn_.EndStep(); }
+  int channels() const { return c_; }
+  int pixels() const { return hw_; }
+  const BatchNorm& rows_norm() const { return bn_; }
 
  private:
   Tensor ToRows(const Tensor& images) const;  // (B, C HW) -> (B HW, C)

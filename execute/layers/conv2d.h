@@ -17,6 +17,10 @@ class Conv2d : public WeightedLayer {
   Tensor Forward(const Tensor& x, Saved& saved, Mode mode) override;
   std::vector<Param*> Params() override { return {&weight_}; }
   int out_image() const { return out_; }
+  int in_channels() const { return cin_; }
+  int out_channels() const { return cout_; }
+  int in_image() const { return in_; }
+  int stride() const { return stride_; }
 
  protected:
   Tensor InputGradient(const Tensor& dy) const override;

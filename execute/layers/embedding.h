@@ -16,6 +16,9 @@ class Embedding : public WeightedLayer {
   std::string_view Name() const override { return "embedding"; }
   Tensor Forward(const Tensor& ids, Saved& saved, Mode mode) override;  // saves the ids; no input gradient
   std::vector<Param*> Params() override { return {&token_, &position_}; }
+  int vocab() const { return vocab_; }
+  int seq() const { return seq_; }
+  int d() const { return d_; }
 
  protected:
   Tensor InputGradient(const Tensor& dy) const override;

@@ -13,6 +13,8 @@ class GlobalAvgPool : public Layer {
   std::string_view Name() const override { return "global_avg_pool"; }
   Tensor Forward(const Tensor& x, Saved& saved, Mode mode) override;  // saves nothing
   Tensor Backward(const Tensor& dy, const Saved& saved) override;
+  int channels() const { return c_; }
+  int pixels() const { return hw_; }
 
  private:
   int c_, hw_;

@@ -20,6 +20,8 @@ class TransformerBlock : public Layer {
   Tensor BackwardInput(const Tensor& dy, Saved& saved) override;
   void BackwardWeight(Saved& saved) override;
   std::vector<Param*> Params() override;
+  // ln1, attention | ln2, fc1, gelu, fc2: x + attention branch, then + MLP branch.
+  const std::vector<std::unique_ptr<Layer>>& inner() const { return inner_; }
 
  private:
   // Back through both residual branches with `step(i, g)` for inner layer i.
