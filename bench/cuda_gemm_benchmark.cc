@@ -1,4 +1,4 @@
-// Achieved TFLOP/s of the CUDA backend's GEMM-heavy layer, Linear, forward
+// Achieved TFLOP/s of a transformer block (below), and of the CUDA backend's GEMM-heavy layer, Linear, forward
 // (x W^T) and backward (dy W and dy^T x), in fp32, TF32 and BF16, against the
 // device's dense peak for that precision from the catalogue (H100-SXM, or the
 // device TWINPIPE_DEVICE names). Skips, saying why, without a GPU.
@@ -12,7 +12,9 @@
 #include "cost_models/catalogue.h"
 #include "execute/cuda/check.h"
 #include "execute/cuda/from_cpu.h"
+#include "cost_models/config.h"
 #include "execute/layers/linear.h"
+#include "execute/layers/transformer_block.h"
 
 namespace {
 
@@ -78,6 +80,65 @@ BENCHMARK(BM_LinearForwardBackward)
     ->Args({4096, 4096, 1024, 2})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
+
+// Issue 11's figure: a pre-LN transformer block (d_model 1024, ffn 4096, 16
+// heads, seq 512) forward and backward over batch 8, with the cost model's
+// FLOPs for the block (per sample, times 8) over the measured time, against
+// the BF16 (or TF32, FP32) peak.
+void BM_TransformerBlock(benchmark::State& state) {
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
+    state.SkipWithError("no CUDA device: the transformer block benchmark needs a GPU");
+    for (auto _ : state) {
+    }
+    return;
+  }
+  const int precision = static_cast<int>(state.range(0));
+  constexpr int kBatch = 8, kSeq = 512, kD = 1024, kFfn = 4096, kHeads = 16;
+  auto config = twinpipe::cost::LoadConfig(R"({"model": {"generator": "transformer", "layers": 1, "d_model": 1024,
+      "ffn": 4096, "heads": 16, "seq": 512, "vocab": 1000}, "training": {"batch": 8, "microbatches": 1},
+      "pipeline": {"stages": 1}, "cluster": {"device": "H100-SXM", "devices": 1, "link": "nvlink4"}})", "bench.json");
+  if (!config) {
+    state.SkipWithError(config.error().message.c_str());
+    return;
+  }
+  const twinpipe::cost::Layer& block = config->model.layers.at(1);
+  const double flops = (block.fwd_flops + block.bwd_input_flops + block.bwd_weight_flops) * kBatch;
+  cudaStream_t stream;
+  cublasHandle_t blas;
+  TP_CUDA(cudaStreamCreate(&stream));
+  TP_CUDA(cublasCreate(&blas));
+  MemoryAccount account;
+  const cuda::Context ctx{stream, blas, &account, static_cast<cuda::Precision>(precision)};
+  TransformerBlock cpu(1, kD, kFfn, kHeads, kSeq, false);
+  auto layer = cuda::FromCpu(cpu);
+  cuda::DeviceTensor x = ctx.Alloc(kBatch * kSeq, kD), dy = ctx.Alloc(kBatch * kSeq, kD);
+  TP_CUDA(cudaMemsetAsync(x.data(), 0, static_cast<size_t>(x.bytes()), stream));
+  TP_CUDA(cudaMemsetAsync(dy.data(), 0, static_cast<size_t>(dy.bytes()), stream));
+  cudaEvent_t start, stop;
+  TP_CUDA(cudaEventCreate(&start));
+  TP_CUDA(cudaEventCreate(&stop));
+  for (auto _ : state) {
+    TP_CUDA(cudaEventRecord(start, stream));
+    cuda::Saved saved;
+    (*layer)->Forward(ctx, x, saved, Mode::kTrain);
+    (*layer)->Backward(ctx, dy, saved);
+    TP_CUDA(cudaEventRecord(stop, stream));
+    TP_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    TP_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    state.SetIterationTime(ms * 1e-3);
+  }
+  state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["of_peak"] = benchmark::Counter(flops * 1e-12 / PeakTflops(precision),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(kNames[precision]);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cublasDestroy(blas);
+  cudaStreamDestroy(stream);
+}
+BENCHMARK(BM_TransformerBlock)->Arg(2)->Arg(1)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
