@@ -7,6 +7,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 #include "cost_models/catalogue.h"
@@ -29,90 +30,26 @@ double PeakTflops(int precision) {
   return (precision == 0 ? d->fp32_flops : precision == 1 ? d->tf32_flops : d->half_flops) * 1e-12;
 }
 
-void BM_LinearForwardBackward(benchmark::State& state) {
+// Times Forward then Backward of `layer` on a fresh stream with CUDA events,
+// one iteration per benchmark iteration, and reports TFLOP/s against the
+// catalogue's peak for the precision. Skips without a GPU.
+void TimeForwardBackward(benchmark::State& state, twinpipe::execute::Layer& cpu, int rows, int in, int out,
+                         int precision, double flops) {
   int gpus = 0;
   if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
-    state.SkipWithError("no CUDA device: the GEMM benchmark needs a GPU");
+    state.SkipWithError("no CUDA device: this benchmark needs a GPU");
     for (auto _ : state) {
     }
     return;
   }
-  const int rows = static_cast<int>(state.range(0)), in = static_cast<int>(state.range(1)),
-            out = static_cast<int>(state.range(2)), precision = static_cast<int>(state.range(3));
   cudaStream_t stream;
   cublasHandle_t blas;
   TP_CUDA(cudaStreamCreate(&stream));
   TP_CUDA(cublasCreate(&blas));
   MemoryAccount account;
   const cuda::Context ctx{stream, blas, &account, static_cast<cuda::Precision>(precision)};
-  Linear cpu(1, in, out);
   auto layer = cuda::FromCpu(cpu);
   cuda::DeviceTensor x = ctx.Alloc(rows, in), dy = ctx.Alloc(rows, out);
-  TP_CUDA(cudaMemsetAsync(x.data(), 0, static_cast<size_t>(x.bytes()), stream));
-  TP_CUDA(cudaMemsetAsync(dy.data(), 0, static_cast<size_t>(dy.bytes()), stream));
-  cudaEvent_t start, stop;
-  TP_CUDA(cudaEventCreate(&start));
-  TP_CUDA(cudaEventCreate(&stop));
-  for (auto _ : state) {
-    TP_CUDA(cudaEventRecord(start, stream));
-    cuda::Saved saved;
-    (*layer)->Forward(ctx, x, saved, Mode::kTrain);
-    (*layer)->Backward(ctx, dy, saved);
-    TP_CUDA(cudaEventRecord(stop, stream));
-    TP_CUDA(cudaEventSynchronize(stop));
-    float ms = 0;
-    TP_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    state.SetIterationTime(ms * 1e-3);
-  }
-  const double flops = 3 * 2.0 * rows * in * out;  // forward, input gradient, weight gradient
-  state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["of_peak"] = benchmark::Counter(flops * 1e-12 / PeakTflops(precision), benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(kNames[precision]);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cublasDestroy(blas);
-  cudaStreamDestroy(stream);
-}
-// A transformer block's GEMMs at d_model 1024, seq 512, batch 8 (4096 rows):
-// the projections (1024 x 1024) and the MLP (1024 x 4096, 4096 x 1024).
-BENCHMARK(BM_LinearForwardBackward)
-    ->ArgsProduct({{4096}, {1024}, {1024, 4096}, {0, 1, 2}})
-    ->Args({4096, 4096, 1024, 2})
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
-
-// Issue 11's figure: a pre-LN transformer block (d_model 1024, ffn 4096, 16
-// heads, seq 512) forward and backward over batch 8, with the cost model's
-// FLOPs for the block (per sample, times 8) over the measured time, against
-// the BF16 (or TF32, FP32) peak.
-void BM_TransformerBlock(benchmark::State& state) {
-  int gpus = 0;
-  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
-    state.SkipWithError("no CUDA device: the transformer block benchmark needs a GPU");
-    for (auto _ : state) {
-    }
-    return;
-  }
-  const int precision = static_cast<int>(state.range(0));
-  constexpr int kBatch = 8, kSeq = 512, kD = 1024, kFfn = 4096, kHeads = 16;
-  auto config = twinpipe::cost::LoadConfig(R"({"model": {"generator": "transformer", "layers": 1, "d_model": 1024,
-      "ffn": 4096, "heads": 16, "seq": 512, "vocab": 1000}, "training": {"batch": 8, "microbatches": 1},
-      "pipeline": {"stages": 1}, "cluster": {"device": "H100-SXM", "devices": 1, "link": "nvlink4"}})", "bench.json");
-  if (!config) {
-    state.SkipWithError(config.error().message.c_str());
-    return;
-  }
-  const twinpipe::cost::Layer& block = config->model.layers.at(1);
-  const double flops = (block.fwd_flops + block.bwd_input_flops + block.bwd_weight_flops) * kBatch;
-  cudaStream_t stream;
-  cublasHandle_t blas;
-  TP_CUDA(cudaStreamCreate(&stream));
-  TP_CUDA(cublasCreate(&blas));
-  MemoryAccount account;
-  const cuda::Context ctx{stream, blas, &account, static_cast<cuda::Precision>(precision)};
-  TransformerBlock cpu(1, kD, kFfn, kHeads, kSeq, false);
-  auto layer = cuda::FromCpu(cpu);
-  cuda::DeviceTensor x = ctx.Alloc(kBatch * kSeq, kD), dy = ctx.Alloc(kBatch * kSeq, kD);
   TP_CUDA(cudaMemsetAsync(x.data(), 0, static_cast<size_t>(x.bytes()), stream));
   TP_CUDA(cudaMemsetAsync(dy.data(), 0, static_cast<size_t>(dy.bytes()), stream));
   cudaEvent_t start, stop;
@@ -137,6 +74,36 @@ void BM_TransformerBlock(benchmark::State& state) {
   cudaEventDestroy(stop);
   cublasDestroy(blas);
   cudaStreamDestroy(stream);
+}
+
+void BM_LinearForwardBackward(benchmark::State& state) {
+  const int rows = static_cast<int>(state.range(0)), in = static_cast<int>(state.range(1)),
+            out = static_cast<int>(state.range(2)), precision = static_cast<int>(state.range(3));
+  Linear cpu(1, in, out);
+  TimeForwardBackward(state, cpu, rows, in, out, precision, 3 * 2.0 * rows * in * out);  // forward, dx, dW
+}
+// A transformer block's GEMMs at d_model 1024, seq 512, batch 8 (4096 rows):
+// the projections (1024 x 1024) and the MLP (1024 x 4096, 4096 x 1024).
+BENCHMARK(BM_LinearForwardBackward)
+    ->ArgsProduct({{4096}, {1024}, {1024, 4096}, {0, 1, 2}})
+    ->Args({4096, 4096, 1024, 2})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// Issue 11's figure: a pre-LN transformer block (d_model 1024, ffn 4096, 16
+// heads, seq 512) forward and backward over batch 8, with the cost model's
+// FLOPs for the block (per sample, times 8) over the measured time, against
+// the BF16 (or TF32, FP32) peak.
+void BM_TransformerBlock(benchmark::State& state) {
+  constexpr int kBatch = 8, kSeq = 512, kD = 1024, kFfn = 4096, kHeads = 16;
+  auto config = twinpipe::cost::LoadConfig(R"({"model": {"generator": "transformer", "layers": 1, "d_model": 1024,
+      "ffn": 4096, "heads": 16, "seq": 512, "vocab": 1000}, "training": {"batch": 8, "microbatches": 1},
+      "pipeline": {"stages": 1}, "cluster": {"device": "H100-SXM", "devices": 1, "link": "nvlink4"}})", "bench.json");
+  if (!config) throw std::runtime_error(config.error().message);
+  const twinpipe::cost::Layer& block = config->model.layers.at(1);
+  TransformerBlock cpu(1, kD, kFfn, kHeads, kSeq, false);
+  TimeForwardBackward(state, cpu, kBatch * kSeq, kD, kD, static_cast<int>(state.range(0)),
+                      (block.fwd_flops + block.bwd_input_flops + block.bwd_weight_flops) * kBatch);
 }
 BENCHMARK(BM_TransformerBlock)->Arg(2)->Arg(1)->UseManualTime()->Unit(benchmark::kMillisecond);
 

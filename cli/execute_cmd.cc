@@ -121,6 +121,7 @@ int Run(const ExecuteCmdOptions& o) {
     for (size_t d = 0; d < result->peak_memory_bytes.size(); ++d) {
       nlohmann::ordered_json dev{{"device", d}, {"peak_memory_bytes", result->peak_memory_bytes[d]}};
       if (d < result->allocator_peak_bytes.size()) dev["allocator_peak_bytes"] = result->allocator_peak_bytes[d];
+      if (d < result->device_used_bytes.size()) dev["device_used_bytes"] = result->device_used_bytes[d];
       j["devices"].push_back(dev);
     }
     if (!result->links.empty()) j["links"] = result->links;

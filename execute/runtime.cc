@@ -270,18 +270,7 @@ void Runner::GatherStep(ExecuteResult& r) {
 }
 
 Result<ExecuteResult> Runner::Run() {
-  if (s_.replicas > 1) {
-    return Fail(fmt::format("{}: the CPU backend runs one pipeline; {} data-parallel replicas are not supported yet",
-                            c_.source, s_.replicas));
-  }
-  for (const auto& p : s_.programs) {
-    for (const Op& op : p) {
-      if (op.kind == OpKind::kAllReduce) {
-        return Fail(fmt::format("device {}: {}: the CPU backend does not run {} ops yet", op.device, ir::OpToken(op),
-                                ir::OpKindName(op.kind)));
-      }
-    }
-  }
+  if (auto ok = CheckSinglePipeline(c_, s_, "CPU"); !ok) return tl::unexpected(ok.error());
   UseOneBlasThread();
   for (Cell& cell : cells_) {
     cell.slots.assign(s_.num_micro_batches, Cell::Slot{});
@@ -363,6 +352,22 @@ Result<ExecuteResult> Runner::Run() {
 }
 
 }  // namespace
+
+Result<void> CheckSinglePipeline(const cost::Config& c, const ir::Schedule& s, std::string_view backend) {
+  if (s.replicas > 1) {
+    return Fail(fmt::format("{}: the {} backend runs one pipeline; {} data-parallel replicas are not supported yet",
+                            c.source, backend, s.replicas));
+  }
+  for (const auto& p : s.programs) {
+    for (const Op& op : p) {
+      if (op.kind == OpKind::kAllReduce) {
+        return Fail(fmt::format("device {}: {}: the {} backend does not run {} ops yet", op.device, ir::OpToken(op),
+                                backend, ir::OpKindName(op.kind)));
+      }
+    }
+  }
+  return {};
+}
 
 traces::Stream StreamOf(OpKind kind) {
   return ir::IsSend(kind) ? traces::Stream::kSend

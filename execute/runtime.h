@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cost_models/config.h"
@@ -45,6 +46,9 @@ struct ExecuteResult {
   // GPU's, shared by the devices placed on one GPU), to hold the accounted
   // peak against; and the link each device pair used ("0->1 p2p", ...).
   std::vector<double> allocator_peak_bytes;
+  // CUDA: the GPU's used memory at the end of the last step by
+  // cudaMemGetInfo (context, libraries and pool included): the outer bound.
+  std::vector<double> device_used_bytes;
   std::vector<std::string> links;
 };
 
@@ -62,6 +66,9 @@ Result<ExecuteResult> ExecuteCuda(const cost::Config& config, const partition::P
 bool CudaBuilt();
 
 // What both backends share.
+// Bad input for what no backend runs yet (data-parallel replicas and their
+// all-reduce ops), naming `backend`.
+Result<void> CheckSinglePipeline(const cost::Config& config, const ir::Schedule& schedule, std::string_view backend);
 traces::Stream StreamOf(ir::OpKind kind);
 // The trace of the step of median time, from every step's events and memory.
 traces::Trace MedianStepTrace(std::string source, const ir::Schedule& schedule, const std::vector<double>& step_time_s,

@@ -194,6 +194,7 @@ struct Device {
   double* loss = nullptr;         // last stage: the step's summed loss
   double loss_host = 0;
   int64_t pool_peak = 0;
+  int64_t used = 0;  // cudaMemGetInfo's total - free, at the end of the step
   Clock::time_point host_start, host_end;  // this step: clock started, streams idle
 
   ~Device() {
@@ -280,18 +281,7 @@ void Runner::FailWith(std::string message, ErrorKind kind) {
 }
 
 Result<void> Runner::Setup() {
-  if (s_.replicas > 1) {
-    return Fail(fmt::format("{}: the CUDA backend runs one pipeline; {} data-parallel replicas are not supported yet",
-                            c_.source, s_.replicas));
-  }
-  for (const auto& p : s_.programs) {
-    for (const Op& op : p) {
-      if (op.kind == OpKind::kAllReduce) {
-        return Fail(fmt::format("device {}: {}: the CUDA backend does not run {} ops yet", op.device, ir::OpToken(op),
-                                ir::OpKindName(op.kind)));
-      }
-    }
-  }
+  if (auto ok = CheckSinglePipeline(c_, s_, "CUDA"); !ok) return ok;
   auto precision = ParsePrecision(o_.precision);
   if (!precision) return tl::unexpected(precision.error());
   precision_ = *precision;
@@ -764,6 +754,9 @@ void Runner::Worker(int device, int step) {
     uint64_t high = 0;
     TP_CUDA(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high));
     dev.pool_peak = std::max<int64_t>(dev.pool_peak, static_cast<int64_t>(high));
+    size_t free = 0, total = 0;
+    TP_CUDA(cudaMemGetInfo(&free, &total));
+    dev.used = static_cast<int64_t>(total - free);
   } catch (const CudaError& e) {
     fail(e.what(), ErrorKind::kRuntime);
   } catch (const std::exception& e) {
@@ -781,6 +774,7 @@ Result<ExecuteResult> Runner::Run() {
   ExecuteResult result;
   result.peak_memory_bytes.assign(D, 0);
   result.allocator_peak_bytes.assign(D, 0);
+  result.device_used_bytes.assign(D, 0);
   for (const auto& [pair, link] : links_) {
     result.links.push_back(fmt::format("{}->{} {}", pair.first, pair.second, LinkName(link)));
   }
@@ -828,11 +822,15 @@ Result<ExecuteResult> Runner::Run() {
       result.peak_memory_bytes[d] = std::max(result.peak_memory_bytes[d],
                                              static_cast<double>(devices_[d]->account.peak_bytes()));
       result.allocator_peak_bytes[d] = static_cast<double>(devices_[d]->pool_peak);
+      result.device_used_bytes[d] = static_cast<double>(devices_[d]->used);
       for (const auto& [time, bytes] : devices_[d]->account.samples()) samples.push_back({time, bytes});
     }
     step_events.push_back(events_);
   }
-  if (o_.mpi) SumAcrossRanks(result.allocator_peak_bytes);
+  if (o_.mpi) {
+    SumAcrossRanks(result.allocator_peak_bytes);
+    SumAcrossRanks(result.device_used_bytes);
+  }
   for (Cell& cell : cells_) {
     const int d = s_.placement[cell.stage];
     if (!Mine(d)) {
