@@ -1,11 +1,14 @@
 #include "execute/runtime.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -50,6 +53,22 @@ void PinToCore(int device) {
   CPU_ZERO(&set);
   CPU_SET(static_cast<int>(static_cast<unsigned>(device) % cores), &set);
   pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+// Runs f when it goes out of scope.
+template <typename F>
+struct ScopeExit {
+  F f;
+  ~ScopeExit() { f(); }
+};
+
+// Tensors come and go every op; glibc would hand large blocks back to the
+// kernel (munmap, heap trimming) and fault them in again on the next step, a
+// cost that varies step to step and that no training framework's caching
+// allocator pays. Keep freed memory in the process instead.
+void KeepFreedMemory() {
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
 }
 
 class Runner {
@@ -272,6 +291,7 @@ void Runner::GatherStep(ExecuteResult& r) {
 Result<ExecuteResult> Runner::Run() {
   if (auto ok = CheckSinglePipeline(c_, s_, "CPU"); !ok) return tl::unexpected(ok.error());
   UseOneBlasThread();
+  KeepFreedMemory();
   for (Cell& cell : cells_) {
     cell.slots.assign(s_.num_micro_batches, Cell::Slot{});
     // Parameters with their fp64 gradients, optimizer state and gradient
@@ -291,17 +311,24 @@ Result<ExecuteResult> Runner::Run() {
   std::vector<std::vector<std::vector<traces::MemorySample>>> step_memory;
   result.peak_memory_bytes.assign(D, 0);
   events_.assign(s_.NumOps(), traces::Event{});
-  for (int step = 0; step < o_.steps; ++step) {
-    batch_ = task_.Make(step);
-    loss_sum_.assign(D, 0.0);
-    if (o_.mpi) Barrier();  // every rank's step starts together
-    const auto origin = Clock::now();
-    std::vector<std::thread> workers;
-    for (int d = 0; d < D; ++d) {
-      if (o_.mpi && d != rank_) continue;
-      workers.emplace_back([this, d, step, origin] {
-        PinToCore(d);
-        auto ok = Worker(d, step, origin);
+  // Persistent workers, one per device, pinned once. Each step they start
+  // together at a barrier whose completion stamps the step's origin, and
+  // meet again at its end: thread start-up and scheduling are not part of
+  // the step, as they are not in a long-running training job.
+  const int parties = (o_.mpi ? 1 : D) + 1;
+  std::barrier start(parties, [this]() noexcept { origin_ = Clock::now(); });
+  std::barrier end(parties);
+  bool stop = false;
+  int current_step = 0;
+  std::vector<std::thread> workers;
+  for (int d = 0; d < D; ++d) {
+    if (o_.mpi && d != rank_) continue;
+    workers.emplace_back([this, d, &start, &end, &stop, &current_step] {
+      PinToCore(d);
+      for (;;) {
+        start.arrive_and_wait();
+        if (stop) return;
+        auto ok = Worker(d, current_step, origin_);
         if (!ok && ok.error().message != "aborted") {
           std::lock_guard lock(error_mu_);
           if (error_.empty()) {
@@ -311,11 +338,24 @@ Result<ExecuteResult> Runner::Run() {
           failed_ = true;
           transport_->Abort();
         }
-      });
-    }
-    for (auto& w : workers) w.join();
+        end.arrive_and_wait();
+      }
+    });
+  }
+  ScopeExit release{[&] {  // on every way out of Run: let the workers go and join them
+    stop = true;
+    start.arrive_and_wait();
+    for (auto& t : workers) t.join();
+  }};
+  for (int step = 0; step < o_.steps; ++step) {
+    batch_ = task_.Make(step);
+    loss_sum_.assign(D, 0.0);
+    current_step = step;
+    if (o_.mpi) Barrier();  // every rank's step starts together
+    start.arrive_and_wait();
+    end.arrive_and_wait();
     if (failed_) return tl::unexpected(Error{error_, error_kind_});
-    result.step_time_s.push_back(std::chrono::duration<double>(Clock::now() - origin).count());
+    result.step_time_s.push_back(std::chrono::duration<double>(Clock::now() - origin_).count());
     if (o_.mpi) GatherStep(result);
     double loss = 0;
     for (double l : loss_sum_) loss += l;
