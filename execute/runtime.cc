@@ -79,7 +79,9 @@ class Runner {
       rank_ = InitMpi().rank;
       transport_ = std::make_unique<MpiTransport>();
     } else {
-      transport_ = std::make_unique<InProcTransport>(s_.num_devices, 2 * static_cast<size_t>(s_.num_micro_batches) + 2);
+      const bool core_each = s_.num_devices <= static_cast<int>(std::thread::hardware_concurrency());
+      transport_ = std::make_unique<InProcTransport>(s_.num_devices, 2 * static_cast<size_t>(s_.num_micro_batches) + 2,
+                                                     std::chrono::microseconds(core_each ? 500 : 0));
     }
     optimizer_ = Optimizer{c.training.optimizer, c.training.learning_rate, c.training.momentum};
     for (int st = 0; st < s_.num_stages; ++st) {
