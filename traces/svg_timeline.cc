@@ -52,6 +52,7 @@ double TickStep(double span) {
 }
 
 std::string TimeLabel(double s) {
+  if (s == 0) return "0";
   if (s >= 1) return fmt::format("{:g} s", s);
   if (s >= 1e-3) return fmt::format("{:g} ms", s * 1e3);
   return fmt::format("{:g} us", s * 1e6);
