@@ -125,6 +125,8 @@ cli_case(execute_not_executable 2 "runs the mlp, transformer and cnn generators,
          ${TP} execute ${IN}/sim_gpipe_recompute.json)
 cli_case(execute_cuda_backend 0 "cuda backend: "
          bash ${CMAKE_CURRENT_SOURCE_DIR}/cuda_cli_check.sh ${TP} ${SRC}/examples/quickstart.json)
+cli_case(execute_reports_overhead 0 "(executor overhead "
+         ${TP} execute ${SRC}/examples/quickstart.json --steps 2)
 cli_case(execute_cuda_options_on_cpu 2 "--transport and --precision choose how the cuda backend runs"
          ${TP} execute ${SRC}/examples/quickstart.json --transport nccl)
 cli_case(execute_bad_transport 2 "--transport"
