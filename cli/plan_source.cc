@@ -30,4 +30,18 @@ Result<partition::Plan> MakePlan(const cost::Config& config, const PlanSource& s
   return partition::PlanFromConfig(config, overrides);
 }
 
+Result<std::optional<simulate::Calibration>> LoadCalibration(const std::string& path, const cost::Config& config) {
+  if (path.empty()) return std::optional<simulate::Calibration>();
+  auto text = ReadFile(path);
+  if (!text) return tl::unexpected(text.error());
+  auto cal = simulate::ReadCalibration(*text, path);
+  if (!cal) return tl::unexpected(cal.error());
+  const std::string& device = config.cluster.devices.at(0).name;
+  if (!cal->device.empty() && cal->device != device) {
+    return Fail(fmt::format("{}: /device: fitted on '{}', but {} runs on '{}'; calibrate from traces of this device",
+                            path, cal->device, config.source, device));
+  }
+  return std::optional<simulate::Calibration>(std::move(*cal));
+}
+
 }  // namespace twinpipe::cli

@@ -5,12 +5,14 @@
 //   Result<partition::Plan> plan = MakePlan(config, src);
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "cost_models/config.h"
 #include "partition/pipeline_plan.h"
+#include "simulate/calibration.h"
 
 namespace twinpipe::cli {
 
@@ -29,6 +31,11 @@ void AddPlanOptions(CLI::App& cmd, PlanSource& source);
 // Bad files and configs are bad input; a builder failure or a model that
 // does not fit in memory is a runtime error.
 Result<partition::Plan> MakePlan(const cost::Config& config, const PlanSource& source);
+
+// A calibration file for the config (`--calibration` of simulate and
+// search): none for an empty path; bad input when it cannot be read, is
+// malformed, or was fitted on another device than the config's.
+Result<std::optional<simulate::Calibration>> LoadCalibration(const std::string& path, const cost::Config& config);
 
 // The exit code for an error: 1 for runtime failures, 2 for bad input.
 inline int ExitCodeOf(const Error& e) { return e.kind == ErrorKind::kRuntime ? 1 : 2; }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/plan_source.h"
 #include "cli/schedule_io.h"
 #include "search/search.h"
 
@@ -25,6 +26,7 @@ struct SearchCmdOptions {
   bool json = false;
   bool max_layers = false;
   std::string output;
+  std::string calibration;
 };
 
 std::string GiB(double b) { return fmt::format("{:.3f} GiB", b / (1024.0 * 1024.0 * 1024.0)); }
@@ -104,7 +106,13 @@ int Run(const SearchCmdOptions& o) {
     fmt::print(stderr, "twinpipe search: {}\n", config.error().message);
     return kExitBadInput;
   }
+  auto calibration = LoadCalibration(o.calibration, *config);
+  if (!calibration) {
+    fmt::print(stderr, "twinpipe search: {}\n", calibration.error().message);
+    return kExitBadInput;
+  }
   search::SearchOptions so;
+  so.calibration = *calibration ? &**calibration : nullptr;
   so.devices = o.devices;
   so.memory_cap_bytes = o.memory_cap;
   so.objective = o.objective == "memory" ? search::Objective::kMemory : search::Objective::kThroughput;
@@ -187,6 +195,8 @@ void AddSearch(CLI::App& app, int& exit_code) {
                 "instead: the most layers a generator model can have per K, with and without recompute");
   cmd->add_flag("--json", o->json, "print configs_evaluated, wall_s, pareto[], best (a config); with --max-layers rows[]");
   cmd->add_option("-o,--output", o->output, "write the best configuration as a runnable config");
+  cmd->add_option("--calibration", o->calibration, "cost-model coefficients fitted by `twinpipe calibrate` (the "
+                                                   "config's device) in place of the catalogue's");
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });
 }
 

@@ -38,18 +38,12 @@ int Run(const SimulateOptions& o) {
     fmt::print(stderr, "twinpipe simulate: {}\n", plan.error().message);
     return ExitCodeOf(plan.error());
   }
-  std::optional<simulate::Calibration> calibration;
-  if (!o.calibration.empty()) {
-    auto text = ReadFile(o.calibration);
-    auto cal = text ? simulate::ReadCalibration(*text, o.calibration)
-                    : Result<simulate::Calibration>(tl::unexpected(text.error()));
-    if (!cal) {
-      fmt::print(stderr, "twinpipe simulate: {}\n", cal.error().message);
-      return kExitBadInput;
-    }
-    calibration = std::move(*cal);
+  auto calibration = LoadCalibration(o.calibration, *config);
+  if (!calibration) {
+    fmt::print(stderr, "twinpipe simulate: {}\n", calibration.error().message);
+    return kExitBadInput;
   }
-  const simulate::SimCosts costs = simulate::CostsFromPlan(*config, *plan, calibration ? &*calibration : nullptr);
+  const simulate::SimCosts costs = simulate::CostsFromPlan(*config, *plan, *calibration ? &**calibration : nullptr);
   auto result = simulate::Simulate(plan->schedule, costs);
   if (!result) {
     fmt::print(stderr, "twinpipe simulate: {}\n", result.error().message);

@@ -72,6 +72,7 @@ struct Bounds {
 struct Searcher {
   cost::Config work;
   double cap = 0;
+  const simulate::Calibration* calibration = nullptr;
   // A compute-only schedule, its in-flight counts and, per device, the stage
   // whose input gradient its last compute op makes (-1: it makes none).
   struct Shape {
@@ -134,7 +135,7 @@ struct Searcher {
     // The costs need the placement only: a shape without programs.
     partition::Plan shape_only{std::move(*cut), ir::Schedule{s.num_stages, s.num_micro_batches, s.num_devices,
                                                              s.replicas, s.placement, {}}};
-    const simulate::SimCosts costs = simulate::CostsFromPlan(work, shape_only);
+    const simulate::SimCosts costs = simulate::CostsFromPlan(work, shape_only, calibration);
     const int F = simulate::ComputeSlot(ir::OpKind::kForward), R = simulate::ComputeSlot(ir::OpKind::kRecompute);
     const bool split = c.schedule == "zb-h1" || c.schedule == "zb-v";
     const int B = simulate::ComputeSlot(ir::OpKind::kBackward), I = simulate::ComputeSlot(ir::OpKind::kBackwardInput),
@@ -202,7 +203,7 @@ struct Searcher {
     if (!plan && !known) return std::nullopt;
     auto it = memo.find(key);
     if (it == memo.end()) {
-      auto sim = simulate::Simulate(plan->schedule, simulate::CostsFromPlan(work, *plan));
+      auto sim = simulate::Simulate(plan->schedule, simulate::CostsFromPlan(work, *plan, calibration));
       if (!sim) return std::nullopt;
       ++simulated;
       Outcome o{sim->step_time_s, sim->bubble_fraction, {}};
@@ -295,7 +296,7 @@ Result<SearchResult> Search(const cost::Config& config, const SearchOptions& o) 
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   auto resized = Resize(config, o.devices);
   if (!resized) return tl::unexpected(resized.error());
-  Searcher searcher{std::move(*resized), o.memory_cap_bytes};
+  Searcher searcher{std::move(*resized), o.memory_cap_bytes, o.calibration};
   const int devices = searcher.work.cluster.NumDevices();
   const int64_t global_batch = config.training.batch * config.Replicas();
   const std::vector<Candidate> grid = Grid(searcher.work, devices, global_batch);
@@ -370,7 +371,7 @@ Result<std::vector<MaxLayersRow>> MaxLayers(const cost::Config& config, const Se
   }
   auto resized = Resize(config, o.devices);
   if (!resized) return tl::unexpected(resized.error());
-  Searcher searcher{std::move(*resized), o.memory_cap_bytes};
+  Searcher searcher{std::move(*resized), o.memory_cap_bytes, o.calibration};
   cost::Config& work = searcher.work;
   const int devices = work.cluster.NumDevices();
   const int min_layers = config.mlp ? 2 : 1;

@@ -18,6 +18,7 @@
 
 #include "cost_models/config.h"
 #include "ir/result.h"
+#include "simulate/calibration.h"
 
 namespace twinpipe::search {
 
@@ -32,6 +33,9 @@ struct SearchOptions {
   // Tests: simulate every point, skip none, and fail (runtime error) if a
   // simulation beats its point's bounds (the bounds would then be wrong).
   bool check_bounds = false;
+  // Fitted costs (`twinpipe calibrate`) in place of the catalogue's, for the
+  // bounds and the simulations alike; not owned.
+  const simulate::Calibration* calibration = nullptr;
 };
 
 // One point of the grid and what the simulator predicts for it.

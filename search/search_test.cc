@@ -34,7 +34,8 @@ struct Point {
 
 // The oracle: every grid point written out as a config, loaded, planned and
 // simulated on its own, the way a user would run it.
-std::vector<Point> SimulateEveryPoint(const std::string& text, double cap) {
+std::vector<Point> SimulateEveryPoint(const std::string& text, double cap,
+                                      const simulate::Calibration* calibration = nullptr) {
   const auto original = nlohmann::ordered_json::parse(text);
   const cost::Config base = Load(text);
   const int D = base.cluster.NumDevices(), L = static_cast<int>(base.model.layers.size());
@@ -61,7 +62,7 @@ std::vector<Point> SimulateEveryPoint(const std::string& text, double cap) {
               Point p{j};
               auto plan = partition::PlanFromConfig(c);
               if (plan) {
-                auto sim = simulate::Simulate(plan->schedule, simulate::CostsFromPlan(c, *plan));
+                auto sim = simulate::Simulate(plan->schedule, simulate::CostsFromPlan(c, *plan, calibration));
                 EXPECT_TRUE(sim);
                 p.throughput = static_cast<double>(batch) * (D / K) / sim->step_time_s;
                 for (const auto& d : sim->devices) p.peak = std::max(p.peak, d.peak_memory_bytes);
@@ -165,6 +166,33 @@ TEST(Search, BoundsHoldForEveryPoint) {
     EXPECT_EQ(r->configs_bounded, 0);
     EXPECT_GT(r->configs_simulated, 100);
   }
+}
+
+// With fitted costs (search --calibration) the bounds still hold, and the
+// best is the oracle's under the same calibration, not the catalogue's.
+TEST(Search, CalibratedCostsDriveBoundsAndSimulationsAlike) {
+  simulate::Calibration cal;
+  cal.device = "A100-40GB";
+  cal.compute["F"] = simulate::OpFit{2e-4, {{"transformer_block", 3.0}}, 10};
+  cal.compute["B"] = simulate::OpFit{5e-4, {{"transformer_block", 2.5}, {"head", 0.5}}, 10};
+  cal.latency_s = 3e-4;
+  cal.bandwidth = 2e9;
+  cal.step_overhead_s = 1e-3;
+  cal.step_seconds_per_param = 2e-10;
+  SearchOptions o;
+  o.calibration = &cal;
+  o.check_bounds = true;  // fails the search if a calibrated simulation beats its calibrated bounds
+  auto checked = Search(Load(kConfig), o);
+  ASSERT_TRUE(checked) << checked.error().message;
+  o.check_bounds = false;
+  auto r = Search(Load(kConfig), o);
+  ASSERT_TRUE(r && r->best);
+  double best = 0, best_uncalibrated = 0;
+  for (const auto& p : SimulateEveryPoint(kConfig, 1e18, &cal)) best = std::max(best, p.throughput);
+  for (const auto& p : SimulateEveryPoint(kConfig, 1e18)) best_uncalibrated = std::max(best_uncalibrated, p.throughput);
+  EXPECT_NEAR(r->best->throughput, best, 1e-9 * best);
+  EXPECT_NEAR(checked->best->throughput, best, 1e-9 * best);
+  EXPECT_LT(best, 0.9 * best_uncalibrated);  // the calibration made every op slower: it was used
 }
 
 TEST(Search, MemoryObjectivePicksTheSmallestPeak) {

@@ -151,6 +151,12 @@ cli_case(calibrate_then_simulate 0 "step time"
          ${SRC}/examples/mlp_cpu.json ${CMAKE_CURRENT_BINARY_DIR}/calibration)
 cli_case(calibrate_wrong_plan 2 "does not fit the config's plan"
          ${TP} calibrate ${EXP}/sim_gpipe_recompute.trace.json --config ${SRC}/examples/mlp_cpu.json)
+cli_case(simulate_calibration_of_another_device 2 "/device: fitted on 'CPU', but"
+         ${TP} simulate ${SRC}/examples/transformer_h100.json --calibration ${IN}/cpu_quickstart.calibration.json)
+cli_case(search_calibration_of_another_device 2 "/device: fitted on 'CPU', but"
+         ${TP} search ${SRC}/examples/transformer_h100.json --calibration ${IN}/cpu_quickstart.calibration.json)
+cli_case(search_with_calibration 0 "best"
+         ${TP} search ${SRC}/examples/quickstart.json --calibration ${IN}/cpu_quickstart.calibration.json)
 cli_case(simulate_bad_calibration 2 "/format: expected \"twinpipe-calibration\""
          ${TP} simulate ${SRC}/examples/mlp_cpu.json --calibration ${IN}/sim_replicas.json)
 
