@@ -23,6 +23,7 @@
 #include "execute/layers/gelu.h"
 #include "execute/layers/layernorm.h"
 #include "execute/layers/linear.h"
+#include "execute/layers/random_tensor.h"
 #include "execute/layers/relu.h"
 #include "execute/layers/residual_block.h"
 #include "execute/layers/softmax_cross_entropy.h"
@@ -61,13 +62,7 @@ DeviceTensor UploadTensor(const Context& ctx, const Tensor& t) {
   return d;
 }
 
-Tensor Random(MemoryAccount* a, int rows, int cols, uint64_t seed) {
-  Tensor t(a, rows, cols);
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> n(0.f, 1.f);
-  for (int i = 0; i < rows * cols; ++i) t.data()[i] = n(rng);
-  return t;
-}
+constexpr auto Random = RandomNormal;
 
 template <typename A, typename B>
 void ExpectClose(const A& gpu, const B& cpu, size_t n, double tol, const std::string& what) {

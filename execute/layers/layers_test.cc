@@ -14,6 +14,7 @@
 #include "execute/layers/embedding.h"
 #include "execute/layers/gelu.h"
 #include "execute/layers/transformer_block.h"
+#include "execute/layers/random_tensor.h"
 #include "execute/layers/relu.h"
 #include "execute/layers/linear.h"
 #include "execute/layers/batchnorm.h"
@@ -24,13 +25,7 @@
 namespace twinpipe::execute {
 namespace {
 
-Tensor Random(MemoryAccount* a, int rows, int cols, uint64_t seed) {
-  Tensor t(a, rows, cols);
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> n(0.f, 1.f);
-  for (int i = 0; i < rows * cols; ++i) t.data()[i] = n(rng);
-  return t;
-}
+constexpr auto Random = RandomNormal;
 
 double Objective(Layer& layer, const Tensor& x, const Tensor& w) {
   Saved saved;
