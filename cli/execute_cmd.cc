@@ -2,7 +2,6 @@
 // schedule `simulate` predicts, on the CPU or the CUDA backend, and record a
 // measured trace.
 #include <algorithm>
-#include <map>
 #include <memory>
 
 #include <fmt/format.h>
@@ -41,18 +40,6 @@ struct ExecuteCmdOptions {
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
-// The executor's own share of the step whose trace was kept (the lower
-// median): (step time - the busiest stream's summed op time) / step time.
-double ExecutorOverhead(const execute::ExecuteResult& r) {
-  std::vector<double> times = r.step_time_s;
-  std::sort(times.begin(), times.end());
-  const double step = times.empty() ? 0 : times[(times.size() - 1) / 2];
-  std::map<std::pair<int32_t, traces::Stream>, double> busy;
-  double busiest = 0;
-  for (const traces::Event& e : r.trace.events) busiest = std::max(busiest, busy[{e.device, e.stream}] += e.end_s - e.start_s);
-  return step > 0 ? (step - busiest) / step : 0;
 }
 
 int Run(const ExecuteCmdOptions& o) {
@@ -130,7 +117,7 @@ int Run(const ExecuteCmdOptions& o) {
     j["final_loss"] = result->losses.back();
     j["param_norm"] = result->param_norm;
     j["step_time_s"] = Median(result->step_time_s);
-    j["executor_overhead"] = ExecutorOverhead(*result);
+    j["executor_overhead"] = execute::ExecutorOverhead(*result);
     j["devices"] = nlohmann::ordered_json::array();
     for (size_t d = 0; d < result->peak_memory_bytes.size(); ++d) {
       nlohmann::ordered_json dev{{"device", d}, {"peak_memory_bytes", result->peak_memory_bytes[d]}};
@@ -146,7 +133,7 @@ int Run(const ExecuteCmdOptions& o) {
     fmt::print("step {:>4}  loss {:.6f}  time {:.3f} ms\n", i + 1, result->losses[i], result->step_time_s[i] * 1e3);
   }
   fmt::print("parameter norm {:.6f}; median step {:.3f} ms (executor overhead {:.1f}%); peak memory per device:",
-             result->param_norm, Median(result->step_time_s) * 1e3, 100 * ExecutorOverhead(*result));
+             result->param_norm, Median(result->step_time_s) * 1e3, 100 * execute::ExecutorOverhead(*result));
   for (double b : result->peak_memory_bytes) fmt::print(" {:.1f} KiB", b / 1024);
   fmt::print("\n");
   if (!result->links.empty()) fmt::print("links: {}\n", fmt::join(result->links, ", "));

@@ -4,8 +4,6 @@
 
 namespace twinpipe::execute {
 
-bool CudaBuilt() { return false; }
-
 Result<ExecuteResult> ExecuteCuda(const cost::Config&, const partition::Plan&, const ExecuteOptions&) {
   return FailRuntime("this twinpipe was built without the CUDA backend (nvcc, cuBLAS or NCCL were not found when "
                      "it was configured, or it is a sanitizer build); run with --backend cpu");

@@ -418,6 +418,22 @@ traces::Stream StreamOf(OpKind kind) {
                                       : traces::Stream::kCompute;
 }
 
+size_t MedianStep(const std::vector<double>& step_time_s) {
+  std::vector<size_t> order(step_time_s.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return step_time_s[a] < step_time_s[b]; });
+  return order.empty() ? 0 : order[(order.size() - 1) / 2];
+}
+
+double ExecutorOverhead(const ExecuteResult& r) {
+  if (r.step_time_s.empty()) return 0;
+  const double step = r.step_time_s[MedianStep(r.step_time_s)];
+  std::map<std::pair<int32_t, traces::Stream>, double> busy;
+  double busiest = 0;
+  for (const traces::Event& e : r.trace.events) busiest = std::max(busiest, busy[{e.device, e.stream}] += e.end_s - e.start_s);
+  return step > 0 ? (step - busiest) / step : 0;
+}
+
 traces::Trace MedianStepTrace(std::string source, const ir::Schedule& s, const std::vector<double>& step_time_s,
                               std::vector<std::vector<traces::Event>>& step_events,
                               std::vector<std::vector<std::vector<traces::MemorySample>>>& step_memory) {
@@ -428,10 +444,7 @@ traces::Trace MedianStepTrace(std::string source, const ir::Schedule& s, const s
   t.devices = s.num_devices;
   t.replicas = s.replicas;
   t.placement = s.placement;
-  std::vector<size_t> order(step_time_s.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return step_time_s[a] < step_time_s[b]; });
-  const size_t median = order[(order.size() - 1) / 2];
+  const size_t median = MedianStep(step_time_s);
   t.events = std::move(step_events[median]);
   t.memory = std::move(step_memory[median]);
   return t;

@@ -7,6 +7,7 @@
 //   r->losses.back(); r->trace;
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -63,13 +64,17 @@ Result<ExecuteResult> ExecuteCpu(const cost::Config& config, const partition::Pl
 // error when this twinpipe was built without CUDA or no GPU is present.
 Result<ExecuteResult> ExecuteCuda(const cost::Config& config, const partition::Plan& plan,
                                   const ExecuteOptions& options);
-bool CudaBuilt();
 
 // What both backends share.
 // Bad input for what no backend runs yet (data-parallel replicas and their
 // all-reduce ops), naming `backend`.
 Result<void> CheckSinglePipeline(const cost::Config& config, const ir::Schedule& schedule, std::string_view backend);
 traces::Stream StreamOf(ir::OpKind kind);
+// The step a result's trace is of: the lower median of the step times.
+size_t MedianStep(const std::vector<double>& step_time_s);
+// The executor's own share of that step and its idle time:
+// (step time - the busiest stream's summed op time) / step time.
+double ExecutorOverhead(const ExecuteResult& result);
 // The trace of the step of median time, from every step's events and memory.
 traces::Trace MedianStepTrace(std::string source, const ir::Schedule& schedule, const std::vector<double>& step_time_s,
                               std::vector<std::vector<traces::Event>>& step_events,

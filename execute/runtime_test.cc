@@ -290,3 +290,24 @@ TEST(Execute, TraceHasEveryOpInTheSimulatorsFormat) {
 
 }  // namespace
 }  // namespace twinpipe::execute
+
+namespace twinpipe::execute {
+namespace {
+
+// The overhead is of the kept (lower-median) step: its time less the
+// busiest stream's summed op time.
+TEST(Execute, ExecutorOverheadIsOfTheMedianStep) {
+  ExecuteResult r;
+  r.step_time_s = {0.040, 0.010, 0.020, 0.030};  // lower median: 0.020 (step 3)
+  EXPECT_EQ(MedianStep(r.step_time_s), 2u);
+  using traces::Event;
+  using traces::Stream;
+  r.trace.events = {Event{0, 0, Stream::kCompute, ir::OpKind::kForward, 0, 0, -1, 0.000, 0.006, 0},
+                    Event{1, 0, Stream::kCompute, ir::OpKind::kBackward, 0, 0, -1, 0.008, 0.016, 0},
+                    Event{2, 1, Stream::kCompute, ir::OpKind::kForward, 1, 0, -1, 0.006, 0.015, 0},
+                    Event{3, 0, Stream::kSend, ir::OpKind::kSendF, 0, 0, 1, 0.006, 0.006, 0}};
+  EXPECT_NEAR(ExecutorOverhead(r), (0.020 - 0.014) / 0.020, 1e-12);  // device 0's compute: 14 ms
+}
+
+}  // namespace
+}  // namespace twinpipe::execute

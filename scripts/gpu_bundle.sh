@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packs what a GPU machine without Debian packages needs to run the CUDA
 # backend: the stripped twinpipe, the CUDA test and benchmark binaries, the
-# examples and tests' inputs, and the shared libraries ldd lists that are
-# not CUDA's (OpenBLAS, fmt, Open MPI, ...), into gpu-bundle/twinpipe.tar.xz.
+# examples, bench/torch_compare.py and tests/cuda_cli_check.sh, and the
+# shared libraries ldd lists that are not CUDA's (OpenBLAS, fmt, Open MPI,
+# ...), into gpu-bundle/twinpipe.tar.xz.
 # There: tar xf twinpipe.tar.xz && cd twinpipe &&
 #        LD_LIBRARY_PATH=$PWD/lib:$NVIDIA_LIBS ./execute_cuda_test
 set -euo pipefail

@@ -682,10 +682,10 @@ void Runner::WaitForInputs(Device& dev, const Op& op) {
 
 void Runner::Worker(int device, int step) {
   const Op* current = nullptr;
-  auto fail = [&](const std::string& what, ErrorKind kind) {
-    if (what == "aborted") return FailWith("aborted", kind);
+  auto fail = [&](const std::string& what) {
+    if (what == "aborted") return FailWith("aborted", ErrorKind::kRuntime);
     FailWith(current ? fmt::format("{} failed: {}", Where(*current, device), what)
-                     : fmt::format("device {}: {}", device, what), kind);
+                     : fmt::format("device {}: {}", device, what), ErrorKind::kRuntime);
   };
   try {
     Device& dev = *devices_[device];
@@ -757,10 +757,8 @@ void Runner::Worker(int device, int step) {
     size_t free = 0, total = 0;
     TP_CUDA(cudaMemGetInfo(&free, &total));
     dev.used = static_cast<int64_t>(total - free);
-  } catch (const CudaError& e) {
-    fail(e.what(), ErrorKind::kRuntime);
-  } catch (const std::exception& e) {
-    fail(e.what(), ErrorKind::kRuntime);
+  } catch (const std::exception& e) {  // CUDA, cuBLAS and NCCL failures (CudaError) and any other
+    fail(e.what());
   }
 }
 
@@ -861,8 +859,6 @@ Result<ExecuteResult> Runner::Run() {
 
 }  // namespace
 }  // namespace cuda
-
-bool CudaBuilt() { return true; }
 
 Result<ExecuteResult> ExecuteCuda(const cost::Config& config, const partition::Plan& plan,
                                   const ExecuteOptions& options) {
