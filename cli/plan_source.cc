@@ -23,7 +23,7 @@ Result<partition::Plan> MakePlan(const cost::Config& config, const PlanSource& s
   if (!s.schedule_file.empty()) {
     auto loaded = LoadSchedule(s.schedule_file, s.format, s.dialect);
     if (!loaded) return tl::unexpected(loaded.error());
-    return partition::PlanForSchedule(config, std::move(loaded->schedule));
+    return partition::PlanForSchedule(config, std::move(loaded->schedule), s.schedule_file);
   }
   partition::PlanOverrides overrides{s.schedule, std::nullopt, s.chunks};
   if (!s.recompute.empty()) overrides.recompute = ir::RecomputeModeFromName(s.recompute);

@@ -86,7 +86,7 @@ TEST(Execute, TorchFixturesTrainToTheUnpartitionedWeights) {
   for (const Fixture& f : {Fixture{"zb1p_2rank_2stagep_compute.csv", 2, 8}, Fixture{"zb1p_2rank_2stagep_comms.csv", 2, 8},
                            Fixture{"dualpipev_4rank_10mb.csv", 4, 10}}) {
     SCOPED_TRACE(f.file);
-    std::ifstream in(std::string(TWINPIPE_SHARED_DIR) + "/interop/torch/" + f.file);
+    std::ifstream in(std::string(TWINPIPE_TORCH_DIR) + "/" + f.file);
     ASSERT_TRUE(in) << "missing fixture";
     const std::string csv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     auto imported = ir::ImportTorchCsv(csv, f.file, ir::TorchDialect::kAuto);

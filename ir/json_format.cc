@@ -139,6 +139,7 @@ Result<Schedule> ParseJson(std::string_view text, std::string_view source) {
     return Fail(fmt::format("{}: /programs: has {} programs, expected one per device ({})", source,
                             programs->size(), *devices));
   }
+  int32_t next_id = 0;
   for (size_t d = 0; d < programs->size(); ++d) {
     const json& program = (*programs)[d];
     const std::string ppath = fmt::format("/programs/{}", d);
@@ -164,7 +165,10 @@ Result<Schedule> ParseJson(std::string_view text, std::string_view source) {
       auto device = r.Int(o, "device", path, 0, *devices - 1);
       if (!id) return tl::unexpected(id.error());
       if (!device) return tl::unexpected(device.error());
-      op.id = static_cast<int32_t>(*id);
+      // The file's id is read (and range-checked) but not kept: ids are
+      // canonical, 0..N-1 in program order (DESIGN.md section 4), and
+      // consumers index arrays by them.
+      op.id = next_id++;
       op.device = static_cast<int32_t>(*device);
       auto field = [&](bool wanted, const char* key, int64_t lo, int64_t hi, auto& dst) -> Result<void> {
         if (!wanted) {

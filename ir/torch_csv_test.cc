@@ -14,7 +14,7 @@ namespace twinpipe::ir {
 namespace {
 
 std::string Fixture(const std::string& name) {
-  std::ifstream in(std::string(TWINPIPE_SHARED_DIR) + "/interop/torch/" + name);
+  std::ifstream in(std::string(TWINPIPE_TORCH_DIR) + "/" + name);
   EXPECT_TRUE(in) << "missing fixture " << name;
   std::stringstream b;
   b << in.rdbuf();

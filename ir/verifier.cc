@@ -162,29 +162,20 @@ class Checker {
     }
   }
 
-  // Ids must be unique; canonical numbering (Renumber) is the fast path.
+  // Ids are canonical: 0..N-1 in program order, device by device (readers
+  // and passes renumber). Consumers index arrays by id, so any other id is
+  // refused here rather than trusted there. The first misnumbered op is
+  // reported; the rest follow from it.
   void CheckIds() {
     int32_t expected = 0;
-    bool canonical = true;
-    for (const auto& program : s_.programs) {
-      for (const Op& op : program) canonical = canonical && op.id == expected++;
-    }
-    if (canonical) return;
-    std::vector<std::pair<int32_t, Where>> ids;
     for (int32_t d = 0; d < static_cast<int32_t>(s_.programs.size()); ++d) {
-      for (int32_t i = 0; i < static_cast<int32_t>(s_.programs[d].size()); ++i) {
-        ids.emplace_back(s_.programs[d][i].id, Where{d, i});
-      }
-    }
-    std::sort(ids.begin(), ids.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first < b.first
-             : a.second.device != b.second.device ? a.second.device < b.second.device
-                                                  : a.second.position < b.second.position;
-    });
-    for (size_t k = 1; k < ids.size(); ++k) {
-      if (ids[k].first == ids[k - 1].first) {
-        Report(ids[k].second, fmt::format("op id {} is also used by {}", ids[k].first,
-                                          Describe(ids[k - 1].second)));
+      for (int32_t i = 0; i < static_cast<int32_t>(s_.programs[d].size()); ++i, ++expected) {
+        const int32_t id = s_.programs[d][i].id;
+        if (id != expected) {
+          Report(d, i, fmt::format("op id {}, expected {} (ids are 0..N-1 in program order; see Renumber)", id,
+                                   expected));
+          return;
+        }
       }
     }
   }

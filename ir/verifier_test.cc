@@ -50,13 +50,21 @@ TEST(Verifier, AcceptsAValidSchedule) {
   EXPECT_TRUE(Verify(s).empty());
 }
 
-TEST(Verifier, ReportsDuplicateIdsFromJsonLikeInput) {
+TEST(Verifier, RefusesIdsThatAreNotCanonical) {
   Schedule s = BuildGpipe(1, 2);
   s.programs[0][1].id = 0;
   auto d = Verify(s);
   ASSERT_FALSE(d.empty());
   EXPECT_EQ(FormatDiagnostic(s, d[0]),
-            "device 0, position 1 (0F1): op id 0 is also used by 0F0 (device 0, position 0)");
+            "device 0, position 1 (0F1): op id 0, expected 1 (ids are 0..N-1 in program order; see Renumber)");
+  // Unique but out of range: consumers index arrays by id.
+  s = BuildGpipe(1, 2);
+  s.programs[0][1].id = 50000000;
+  d = Verify(s);
+  ASSERT_FALSE(d.empty());
+  EXPECT_EQ(d[0].position, 1);
+  Renumber(s);
+  EXPECT_TRUE(Verify(s).empty());
 }
 
 TEST(Verifier, ReportsAWrongPeer) {

@@ -110,7 +110,7 @@ Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const i
   return report;
 }
 
-Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule) {
+Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule, std::string_view source) {
   if (schedule.num_devices > config.cluster.NumDevices()) {
     return Fail(fmt::format("{}: /cluster/devices: the schedule uses {} devices, the cluster has {}", config.source,
                             schedule.num_devices, config.cluster.NumDevices()));
@@ -123,11 +123,14 @@ Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule) 
     return Fail(fmt::format("{}: /training/microbatches: is {}, the schedule has {} micro-batches", config.source,
                             config.training.micro_batches, schedule.num_micro_batches));
   }
+  // Verified before anything reads it: the partition indexes by its stages
+  // and placement. Filling unknown bytes afterwards keeps it verified (a
+  // send and its receive are both unknown, or the verifier compared them).
+  if (auto ok = Check(schedule, std::string(source)); !ok) return tl::unexpected(ok.error());
   auto report = PartitionForSchedule(config, schedule, cost::InFlightPerStage(schedule));
   if (!report) return tl::unexpected(report.error());
   Plan plan{std::move(*report), std::move(schedule)};
   FillBytes(plan.schedule, plan.partition, cost::DtypeBytes(config.model.dtype));
-  if (auto ok = Check(plan.schedule, "the schedule"); !ok) return tl::unexpected(ok.error());
   return plan;
 }
 

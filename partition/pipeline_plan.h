@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "cost_models/config.h"
 #include "ir/schedule.h"
@@ -48,7 +49,9 @@ Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const i
 
 // For a schedule read from a file: partitions the config's model into the
 // schedule's stages (placing stage s on cluster device placement[s]) and
-// fills every comm and all-reduce op whose bytes are unknown (0).
-Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule);
+// fills every comm and all-reduce op whose bytes are unknown (0). `source`
+// names the schedule in messages (its file).
+Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule,
+                             std::string_view source = "the schedule");
 
 }  // namespace twinpipe::partition

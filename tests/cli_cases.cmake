@@ -4,7 +4,7 @@
 set(IN ${CMAKE_CURRENT_SOURCE_DIR}/inputs)
 set(EXP ${CMAKE_CURRENT_SOURCE_DIR}/expected)
 set(VFIX ${SRC}/ir/testdata/verify)
-set(TORCH ${SHARED}/interop/torch)
+set(TORCH ${SRC}/ir/testdata/torch)
 
 cli_case(help 0 "schedule" ${TP} --help)
 cli_case(schedule_help 0 "--recompute" ${TP} schedule --help)
@@ -204,3 +204,12 @@ cli_case(execute_force_runs_anyway 0 "parameter norm" ${TP} execute ${IN}/exec_s
 # A transformer trains on the CPU backend (sequence reversal).
 cli_case(execute_transformer 0 "parameter norm" ${TP} execute ${SRC}/examples/transformer_cpu.json --steps 2)
 cli_case(execute_cnn 0 "parameter norm" ${TP} execute ${SRC}/examples/cnn_cpu.json --steps 2)
+
+# Schedule files are input: ids are renumbered (a crafted id once crashed the
+# executor, issue 17), a wrong device is refused, under execute and simulate.
+cli_case(execute_crafted_ids 0 "parameter norm 4.3964"
+         ${TP} execute ${IN}/exec_two_stages.json --schedule-file ${IN}/crafted_ids.json)
+cli_case(simulate_crafted_ids 0 "step time"
+         ${TP} simulate ${IN}/exec_two_stages.json --schedule-file ${IN}/crafted_ids.json)
+cli_case(execute_crafted_device 2 "crafted_device.json does not verify"
+         ${TP} execute ${IN}/exec_two_stages.json --schedule-file ${IN}/crafted_device.json)
