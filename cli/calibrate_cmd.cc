@@ -7,19 +7,78 @@
 #include "cli/plan_source.h"
 #include "cli/schedule_io.h"
 #include "simulate/calibration.h"
+#include "simulate/runs.h"
 
 namespace twinpipe::cli {
 namespace {
 
 struct CalibrateOptions {
   std::vector<std::string> measured;
+  std::string runs;  // a table of runs instead of traces
   std::string config;
   PlanSource source;
   std::string output;
   std::string command;
 };
 
+// From a table of runs: fit the device profile, print each run's error
+// before and after, write the calibration.
+int RunTable(const CalibrateOptions& o) {
+  auto text = ReadFile(o.runs);
+  if (!text) {
+    fmt::print(stderr, "twinpipe calibrate: {}\n", text.error().message);
+    return kExitBadInput;
+  }
+  auto runs = simulate::ReadRuns(*text, o.runs);
+  if (!runs) {
+    fmt::print(stderr, "twinpipe calibrate: {}\n", runs.error().message);
+    return kExitBadInput;
+  }
+  fmt::print(stderr, "twinpipe calibrate: fitting {} runs on {} ...\n", runs->size(),
+             runs->front().config.cluster.devices.front().name);
+  auto cal = simulate::FitRuns(*runs);
+  if (!cal) {
+    fmt::print(stderr, "twinpipe calibrate: {}\n", cal.error().message);
+    return ExitCodeOf(cal.error());
+  }
+  auto before = simulate::ValidateRuns(*runs, nullptr);
+  auto after = simulate::ValidateRuns(*runs, &*cal);
+  if (!before || !after) return kExitRuntime;
+  fmt::print(stderr, "{:>6} {:>12} {:>12} {:>8} {:>12} {:>8}\n", "line", "measured", "before", "error", "after", "error");
+  for (size_t i = 0; i < runs->size(); ++i) {
+    const auto& b = before->rows[i];
+    const auto& a = after->rows[i];
+    fmt::print(stderr, "{:>6} {:>9.2f} ms {:>9.2f} ms {:>+7.2f}% {:>9.2f} ms {:>+7.2f}%\n", b.line, 1e3 * b.measured_s,
+               1e3 * b.predicted_s, 100 * b.error, 1e3 * a.predicted_s, 100 * a.error);
+  }
+  const auto& p = *cal->profile;
+  fmt::print(stderr,
+             "mean absolute error {:.2f}% -> {:.2f}% (bias {:+.2f}% -> {:+.2f}%); gemm efficiency {:.3f}, bandwidth "
+             "efficiency {:.3f}, launch overhead {:.1f} us\n",
+             100 * before->mape, 100 * after->mape, 100 * before->bias, 100 * after->bias, p.gemm_efficiency,
+             p.bandwidth_efficiency, 1e6 * p.launch_overhead_s);
+  cal->command = o.command;
+  cal->commit = TWINPIPE_COMMIT;
+  if (const char* commit = std::getenv("TWINPIPE_COMMIT")) cal->commit = commit;
+  if (auto ok = WriteOutput(o.output, simulate::WriteCalibration(*cal)); !ok) {
+    fmt::print(stderr, "twinpipe calibrate: {}\n", ok.error().message);
+    return kExitRuntime;
+  }
+  return kExitOk;
+}
+
 int Run(const CalibrateOptions& o) {
+  if (!o.runs.empty()) {
+    if (!o.measured.empty() || !o.config.empty()) {
+      fmt::print(stderr, "twinpipe calibrate: --runs fits a table of runs; give it without traces or --config\n");
+      return kExitBadInput;
+    }
+    return RunTable(o);
+  }
+  if (o.measured.empty() || o.config.empty()) {
+    fmt::print(stderr, "twinpipe calibrate: give measured traces and --config, or --runs RUNS.jsonl\n");
+    return kExitBadInput;
+  }
   auto config = cost::LoadConfigFile(o.config);
   if (!config) {
     fmt::print(stderr, "twinpipe calibrate: {}\n", config.error().message);
@@ -60,14 +119,18 @@ int Run(const CalibrateOptions& o) {
 void AddCalibrate(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<CalibrateOptions>();
   CLI::App* cmd = app.add_subcommand("calibrate", "Fit compute, link and step coefficients to measured traces");
-  cmd->add_option("measured", o->measured, "measured traces (execute --trace), of the config's plan")->required();
-  cmd->add_option("--config", o->config, "the config the traces were measured with")->required();
+  cmd->add_option("measured", o->measured, "measured traces (execute --trace), of the config's plan");
+  cmd->add_option("--config", o->config, "the config the traces were measured with");
+  cmd->add_option("--runs", o->runs,
+                  "instead of traces: a table of runs (JSONL, {\"config\": {...}, \"step_time_s\": t} per line) "
+                  "to fit the device profile to");
   AddPlanOptions(*cmd, o->source);
   cmd->add_option("-o,--output", o->output, "calibration file (default stdout)");
   cmd->callback([o, cmd, &exit_code] {
     o->command = "twinpipe calibrate";
     for (const auto& m : o->measured) o->command += " " + m;
-    o->command += " --config " + o->config;
+    if (!o->config.empty()) o->command += " --config " + o->config;
+    if (!o->runs.empty()) o->command += " --runs " + o->runs;
     exit_code = Run(*o);
   });
 }

@@ -18,5 +18,6 @@ void AddCompare(CLI::App& app, int& exit_code);
 void AddRender(CLI::App& app, int& exit_code);
 void AddCalibrate(CLI::App& app, int& exit_code);
 void AddSearch(CLI::App& app, int& exit_code);
+void AddValidate(CLI::App& app, int& exit_code);
 
 }  // namespace twinpipe::cli

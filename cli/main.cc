@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   twinpipe::cli::AddCompare(app, exit_code);
   twinpipe::cli::AddRender(app, exit_code);
   twinpipe::cli::AddCalibrate(app, exit_code);
+  twinpipe::cli::AddValidate(app, exit_code);
   twinpipe::cli::AddSearch(app, exit_code);
   try {
     app.parse(argc, argv);

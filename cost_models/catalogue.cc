@@ -26,6 +26,34 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
 // op. Calibration replaces it with the measured figure.
 constexpr double kGpuLaunch = 10 * kUs;
 
+// A GPU's kernel profile: SM count and fp16 peak without tensor cores from
+// NVIDIA's architecture whitepapers (P100: 56 SMs, fp16 only on CUDA cores;
+// V100: 80 SMs, 31.4 TFLOPS fp16 non-tensor; A100: 108 SMs, 78 TFLOPS fp16
+// non-tensor; H100 SXM5: 132 SMs, 133.8 TFLOPS; H100 PCIe: 114 SMs, 102.4).
+// Achievable fractions: cuBLAS reaches about 80% of the tensor-core peak on
+// large aligned half-precision GEMMs (NVIDIA Deep Learning Performance
+// Guide, "Matrix Multiplication Background", A100 figures), and streaming
+// kernels about 80% of the memory bandwidth (BabelStream-class copy/triad
+// measurements on V100/A100). Calibration (`calibrate --runs`) fits all three
+// of launch, GEMM and bandwidth fractions for a given framework and machine.
+// P100s have no tensor cores: GPipe's fp32 convolutions there are taken at
+// half of peak (the catalogue's figure before kernel profiles; calibrate).
+Device Gpu(Device d, int sms, double simt_half, double gemm_efficiency = 0.8) {
+  d.sm_count = sms;
+  d.simt_half_flops = simt_half;
+  d.gemm_efficiency = gemm_efficiency;
+  d.bandwidth_efficiency = 0.8;
+  return d;
+}
+
+// NCCL's all-reduce bus bandwidth over NVLink3 on a DGX A100 is about 230
+// GB/s of the link's 300 GB/s per direction (nccl-tests all_reduce_perf
+// figures NVIDIA publishes for DGX A100): 0.77. Other links: 0.8, an estimate.
+Link WithCollective(Link l, double efficiency) {
+  l.collective_efficiency = efficiency;
+  return l;
+}
+
 }  // namespace
 
 std::optional<Dtype> DtypeFromName(std::string_view name) {
@@ -78,22 +106,22 @@ const std::vector<Device>& DeviceCatalogue() {
   static const std::vector<Device> devices = {
       // NVIDIA Tesla P100 data sheet (2016): PCIe 16 GB: 9.3 TFLOPS fp32,
       // 18.7 TFLOPS fp16, 732 GB/s; SXM2: 10.6 / 21.2 TFLOPS, 732 GB/s. No TF32.
-      {"P100-PCIe", 9.3 * kT, 9.3 * kT, 18.7 * kT, 732 * kG, 16 * kGiB, kGpuLaunch},
-      {"P100-SXM2", 10.6 * kT, 10.6 * kT, 21.2 * kT, 732 * kG, 16 * kGiB, kGpuLaunch},
+      Gpu({"P100-PCIe", 9.3 * kT, 9.3 * kT, 18.7 * kT, 732 * kG, 16 * kGiB, kGpuLaunch}, 56, 18.7 * kT, 0.5),
+      Gpu({"P100-SXM2", 10.6 * kT, 10.6 * kT, 21.2 * kT, 732 * kG, 16 * kGiB, kGpuLaunch}, 56, 21.2 * kT, 0.5),
       // NVIDIA Tesla V100 data sheet: SXM2 15.7 TFLOPS fp32, 125 TFLOPS tensor
       // (fp16), 900 GB/s, 32 GB. No TF32 (fp32 path).
-      {"V100", 15.7 * kT, 15.7 * kT, 125 * kT, 900 * kG, 32 * kGiB, kGpuLaunch},
+      Gpu({"V100", 15.7 * kT, 15.7 * kT, 125 * kT, 900 * kG, 32 * kGiB, kGpuLaunch}, 80, 31.4 * kT),
       // NVIDIA A100 data sheet (SXM): 19.5 TFLOPS fp32, 156 TF32, 312 bf16/fp16
       // dense; 40 GB at 1,555 GB/s, 80 GB at 2,039 GB/s.
-      {"A100-40GB", 19.5 * kT, 156 * kT, 312 * kT, 1555 * kG, 40 * kGiB, kGpuLaunch},
-      {"A100-80GB", 19.5 * kT, 156 * kT, 312 * kT, 2039 * kG, 80 * kGiB, kGpuLaunch},
+      Gpu({"A100-40GB", 19.5 * kT, 156 * kT, 312 * kT, 1555 * kG, 40 * kGiB, kGpuLaunch}, 108, 78 * kT),
+      Gpu({"A100-80GB", 19.5 * kT, 156 * kT, 312 * kT, 2039 * kG, 80 * kGiB, kGpuLaunch}, 108, 78 * kT),
       // NVIDIA H100 data sheet, dense figures (the sheet's tensor figures are
       // with sparsity; halved here): SXM 67 TFLOPS fp32, 494.5 TF32, 989.5
       // bf16, 3.35 TB/s, 80 GB; PCIe 51 / 378 / 756, 2.0 TB/s, 80 GB.
-      {"H100-SXM", 67 * kT, 494.5 * kT, 989.5 * kT, 3350 * kG, 80 * kGiB, kGpuLaunch},
-      {"H100-PCIe", 51 * kT, 378 * kT, 756 * kT, 2000 * kG, 80 * kGiB, kGpuLaunch},
+      Gpu({"H100-SXM", 67 * kT, 494.5 * kT, 989.5 * kT, 3350 * kG, 80 * kGiB, kGpuLaunch}, 132, 133.8 * kT),
+      Gpu({"H100-PCIe", 51 * kT, 378 * kT, 756 * kT, 2000 * kG, 80 * kGiB, kGpuLaunch}, 114, 102.4 * kT),
       // NVIDIA H200 data sheet: the H100 SXM's compute, 141 GB at 4.8 TB/s.
-      {"H200", 67 * kT, 494.5 * kT, 989.5 * kT, 4800 * kG, 141 * kG, kGpuLaunch},
+      Gpu({"H200", 67 * kT, 494.5 * kT, 989.5 * kT, 4800 * kG, 141 * kG, kGpuLaunch}, 132, 133.8 * kT),
       // Cloud TPU docs (cloud.google.com/tpu/docs/v2, /v3): a v2 chip has two
       // cores, 45 TFLOPS bf16, 16 GiB HBM at 600 GB/s; a v3 chip 123 TFLOPS,
       // 32 GiB at 900 GB/s. Per core: half. The MXU multiplies in bf16; fp32
@@ -130,7 +158,7 @@ const std::vector<Link>& LinkCatalogue() {
       // ~3 us for a peer copy (p2pBandwidthLatencyTest-style measurements).
       {"nvlink1", 3 * kUs, 80 * kG, false, Contention::kPerPair},
       {"nvlink2", 3 * kUs, 150 * kG, false, Contention::kPerPair},
-      {"nvlink3", 3 * kUs, 300 * kG, false, Contention::kPerPair},
+      WithCollective({"nvlink3", 3 * kUs, 300 * kG, false, Contention::kPerPair}, 0.77),
       {"nvlink4", 3 * kUs, 450 * kG, false, Contention::kPerPair},
       // InfiniBand HDR 200 Gb/s and NDR 400 Gb/s per port (NVIDIA ConnectX-6 /
       // ConnectX-7 product briefs): 25 and 50 GB/s per direction; a few us

@@ -27,7 +27,13 @@ struct Device {
   double half_flops = 0;       // peak FLOP/s in fp16/bf16 (dense)
   double memory_bandwidth = 0; // bytes/s
   double memory_bytes = 0;     // capacity, bytes
-  double launch_overhead_s = 0;  // fixed cost per op (kernel launches, dispatch)
+  double launch_overhead_s = 0;  // host time to issue one framework op (kernel launch and dispatch)
+  // The profile a GEMM's and a memory-bound kernel's time come from (see
+  // compute_model.h). sm_count 0: no wave model (TPU, CPU).
+  int sm_count = 0;
+  double simt_half_flops = 0;     // fp16/bf16 peak without tensor cores (GEMMs whose shapes they cannot take)
+  double gemm_efficiency = 0.5;   // achievable fraction of peak by a large, aligned GEMM
+  double bandwidth_efficiency = 0.8;  // achievable fraction of memory bandwidth by streaming kernels
 
   double PeakFlops(Dtype dtype) const;
 };
@@ -47,6 +53,9 @@ struct Link {
   double bandwidth = 0;        // beta^-1, bytes/s per direction
   bool host_staged = false;    // D2H then H2D through pinned host memory
   Contention contention = Contention::kPerPair;
+  // Achievable NCCL bus bandwidth of a ring collective over this link, as a
+  // fraction of `bandwidth` (all-reduce moves 2(n-1)/n of the bytes at it).
+  double collective_efficiency = 0.8;
 };
 
 const std::vector<Device>& DeviceCatalogue();

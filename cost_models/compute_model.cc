@@ -1,13 +1,52 @@
 #include "cost_models/compute_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace twinpipe::cost {
+namespace {
+
+// Tensor cores take a half-precision GEMM whose dimensions are multiples of
+// 8 elements (16 bytes), a TF32 one multiples of 4; otherwise cuBLAS runs it
+// on the CUDA cores (NVIDIA Deep Learning Performance Guide, "Matrix
+// Multiplication Background": "Tensor Core Requirements").
+double GemmPeak(const Device& d, Dtype dtype, double m, double n, double k) {
+  const double align = dtype == Dtype::kTf32 ? 4 : 8;
+  const bool aligned = std::fmod(m, align) == 0 && std::fmod(n, align) == 0 && std::fmod(k, align) == 0;
+  if (aligned) return d.PeakFlops(dtype);
+  if (dtype == Dtype::kTf32) return d.fp32_flops;
+  if ((dtype == Dtype::kFp16 || dtype == Dtype::kBf16) && d.simt_half_flops > 0) return d.simt_half_flops;
+  return d.PeakFlops(dtype);
+}
+
+// cuBLAS's large half-precision tiles on Ampere and Hopper: 128 x 128
+// outputs per thread block, one block per SM at a time.
+constexpr double kTile = 128;
+// Each output tile's prologue and epilogue (loading the first operands,
+// writing C) cost about as much as 16 steps of its K loop: an estimate.
+constexpr double kTileOverheadK = 16;
+
+bool IsBackward(ir::OpKind kind) {
+  return kind == ir::OpKind::kBackward || kind == ir::OpKind::kBackwardInput || kind == ir::OpKind::kBackwardWeight;
+}
+
+bool RunsIn(ir::OpKind kind, Kernel::Pass pass) {
+  switch (kind) {
+    case ir::OpKind::kForward:
+    case ir::OpKind::kRecompute: return pass == Kernel::Pass::kForward;
+    case ir::OpKind::kBackward: return pass != Kernel::Pass::kForward;
+    case ir::OpKind::kBackwardInput: return pass == Kernel::Pass::kInput;
+    case ir::OpKind::kBackwardWeight: return pass == Kernel::Pass::kWeight;
+    default: return false;
+  }
+}
+
+}  // namespace
 
 double LayerOpFlops(const Layer& l, ir::OpKind kind) {
   switch (kind) {
-    case ir::OpKind::kForward:
-    case ir::OpKind::kRecompute: return l.fwd_flops;
+    case ir::OpKind::kForward: return l.fwd_flops;
+    case ir::OpKind::kRecompute: return l.rematerialized ? l.fwd_flops : 0;
     case ir::OpKind::kBackward: return l.bwd_input_flops + l.bwd_weight_flops;
     case ir::OpKind::kBackwardInput: return l.bwd_input_flops;
     case ir::OpKind::kBackwardWeight: return l.bwd_weight_flops;
@@ -15,18 +54,60 @@ double LayerOpFlops(const Layer& l, ir::OpKind kind) {
   }
 }
 
+double KernelTime(const Kernel& kn, double samples, const Device& d, Dtype dtype, double efficiency) {
+  const double e = DtypeBytes(dtype);
+  const double bandwidth = d.memory_bandwidth * d.bandwidth_efficiency;
+  if (!kn.gemm) return kn.bytes * samples / bandwidth;
+  double m = kn.m, n = kn.n, k = kn.k, batch = kn.batch;
+  switch (kn.scaled) {
+    case Kernel::Scaled::kM: m *= samples; break;
+    case Kernel::Scaled::kN: n *= samples; break;
+    case Kernel::Scaled::kK: k *= samples; break;
+    case Kernel::Scaled::kBatch: batch *= samples; break;
+  }
+  double fill = 1;
+  if (d.sm_count > 0) {
+    const double tiles = std::ceil(m / kTile) * std::ceil(n / kTile) * batch;
+    const double waves = std::ceil(tiles / d.sm_count);
+    fill = tiles / (waves * d.sm_count);
+  }
+  const double flops = 2 * m * n * k * batch;
+  const double compute_s = flops / (GemmPeak(d, dtype, m, n, k) * efficiency * fill * (k / (k + kTileOverheadK)));
+  const double memory_s = (m * k + k * n + m * n) * batch * e / bandwidth;
+  return std::max(compute_s, memory_s);
+}
+
 double LayerOpTime(const Layer& l, ir::OpKind kind, const Device& device, Dtype dtype, double efficiency,
                    double samples) {
+  if (kind == ir::OpKind::kRecompute && !l.rematerialized) return 0;
+  if (!l.kernels.empty()) {
+    double device_s = 0, launched = 0;
+    for (const Kernel& kn : l.kernels) {
+      if (!RunsIn(kind, kn.pass)) continue;
+      device_s += KernelTime(kn, samples, device, dtype, efficiency);
+      ++launched;
+    }
+    return std::max(device_s, launched * kOpsPerKernel * device.launch_overhead_s);
+  }
   const double flops = LayerOpFlops(l, kind) * samples;
   if (flops == 0 && l.params == 0) return 0;
   const double e = DtypeBytes(dtype);
-  const bool backward = kind == ir::OpKind::kBackward || kind == ir::OpKind::kBackwardInput ||
-                        kind == ir::OpKind::kBackwardWeight;
-  const double param_bytes = l.params * e * (backward ? 2 : 1);
+  const double param_bytes = l.params * e * (IsBackward(kind) ? 2 : 1);
   const double activation_bytes = (l.out_bytes + l.stash_bytes) * samples;
   const double compute_s = flops / (device.PeakFlops(dtype) * efficiency);
   const double memory_s = (param_bytes + activation_bytes) / device.memory_bandwidth;
   return device.launch_overhead_s + std::max(compute_s, memory_s);
+}
+
+double OptimizerStepBytes(const std::string& optimizer, Dtype dtype) {
+  const bool half = dtype == Dtype::kFp16 || dtype == Dtype::kBf16;
+  if (optimizer == "adam") return half ? 44 : 28;
+  return 20;
+}
+
+double OptimizerStepTime(const std::string& optimizer, Dtype dtype, double params, const Device& device) {
+  return device.launch_overhead_s +
+         params * OptimizerStepBytes(optimizer, dtype) / (device.memory_bandwidth * device.bandwidth_efficiency);
 }
 
 }  // namespace twinpipe::cost

@@ -249,7 +249,7 @@ void LoadModel(const Reader& r, const json& root, Config& c) {
 Device ReadCustomDevice(const Reader& r, const json& d, const std::string& p) {
   if (!d.is_object()) r.Fail(p, "expected a device object");
   r.Keys(d, p, {"name", "fp32_flops", "tf32_flops", "half_flops", "memory_bandwidth", "memory_bytes",
-                "launch_overhead_s"});
+                "launch_overhead_s", "sm_count", "simt_half_flops", "gemm_efficiency", "bandwidth_efficiency"});
   Device dev;
   dev.name = r.String(d, "name", p, {}, std::nullopt);
   dev.fp32_flops = r.Number(d, "fp32_flops", p, 0, 1e20, std::nullopt, true);
@@ -258,18 +258,23 @@ Device ReadCustomDevice(const Reader& r, const json& d, const std::string& p) {
   dev.memory_bandwidth = r.Number(d, "memory_bandwidth", p, 0, 1e16, std::nullopt, true);
   dev.memory_bytes = r.Number(d, "memory_bytes", p, 0, 1e16, std::nullopt, true);
   dev.launch_overhead_s = r.Number(d, "launch_overhead_s", p, 0, 1, 0.0);
+  dev.sm_count = static_cast<int>(r.Number(d, "sm_count", p, 0, 1e6, 0.0));
+  dev.simt_half_flops = r.Number(d, "simt_half_flops", p, 0, 1e20, 0.0);
+  dev.gemm_efficiency = r.Number(d, "gemm_efficiency", p, 0, 1, dev.gemm_efficiency, true);
+  dev.bandwidth_efficiency = r.Number(d, "bandwidth_efficiency", p, 0, 1, dev.bandwidth_efficiency, true);
   return dev;
 }
 
 Link ReadCustomLink(const Reader& r, const json& l, const std::string& p) {
   if (!l.is_object()) r.Fail(p, "expected a link object");
-  r.Keys(l, p, {"name", "latency_s", "bandwidth", "host_staged", "contention"});
+  r.Keys(l, p, {"name", "latency_s", "bandwidth", "host_staged", "contention", "collective_efficiency"});
   Link link;
   link.name = r.String(l, "name", p, {}, std::nullopt);
   link.latency_s = r.Number(l, "latency_s", p, 0, 10);
   link.bandwidth = r.Number(l, "bandwidth", p, 0, 1e16, std::nullopt, true);
   link.host_staged = r.Bool(l, "host_staged", p, false);
   link.contention = *ContentionFromName(r.String(l, "contention", p, {"pair", "host", "device"}, "pair"));
+  link.collective_efficiency = r.Number(l, "collective_efficiency", p, 0, 1, link.collective_efficiency, true);
   return link;
 }
 
@@ -328,7 +333,7 @@ void LoadCluster(const Reader& r, const json& root, Config& c) {
     if (!l) r.Fail(p + "/link", fmt::format("unknown link '{}': expected one of {} or a custom_links name", link, LinkNames()));
     c.cluster.link = *l;
   }
-  c.cluster.efficiency = r.Number(cl, "efficiency", p, 0, 1, 0.5, true);
+  if (cl.contains("efficiency")) c.cluster.efficiency = r.Number(cl, "efficiency", p, 0, 1, 0.5, true);
 }
 
 Config Load(std::string_view text, std::string_view source) {

@@ -48,9 +48,12 @@ inline int PipelineConfig::Chunks() const { return chunks > 0 ? chunks : ir::Def
 struct ClusterConfig {
   std::vector<Device> devices;  // one per device (heterogeneous clusters list several kinds)
   Link link;
-  double efficiency = 0.5;      // fraction of peak FLOP/s that layers achieve
+  // An explicit override of every device's achievable GEMM fraction of peak
+  // (the catalogue's gemm_efficiency otherwise).
+  std::optional<double> efficiency;
 
   int NumDevices() const { return static_cast<int>(devices.size()); }
+  double GemmEfficiency(const Device& d) const { return efficiency.value_or(d.gemm_efficiency); }
 };
 
 struct Config {

@@ -4,7 +4,74 @@
 
 namespace twinpipe::cost {
 
+namespace {
+
+// Kernel builders: a GEMM per sample whose `scaled` dimension the
+// micro-batch multiplies, and a memory-bound kernel of `bytes` per sample.
+Kernel Gemm(std::string name, Kernel::Pass pass, double m, double n, double k, double batch = 1,
+            Kernel::Scaled scaled = Kernel::Scaled::kM) {
+  return Kernel{.pass = pass, .gemm = true, .m = m, .n = n, .k = k, .batch = batch, .scaled = scaled,
+                .name = std::move(name)};
+}
+Kernel Memory(std::string name, Kernel::Pass pass, double bytes) {
+  return Kernel{.pass = pass, .gemm = false, .bytes = bytes, .name = std::move(name)};
+}
+
+// The four weight GEMMs of a block (S tokens x in -> out) contribute a
+// forward, an input-gradient (S x out by out x in) and a weight-gradient
+// (in x S by S x out) GEMM each.
+void AddLinear(std::vector<Kernel>& k, const std::string& name, double S, double in, double out) {
+  k.push_back(Gemm(name, Kernel::Pass::kForward, S, out, in));
+  k.push_back(Gemm(name + ".dgrad", Kernel::Pass::kInput, S, in, out));
+  k.push_back(Gemm(name + ".wgrad", Kernel::Pass::kWeight, in, out, S, 1, Kernel::Scaled::kK));
+}
+
+// A pre-LN GPT block as Megatron-LM runs it, per sample (S tokens, d model
+// width, f FFN width, h heads of d/h, e bytes per element, A = h S^2
+// attention scores). Forward: layernorm, QKV GEMM, scores (h batched S x S x
+// d/h), fused scale-mask-softmax, dropout (1-byte mask), scores x V, output
+// projection, bias-dropout-residual, layernorm, FFN up, bias-GeLU, FFN down,
+// bias-dropout-residual. Input backward: each GEMM's data gradient, the four
+// attention-core GEMMs, and every memory-bound kernel's backward (reading
+// its saved input and output gradient, writing the input gradient). Weight
+// backward: each weight GEMM's gradient, and the bias gradients' reductions.
+std::vector<Kernel> BlockKernels(double S, double d, double f, double h, double e) {
+  using P = Kernel::Pass;
+  const double A = h * S * S, dh = d / h;
+  std::vector<Kernel> k;
+  k.push_back(Memory("ln1", P::kForward, 2 * S * d * e));
+  AddLinear(k, "qkv", S, d, 3 * d);
+  k.push_back(Gemm("scores", P::kForward, S, S, dh, h, Kernel::Scaled::kBatch));
+  k.push_back(Memory("softmax", P::kForward, 2 * A * e));
+  k.push_back(Memory("attn_dropout", P::kForward, 2 * A * e + A));
+  k.push_back(Gemm("attn_v", P::kForward, S, dh, S, h, Kernel::Scaled::kBatch));
+  AddLinear(k, "proj", S, d, d);
+  k.push_back(Memory("residual1", P::kForward, 3 * S * d * e + S * d));
+  k.push_back(Memory("ln2", P::kForward, 2 * S * d * e));
+  AddLinear(k, "fc1", S, d, f);
+  k.push_back(Memory("gelu", P::kForward, 2 * S * f * e));
+  AddLinear(k, "fc2", S, f, d);
+  k.push_back(Memory("residual2", P::kForward, 3 * S * d * e + S * d));
+  // The attention core's backward: dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q.
+  k.push_back(Gemm("attn_v.dprobs", P::kInput, S, S, dh, h, Kernel::Scaled::kBatch));
+  k.push_back(Gemm("attn_v.dv", P::kInput, S, dh, S, h, Kernel::Scaled::kBatch));
+  k.push_back(Gemm("scores.dq", P::kInput, S, dh, S, h, Kernel::Scaled::kBatch));
+  k.push_back(Gemm("scores.dk", P::kInput, S, dh, S, h, Kernel::Scaled::kBatch));
+  k.push_back(Memory("softmax.bwd", P::kInput, 3 * A * e));
+  k.push_back(Memory("attn_dropout.bwd", P::kInput, 2 * A * e + A));
+  k.push_back(Memory("ln1.bwd", P::kInput, 3 * S * d * e));
+  k.push_back(Memory("ln2.bwd", P::kInput, 3 * S * d * e));
+  k.push_back(Memory("gelu.bwd", P::kInput, 3 * S * f * e));
+  k.push_back(Memory("residual1.bwd", P::kInput, 2 * S * d * e + S * d));
+  k.push_back(Memory("residual2.bwd", P::kInput, 2 * S * d * e + S * d));
+  k.push_back(Memory("bias.wgrad", P::kWeight, S * (6 * d + f) * e));
+  return k;
+}
+
+}  // namespace
+
 Model GenerateTransformer(const TransformerSpec& t) {
+  using P = Kernel::Pass;
   const double S = t.seq, d = t.d_model, f = t.ffn, V = t.vocab, h = t.heads;
   const double e = DtypeBytes(t.dtype);
   Model m;
@@ -17,7 +84,14 @@ Model GenerateTransformer(const TransformerSpec& t) {
                            .bwd_weight_flops = S * d,
                            .params = V * d + S * d,
                            .out_bytes = S * d * e,
-                           .stash_bytes = S * 4});
+                           .stash_bytes = S * 4,
+                           // gather the token rows, add positions, dropout; the
+                           // gradient scattered into the token and position rows
+                           .kernels = {Memory("gather", P::kForward, 2 * S * d * e),
+                                       Memory("positions", P::kForward, 3 * S * d * e),
+                                       Memory("dropout", P::kForward, 2 * S * d * e + S * d),
+                                       Memory("dropout.bwd", P::kWeight, 2 * S * d * e + S * d),
+                                       Memory("scatter", P::kWeight, 3 * S * d * e)}});
   const double matmul = 8 * S * d * d + 4 * S * d * f;
   for (int i = 0; i < t.layers; ++i) {
     m.layers.push_back(Layer{.name = fmt::format("block{}", i),
@@ -27,8 +101,19 @@ Model GenerateTransformer(const TransformerSpec& t) {
                              .bwd_weight_flops = matmul,
                              .params = 4 * d * d + 2 * d * f + f + 9 * d,
                              .out_bytes = S * d * e,
-                             .stash_bytes = S * d * (34 + 5 * h * S / d) * (e / 2)});
+                             .stash_bytes = S * d * (34 + 5 * h * S / d) * (e / 2),
+                             .kernels = BlockKernels(S, d, f, h, e)});
   }
+  // Final layernorm, vocabulary projection, softmax cross-entropy in fp32 as
+  // Megatron computes it: cast the logits (2 + 4 bytes), max (4), exp and
+  // sum (8), log-softmax at the labels (4); backward: the softmax less the
+  // one-hot (4 + 4) cast back to half (4 + 2). Activation checkpointing
+  // wraps the blocks only: the head keeps its activations.
+  std::vector<Kernel> head{Memory("ln_f", P::kForward, 2 * S * d * e),
+                           Memory("cross_entropy", P::kForward, S * V * 22),
+                           Memory("cross_entropy.bwd", P::kInput, S * V * 14),
+                           Memory("ln_f.bwd", P::kInput, 3 * S * d * e)};
+  AddLinear(head, "logits", S, d, V);
   m.layers.push_back(Layer{.name = "head",
                            .kind = "head",
                            .fwd_flops = 2 * S * d * V,
@@ -36,7 +121,9 @@ Model GenerateTransformer(const TransformerSpec& t) {
                            .bwd_weight_flops = 2 * S * d * V,
                            .params = d * V + V + 2 * d,
                            .out_bytes = 4,  // the loss
-                           .stash_bytes = S * d * e + S * V * 4});
+                           .stash_bytes = S * d * e + S * V * 4,
+                           .rematerialized = false,
+                           .kernels = std::move(head)});
   return m;
 }
 

@@ -9,12 +9,17 @@ namespace twinpipe::cost {
 CellMemory CellPeakMemory(const Model& model, const std::vector<double>& cut_bytes, int first, int last,
                           const MemoryInputs& in) {
   CellMemory m;
-  double params = 0, stash = 0;
+  double params = 0, stash = 0, kept = 0;
+  const int end = RematerializedEnd(model, first, last);
   for (int i = first; i <= last; ++i) {
     params += model.layers[i].params;
     stash += model.layers[i].stash_bytes;
+    if (i >= end) kept += model.layers[i].stash_bytes;
   }
+  // What a recomputed micro-batch keeps: its boundary input and the
+  // activations of the layers recompute does not re-run.
   const double input = first == 0 ? model.input_bytes : cut_bytes[first - 1];
+  const double keeps = input + kept;
   const double output = last + 1 < static_cast<int>(model.layers.size()) ? cut_bytes[last] : 0;
   const double b = in.micro_batch;
   m.params_bytes = params * in.bytes_per_param;
@@ -23,12 +28,12 @@ CellMemory CellPeakMemory(const Model& model, const std::vector<double>& cut_byt
       m.stash_bytes = in.in_flight * stash * b;
       break;
     case ir::RecomputeMode::kFull:
-      m.stash_bytes = in.in_flight * input * b;
-      m.working_bytes = stash * b;
+      m.stash_bytes = in.in_flight * keeps * b;
+      m.working_bytes = (stash - kept) * b;
       break;
     case ir::RecomputeMode::kExceptLast:
       // One micro-batch keeps everything; the others keep their input.
-      m.stash_bytes = (in.in_flight - 1) * input * b + stash * b;
+      m.stash_bytes = (in.in_flight - 1) * keeps * b + stash * b;
       m.working_bytes = in.in_flight > 1 ? stash * b : 0;
       break;
   }

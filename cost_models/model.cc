@@ -4,6 +4,14 @@
 
 namespace twinpipe::cost {
 
+int RematerializedEnd(const Model& model, int first, int last) {
+  int end = first;
+  for (int i = first; i <= last; ++i) {
+    if (model.layers[i].rematerialized) end = i + 1;
+  }
+  return end;
+}
+
 std::vector<double> CutBytes(const Model& model) {
   const int L = static_cast<int>(model.layers.size());
   std::vector<double> cut(std::max(0, L - 1), 0.0);

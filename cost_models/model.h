@@ -6,6 +6,7 @@
 //   m.layers[1].fwd_flops  // FLOPs of one block's forward for one sample
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -14,6 +15,23 @@
 #include "cost_models/catalogue.h"
 
 namespace twinpipe::cost {
+
+// One GPU kernel of a layer's op, per sample (a micro-batch of b samples
+// multiplies the dimension `scaled`, or the bytes). A GEMM computes `batch`
+// products of (m x k) by (k x n); a memory-bound kernel (norm, softmax,
+// elementwise) moves `bytes` through device memory.
+struct Kernel {
+  enum class Pass : uint8_t { kForward, kInput, kWeight };  // F (and R), I, W
+  enum class Scaled : uint8_t { kM, kN, kK, kBatch };       // the dimension the micro-batch multiplies
+  Pass pass = Pass::kForward;
+  bool gemm = true;
+  double m = 0, n = 0, k = 0, batch = 1;  // GEMM shape, per sample along `scaled`
+  Scaled scaled = Scaled::kM;
+  double bytes = 0;                       // memory-bound kernel: bytes read and written, per sample
+  std::string name;                       // "qkv", "softmax", ... for reports
+
+  double Flops() const { return gemm ? 2 * m * n * k * batch : 0; }  // per sample
+};
 
 struct Layer {
   std::string name;
@@ -25,6 +43,13 @@ struct Layer {
   double out_bytes = 0;           // output activation, per sample
   double stash_bytes = 0;         // activations kept for backward without recompute, per sample
   std::optional<double> cost;     // the user's c_i: what the partitioner balances when given
+  // Re-run by a recompute (R) op. Megatron-style activation checkpointing
+  // wraps the transformer blocks only: a head keeps its activations, so R
+  // stops before it (see RematerializedEnd).
+  bool rematerialized = true;
+  // The layer costed as its kernels (generated transformers); empty: the
+  // FLOPs and bytes above with the roofline.
+  std::vector<Kernel> kernels;
 };
 
 struct Model {
@@ -35,6 +60,10 @@ struct Model {
   // order; empty for a chain (layer i feeds layer i+1).
   std::vector<std::pair<int, int>> edges;
 };
+
+// One past the last layer of [first, last] that a recompute re-runs: R runs
+// [first, end), and layers [end, last] keep their activations from F.
+int RematerializedEnd(const Model& model, int first, int last);
 
 // Bytes per sample crossing the cut after layer j (between j and j+1), for
 // j = 0..L-2: every tensor produced at or before j and consumed after it.

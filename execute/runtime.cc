@@ -35,6 +35,7 @@ using Clock = std::chrono::steady_clock;
 struct Cell {
   int stage = 0;
   std::vector<std::unique_ptr<Layer>> layers;
+  size_t rematerialized = 0;    // R re-runs layers [0, this); the rest keep F's activations
   struct Slot {
     Tensor input;               // the boundary input, kept for R and B
     std::vector<Saved> saved;   // per layer, unless recomputed
@@ -61,6 +62,8 @@ struct ScopeExit {
   F f;
   ~ScopeExit() { f(); }
 };
+template <typename F>
+ScopeExit(F) -> ScopeExit<F>;  // clang 14 deduces no aggregate's arguments by itself
 
 // Tensors come and go every op; glibc would hand large blocks back to the
 // kernel (munmap, heap trimming) and fault them in again on the next step, a
@@ -88,6 +91,8 @@ class Runner {
       const auto& cell = plan.partition.cells[st];
       cells_[st].stage = st;
       cells_[st].layers = BuildLayers(c, cell.first_layer, cell.last_layer);
+      cells_[st].rematerialized =
+          static_cast<size_t>(cost::RematerializedEnd(c.model, cell.first_layer, cell.last_layer) - cell.first_layer);
     }
     recomputed_.assign(static_cast<size_t>(s_.num_stages) * s_.num_micro_batches, 0);
     for (const auto& p : s_.programs) {
@@ -106,6 +111,8 @@ class Runner {
   void GatherStep(ExecuteResult& result);
   Result<void> RunOp(int device, const Op& op, int step);
   Tensor Forward(Cell& cell, Cell::Slot& slot, const Tensor& x, Mode mode, bool keep);
+  // R: re-runs the cell's rematerialized layers from the boundary input.
+  void Recompute(Cell& cell, Cell::Slot& slot);
   std::string Where(const Op& op, int device) const { return fmt::format("device {}: {}", device, ir::OpToken(op)); }
 
   const cost::Config& c_;
@@ -132,8 +139,17 @@ Tensor Runner::Forward(Cell& cell, Cell::Slot& slot, const Tensor& x, Mode mode,
   slot.saved.assign(cell.layers.size(), Saved{});
   Tensor h = cell.layers[0]->Forward(x, slot.saved[0], mode);
   for (size_t i = 1; i < cell.layers.size(); ++i) h = cell.layers[i]->Forward(h, slot.saved[i], mode);
-  if (!keep) slot.saved.clear();  // recomputed later: keep only the boundary input
+  // Recomputed later: keep the boundary input and what R does not re-run.
+  if (!keep) {
+    for (size_t i = 0; i < cell.rematerialized; ++i) slot.saved[i] = Saved{};
+  }
   return h;
+}
+
+void Runner::Recompute(Cell& cell, Cell::Slot& slot) {
+  if (cell.rematerialized == 0) return;
+  Tensor h = cell.layers[0]->Forward(slot.input, slot.saved[0], Mode::kRecompute);
+  for (size_t i = 1; i < cell.rematerialized; ++i) h = cell.layers[i]->Forward(h, slot.saved[i], Mode::kRecompute);
 }
 
 Result<void> Runner::RunOp(int device, const Op& op, int step) {
@@ -181,7 +197,10 @@ Result<void> Runner::RunOp(int device, const Op& op, int step) {
     case OpKind::kRecompute: {
       Cell& cell = cells_[op.stage];
       Cell::Slot& slot = cell.slots[op.micro_batch];
-      Forward(cell, slot, slot.input, Mode::kRecompute, true);
+      if (slot.saved.size() != cell.layers.size()) {
+        return FailRuntime(fmt::format("{}: its forward has not run", Where(op, device)));
+      }
+      Recompute(cell, slot);
       return {};
     }
     case OpKind::kBackward:

@@ -15,7 +15,7 @@ namespace {
 // Predicted roofline time of one micro-batch of layer i, without the launch
 // overhead (which the fit's own overhead replaces).
 double Roofline(const cost::Config& c, int i, ir::OpKind kind, const cost::Device& d) {
-  const double t = cost::LayerOpTime(c.model.layers[i], kind, d, c.model.dtype, c.cluster.efficiency,
+  const double t = cost::LayerOpTime(c.model.layers[i], kind, d, c.model.dtype, c.cluster.GemmEfficiency(d),
                                      static_cast<double>(c.training.MicroBatchSize()));
   return t > 0 ? t - d.launch_overhead_s : 0;
 }
@@ -74,7 +74,7 @@ double CalibratedOpTime(const cost::Config& c, const Calibration* cal, int first
   double t = 0;
   for (int i = first; i <= last; ++i) {
     if (!fit) {
-      t += cost::LayerOpTime(c.model.layers[i], kind, d, c.model.dtype, c.cluster.efficiency,
+      t += cost::LayerOpTime(c.model.layers[i], kind, d, c.model.dtype, c.cluster.GemmEfficiency(d),
                              static_cast<double>(c.training.MicroBatchSize()));
       continue;
     }
@@ -215,6 +215,12 @@ std::string WriteCalibration(const Calibration& cal) {
   if (cal.bandwidth) j["link"]["bandwidth"] = *cal.bandwidth;
   if (cal.step_overhead_s) j["step"]["overhead_s"] = *cal.step_overhead_s;
   if (cal.step_seconds_per_param) j["step"]["seconds_per_param"] = *cal.step_seconds_per_param;
+  if (cal.profile) {
+    j["profile"]["gemm_efficiency"] = cal.profile->gemm_efficiency;
+    j["profile"]["bandwidth_efficiency"] = cal.profile->bandwidth_efficiency;
+    j["profile"]["launch_overhead_s"] = cal.profile->launch_overhead_s;
+    j["profile"]["runs"] = cal.profile->runs;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -262,10 +268,41 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
       if (j["step"].contains("overhead_s")) cal.step_overhead_s = j["step"]["overhead_s"].get<double>();
       if (j["step"].contains("seconds_per_param")) cal.step_seconds_per_param = j["step"]["seconds_per_param"].get<double>();
     }
+    if (j.contains("profile")) {
+      const json& p = j["profile"];
+      ProfileFit fit;
+      auto fraction = [&](const char* key, double& dst, double hi) -> Result<void> {
+        if (!p.is_object() || !p.contains(key) || !p[key].is_number() || !(p[key].get<double>() > 0) ||
+            p[key].get<double>() > hi) {
+          return Fail(fmt::format("{}: /profile/{}: expected a number > 0 and at most {}", source, key, hi));
+        }
+        dst = p[key].get<double>();
+        return {};
+      };
+      for (auto ok : {fraction("gemm_efficiency", fit.gemm_efficiency, 1),
+                      fraction("bandwidth_efficiency", fit.bandwidth_efficiency, 1),
+                      fraction("launch_overhead_s", fit.launch_overhead_s, 1)}) {
+        if (!ok) return tl::unexpected(ok.error());
+      }
+      if (p.contains("runs") && p["runs"].is_number_integer()) fit.runs = static_cast<int>(p["runs"].get<int64_t>());
+      cal.profile = fit;
+    }
   } catch (const json::exception& e) {
     return Fail(fmt::format("{}: {}", source, e.what()));
   }
   return cal;
+}
+
+cost::Config WithProfile(const cost::Config& config, const Calibration& cal) {
+  cost::Config c = config;
+  if (!cal.profile) return c;
+  for (auto& d : c.cluster.devices) {
+    if (!cal.device.empty() && d.name != cal.device) continue;
+    d.gemm_efficiency = cal.profile->gemm_efficiency;
+    d.bandwidth_efficiency = cal.profile->bandwidth_efficiency;
+    d.launch_overhead_s = cal.profile->launch_overhead_s;
+  }
+  return c;
 }
 
 }  // namespace twinpipe::simulate

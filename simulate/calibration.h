@@ -27,6 +27,16 @@ struct OpFit {
   int samples = 0;
 };
 
+// A device profile's coefficients fitted to a table of runs' iteration
+// times (`calibrate --runs`, simulate/runs.h): they replace the catalogue's
+// figures for every device of the calibrated kind.
+struct ProfileFit {
+  double gemm_efficiency = 0;       // achievable fraction of GEMM peak
+  double bandwidth_efficiency = 0;  // achievable fraction of memory bandwidth
+  double launch_overhead_s = 0;     // host time per framework op
+  int runs = 0;                     // fitted on
+};
+
 struct Calibration {
   std::string device;    // the device kind measured
   std::string commit;    // of twinpipe, when known
@@ -34,7 +44,12 @@ struct Calibration {
   std::map<std::string, OpFit> compute;         // by op kind name ("F", "B", ...)
   std::optional<double> latency_s, bandwidth;   // the link, bytes/s
   std::optional<double> step_overhead_s, step_seconds_per_param;
+  std::optional<ProfileFit> profile;
 };
+
+// The config with the calibration's device profile (if any) in place of the
+// catalogue's, for every device of the calibrated kind.
+cost::Config WithProfile(const cost::Config& config, const Calibration& calibration);
 
 // Fits from traces measured with `plan` (every trace must be of its stages
 // and micro-batches). Fails (bad input) when a trace does not fit the plan.

@@ -2,11 +2,16 @@
 
 #include <algorithm>
 
+#include "cost_models/compute_model.h"
 #include "cost_models/model.h"
 
 namespace twinpipe::simulate {
 
-SimCosts CostsFromPlan(const cost::Config& c, const partition::Plan& plan, const Calibration* cal) {
+SimCosts CostsFromPlan(const cost::Config& config, const partition::Plan& plan, const Calibration* cal) {
+  // A fitted device profile replaces the catalogue's figures.
+  std::optional<cost::Config> profiled;
+  if (cal && cal->profile) profiled = WithProfile(config, *cal);
+  const cost::Config& c = profiled ? *profiled : config;
   const ir::Schedule& s = plan.schedule;
   const int32_t K = s.num_stages, D = s.num_devices;
   const double mb = static_cast<double>(c.training.MicroBatchSize());
@@ -30,17 +35,24 @@ SimCosts CostsFromPlan(const cost::Config& c, const partition::Plan& plan, const
     for (ir::OpKind k : kinds) {
       costs.compute_s[st][ComputeSlot(k)] = CalibratedOpTime(c, cal, cell.first_layer, cell.last_layer, k, device);
     }
-    double stash = 0;
-    for (int i = cell.first_layer; i <= cell.last_layer; ++i) stash += c.model.layers[i].stash_bytes;
+    // With recompute a cell keeps its boundary input and the activations of
+    // the layers its recompute does not re-run (a head).
+    double stash = 0, kept = 0;
+    const int end = cost::RematerializedEnd(c.model, cell.first_layer, cell.last_layer);
+    for (int i = cell.first_layer; i <= cell.last_layer; ++i) {
+      stash += c.model.layers[i].stash_bytes;
+      if (i >= end) kept += c.model.layers[i].stash_bytes;
+    }
     costs.activation_bytes[st] = stash * mb;
-    costs.input_bytes[st] = (cell.first_layer == 0 ? c.model.input_bytes : cut[cell.first_layer - 1]) * mb;
+    const double input = cell.first_layer == 0 ? c.model.input_bytes : cut[cell.first_layer - 1];
+    costs.input_bytes[st] = kept > 0 ? std::min(stash, input + kept) * mb : input * mb;
     costs.static_bytes[s.placement[st]] += cell.params * c.training.bytes_per_param;
     device_params[s.placement[st]] += cell.params;
   }
   for (int32_t d = 0; d < D; ++d) {
-    // The optimizer reads and writes weights, gradients and state once.
+    // The optimizer streams what it reads and writes (cost::OptimizerStepBytes).
     const cost::Device& device = c.cluster.devices[d];
-    costs.step_s[d] = device.launch_overhead_s + 2 * device_params[d] * c.training.bytes_per_param / device.memory_bandwidth;
+    costs.step_s[d] = cost::OptimizerStepTime(c.training.optimizer, c.model.dtype, device_params[d], device);
     if (cal && cal->step_overhead_s && cal->step_seconds_per_param) {
       costs.step_s[d] = *cal->step_overhead_s + *cal->step_seconds_per_param * device_params[d];
     }

@@ -90,7 +90,9 @@ double OpDuration(const ir::Op& op, const SimCosts& c, int32_t replicas) {
   if (op.kind == OpKind::kAllReduce) {
     const double n = replicas;
     if (n <= 1) return 0;
-    return 2 * (n - 1) / n * static_cast<double>(op.bytes) / c.link.bandwidth + 2 * (n - 1) * c.link.latency_s;
+    // NCCL's ring: 2(n-1)/n of the bytes at the link's achievable bus bandwidth.
+    return 2 * (n - 1) / n * static_cast<double>(op.bytes) / (c.link.bandwidth * c.link.collective_efficiency) +
+           2 * (n - 1) * c.link.latency_s;
   }
   return c.compute_s[op.stage][ComputeSlot(op.kind)];
 }

@@ -213,12 +213,12 @@ TEST(Simulate, RingAllReduceOverlapsTheRestOfBackward) {
   ir::InsertAllReduce(s, {4000000, 4000000});
   ASSERT_TRUE(ir::Verify(s).empty());
   SimCosts c = UniformCosts(s, 1e-3, 2e-3);
-  c.link = cost::Link{.name = "l", .latency_s = 1e-5, .bandwidth = 1e9};
+  c.link = cost::Link{.name = "l", .latency_s = 1e-5, .bandwidth = 1e9, .collective_efficiency = 0.8};
   auto r = Simulate(s, c);
   ASSERT_TRUE(r) << r.error().message;
   const auto& ar1 = Find(s, OpKind::kAllReduce, 1, -1);
-  // Ring: 2 (R - 1) / R x bytes / bandwidth + 2 (R - 1) latency.
-  EXPECT_NEAR(r->end_s[ar1.id] - r->start_s[ar1.id], 2.0 * 3 / 4 * 4e-3 + 6e-5, 1e-15);
+  // Ring: 2 (R - 1) / R x bytes / (bandwidth x collective efficiency) + 2 (R - 1) latency.
+  EXPECT_NEAR(r->end_s[ar1.id] - r->start_s[ar1.id], 2.0 * 3 / 4 * 4e-3 / 0.8 + 6e-5, 1e-15);
   // Stage 1's all-reduce starts when its last backward ends, while device 0 still computes.
   const auto& b1 = Find(s, OpKind::kBackward, 1, 0);
   EXPECT_DOUBLE_EQ(r->start_s[ar1.id], r->end_s[b1.id]);

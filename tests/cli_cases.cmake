@@ -213,3 +213,15 @@ cli_case(simulate_crafted_ids 0 "step time"
          ${TP} simulate ${IN}/exec_two_stages.json --schedule-file ${IN}/crafted_ids.json)
 cli_case(execute_crafted_device 2 "crafted_device.json does not verify"
          ${TP} execute ${IN}/exec_two_stages.json --schedule-file ${IN}/crafted_device.json)
+
+# validate and calibrate --runs (issue 16): a table of runs, bad lines named.
+cli_case(validate_published 0 "320 runs   mean absolute error"
+         ${TP} validate ${SRC}/traces/published/vtrain-a100/runs.jsonl)
+cli_case(validate_published_json 0 "\"worst\""
+         ${TP} validate ${SRC}/traces/published/vtrain-a100/runs.jsonl --json)
+cli_case(validate_bad_line 2 "runs_bad.jsonl:2: /step_time_s: expected a positive number of seconds"
+         ${TP} validate ${IN}/runs_bad.jsonl)
+cli_case(calibrate_runs_bad_line 2 "runs_bad.jsonl:2: /step_time_s"
+         ${TP} calibrate --runs ${IN}/runs_bad.jsonl)
+cli_case(calibrate_runs_and_traces 2 "--runs fits a table of runs; give it without traces or --config"
+         ${TP} calibrate --runs ${IN}/runs_bad.jsonl --config ${IN}/exec_two_stages.json)

@@ -167,6 +167,7 @@ Result<Precision> ParsePrecision(const std::string& p) {
 struct Cell {
   int stage = 0;
   std::vector<std::unique_ptr<Layer>> layers;
+  size_t rematerialized = 0;  // R re-runs layers [0, this); the rest keep F's activations
   struct Slot {
     DeviceTensor input, output, grad_output, grad_input;
     std::vector<Saved> saved;
@@ -390,6 +391,9 @@ Result<void> Runner::Setup() {
     const int d = s_.placement[st];
     cells_[st].stage = st;
     cells_[st].slots.assign(s_.num_micro_batches, Cell::Slot{});
+    cells_[st].rematerialized = static_cast<size_t>(
+        cost::RematerializedEnd(c_.model, plan_.partition.cells[st].first_layer, plan_.partition.cells[st].last_layer) -
+        plan_.partition.cells[st].first_layer);
     if (!Mine(d)) continue;
     TP_CUDA(cudaSetDevice(devices_[d]->gpu));
     const auto& cell = plan_.partition.cells[st];
@@ -580,12 +584,18 @@ void Runner::RunOp(int device, const Op& op, int step, Clock::time_point deadlin
       }
       if (slot.input.empty()) throw CudaError("its input never arrived");
       const bool keep = !first || !recomputed_[static_cast<size_t>(op.stage) * M + op.micro_batch];
-      slot.saved.assign(cell.layers.size(), Saved{});
+      // R re-runs the rematerialized layers only; F keeps what R does not re-run.
+      if (!first && slot.saved.size() != cell.layers.size()) throw CudaError("its forward has not run");
+      if (first) slot.saved.assign(cell.layers.size(), Saved{});
+      const size_t run = first ? cell.layers.size() : cell.rematerialized;
       DeviceTensor h = slot.input;
-      for (size_t i = 0; i < cell.layers.size(); ++i) {
+      for (size_t i = 0; i < run; ++i) {
+        if (!first) slot.saved[i] = Saved{};
         h = cell.layers[i]->Forward(ctx, h, slot.saved[i], first ? Mode::kTrain : Mode::kRecompute);
       }
-      if (!keep) slot.saved.clear();
+      if (!keep) {
+        for (size_t i = 0; i < cell.rematerialized; ++i) slot.saved[i] = Saved{};
+      }
       if (!first) return;
       if (last_stage) {
         const int per = task_.labels_per_sample();

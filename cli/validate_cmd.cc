@@ -1,0 +1,100 @@
+// `twinpipe validate RUNS.jsonl`: predict every run of a table of measured
+// runs and report the error (mean absolute, signed bias, by group, worst).
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/plan_source.h"
+#include "cli/schedule_io.h"
+#include "simulate/runs.h"
+
+namespace twinpipe::cli {
+namespace {
+
+struct ValidateOptions {
+  std::string runs;
+  std::string calibration;
+  bool json = false;
+};
+
+int Run(const ValidateOptions& o) {
+  auto text = ReadFile(o.runs);
+  if (!text) {
+    fmt::print(stderr, "twinpipe validate: {}\n", text.error().message);
+    return kExitBadInput;
+  }
+  auto runs = simulate::ReadRuns(*text, o.runs);
+  if (!runs) {
+    fmt::print(stderr, "twinpipe validate: {}\n", runs.error().message);
+    return kExitBadInput;
+  }
+  std::optional<simulate::Calibration> cal;
+  if (!o.calibration.empty()) {
+    auto ctext = ReadFile(o.calibration);
+    if (!ctext) {
+      fmt::print(stderr, "twinpipe validate: {}\n", ctext.error().message);
+      return kExitBadInput;
+    }
+    auto c = simulate::ReadCalibration(*ctext, o.calibration);
+    if (!c) {
+      fmt::print(stderr, "twinpipe validate: {}\n", c.error().message);
+      return kExitBadInput;
+    }
+    const std::string& device = runs->front().config.cluster.devices.front().name;
+    if (!c->device.empty() && c->device != device) {
+      fmt::print(stderr, "twinpipe validate: {}: /device: fitted on '{}', but the runs are on '{}'\n", o.calibration,
+                 c->device, device);
+      return kExitBadInput;
+    }
+    cal = std::move(*c);
+  }
+  auto v = simulate::ValidateRuns(*runs, cal ? &*cal : nullptr);
+  if (!v) {
+    fmt::print(stderr, "twinpipe validate: {}\n", v.error().message);
+    return ExitCodeOf(v.error());
+  }
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["runs"] = v->rows.size();
+    j["mape"] = v->mape;
+    j["bias"] = v->bias;
+    j["groups"] = nlohmann::ordered_json::array();
+    for (const auto& g : v->groups) {
+      j["groups"].push_back({{"key", g.key}, {"value", g.value}, {"runs", g.runs}, {"mape", g.mape}, {"bias", g.bias}});
+    }
+    j["worst"] = nlohmann::ordered_json::array();
+    for (const auto& w : v->worst) {
+      j["worst"].push_back({{"line", w.line}, {"measured_s", w.measured_s}, {"predicted_s", w.predicted_s},
+                            {"error", w.error}});
+    }
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+  fmt::print("{} runs   mean absolute error {:.2f}%   bias {:+.2f}%{}\n", v->rows.size(), 100 * v->mape,
+             100 * v->bias, cal ? fmt::format("   (calibration {})", o.calibration) : "");
+  fmt::print("{:<18} {:>6} {:>6} {:>8} {:>8}\n", "group", "value", "runs", "mape", "bias");
+  for (const auto& g : v->groups) {
+    fmt::print("{:<18} {:>6} {:>6} {:>7.2f}% {:>+7.2f}%\n", g.key, g.value, g.runs, 100 * g.mape, 100 * g.bias);
+  }
+  fmt::print("worst rows:\n{:>6} {:>12} {:>12} {:>8}\n", "line", "measured", "predicted", "error");
+  for (const auto& w : v->worst) {
+    fmt::print("{:>6} {:>9.2f} ms {:>9.2f} ms {:>+7.2f}%\n", w.line, 1e3 * w.measured_s, 1e3 * w.predicted_s,
+               100 * w.error);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddValidate(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<ValidateOptions>();
+  CLI::App* cmd = app.add_subcommand("validate", "Predict a table of measured runs (JSONL) and report the error");
+  cmd->add_option("runs", o->runs, "runs, one {\"config\": {...}, \"step_time_s\": t} per line")->required();
+  cmd->add_option("--calibration", o->calibration, "a calibration file (calibrate --runs, or from traces)");
+  cmd->add_flag("--json", o->json, "print runs, mape, bias, groups[], worst[] as JSON");
+  cmd->callback([o, &exit_code] { exit_code = Run(*o); });
+}
+
+}  // namespace twinpipe::cli

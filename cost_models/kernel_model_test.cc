@@ -1,0 +1,113 @@
+// The transformer costed as its kernels: FLOPs against closed forms, the
+// GEMM model's shape rules, the optimizer's bytes.
+#include <gtest/gtest.h>
+
+#include "cost_models/catalogue.h"
+#include "cost_models/compute_model.h"
+#include "cost_models/generators.h"
+
+namespace twinpipe::cost {
+namespace {
+
+double PassFlops(const Layer& l, Kernel::Pass pass) {
+  double f = 0;
+  for (const Kernel& k : l.kernels) f += k.pass == pass ? k.Flops() : 0;
+  return f;
+}
+
+TEST(KernelModel, EachBlocksKernelsAddUpToItsClosedFormFlops) {
+  const Model m = GenerateTransformer({.layers = 2, .d_model = 1024, .ffn = 4096, .heads = 16, .seq = 512,
+                                       .vocab = 50257, .dtype = Dtype::kFp16});
+  for (const Layer& l : m.layers) {
+    if (l.kind == "embedding") continue;  // memory-bound only
+    EXPECT_DOUBLE_EQ(PassFlops(l, Kernel::Pass::kForward), l.fwd_flops) << l.name;
+    EXPECT_DOUBLE_EQ(PassFlops(l, Kernel::Pass::kInput), l.bwd_input_flops) << l.name;
+    EXPECT_DOUBLE_EQ(PassFlops(l, Kernel::Pass::kWeight), l.bwd_weight_flops) << l.name;
+  }
+  // QKV: 2 S d 3d; scores: h x 2 S S (d/h).
+  const Layer& block = m.layers[1];
+  for (const Kernel& k : block.kernels) {
+    if (k.name == "qkv") EXPECT_DOUBLE_EQ(k.Flops(), 2.0 * 512 * 1024 * 3072);
+    if (k.name == "scores") EXPECT_DOUBLE_EQ(k.Flops(), 16 * 2.0 * 512 * 512 * 64);
+    if (k.name == "softmax") EXPECT_DOUBLE_EQ(k.bytes, 2.0 * 16 * 512 * 512 * 2);
+  }
+}
+
+// Megatron-LM (Narayanan et al. 2021, eq. 3): an iteration with full
+// recomputation costs 96 B s l h^2 (1 + s / 6h + V / 16 l h) FLOPs: the blocks
+// run forward twice and backward once, the head (not recomputed) once each.
+TEST(KernelModel, AStepWithFullRecomputeCostsMegatronsFlops) {
+  for (int layers : {12, 20}) {
+    for (double h : {1024.0, 2048.0}) {
+      const double s = 1024, V = 50257, B = 8;
+      const Model m = GenerateTransformer({.layers = layers, .d_model = int(h), .ffn = int(4 * h), .heads = 16,
+                                           .seq = int(s), .vocab = int(V), .dtype = Dtype::kFp16});
+      double total = 0;
+      for (const Layer& l : m.layers) {
+        if (l.kind == "embedding") continue;  // a gather: no GEMM FLOPs in Megatron's count
+        for (ir::OpKind k : {ir::OpKind::kForward, ir::OpKind::kRecompute, ir::OpKind::kBackward}) {
+          total += B * LayerOpFlops(l, k);
+        }
+      }
+      const double l = layers;
+      EXPECT_NEAR(total / (96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))), 1.0, 1e-12);
+    }
+  }
+}
+
+TEST(KernelModel, ALargerGemmIsNeverSlowerPerFlopWithinAWave) {
+  const Device& a100 = *FindDevice("A100-80GB");
+  const Kernel base{.m = 128, .n = 128 * 4, .k = 1024};
+  double previous = 1e300;
+  // Growing M adds output tiles: per FLOP no slower until the wave is full.
+  for (int tiles_m = 1; tiles_m * 4 <= a100.sm_count; ++tiles_m) {
+    Kernel k = base;
+    k.m = 128.0 * tiles_m;
+    const double per_flop = KernelTime(k, 1, a100, Dtype::kFp16, 0.8) / k.Flops();
+    EXPECT_LE(per_flop, previous * (1 + 1e-12)) << "m = " << k.m;
+    previous = per_flop;
+  }
+  // A longer K loop amortises each tile's prologue and epilogue.
+  Kernel short_k = base, long_k = base;
+  long_k.k = 8 * base.k;
+  EXPECT_LT(KernelTime(long_k, 1, a100, Dtype::kFp16, 0.8) / long_k.Flops(),
+            KernelTime(short_k, 1, a100, Dtype::kFp16, 0.8) / short_k.Flops());
+  // A full wave at the given efficiency and a long K approaches the peak.
+  Kernel full{.m = 128.0 * 12, .n = 128.0 * 9, .k = 1 << 16};
+  EXPECT_NEAR(full.Flops() / KernelTime(full, 1, a100, Dtype::kFp16, 0.8), 0.8 * 312e12, 0.8 * 312e12 * 1e-3);
+}
+
+TEST(KernelModel, UnalignedHalfGemmsRunOnTheCudaCores) {
+  const Device& a100 = *FindDevice("A100-80GB");
+  const Kernel aligned{.m = 4096, .n = 50304, .k = 1024}, odd{.m = 4096, .n = 50257, .k = 1024};
+  const double ratio = KernelTime(odd, 1, a100, Dtype::kFp16, 0.8) / KernelTime(aligned, 1, a100, Dtype::kFp16, 0.8);
+  // 312 / 78 TFLOPS, less the 47 fewer columns.
+  EXPECT_NEAR(ratio, 312.0 / 78 * 50257 / 50304, 0.05);
+}
+
+TEST(KernelModel, MemoryBoundKernelsAndTheHostFloor) {
+  Device d = *FindDevice("A100-80GB");
+  const Kernel copy{.gemm = false, .bytes = 1e9};
+  EXPECT_DOUBLE_EQ(KernelTime(copy, 2, d, Dtype::kFp16, 0.8), 2e9 / (d.memory_bandwidth * d.bandwidth_efficiency));
+  // A tiny layer costs its kernels' issue time on the host.
+  Layer tiny{.kernels = {Kernel{.gemm = false, .bytes = 8}, Kernel{.gemm = false, .bytes = 8}}};
+  d.launch_overhead_s = 1e-5;
+  EXPECT_DOUBLE_EQ(LayerOpTime(tiny, ir::OpKind::kForward, d, Dtype::kFp16, 0.8, 1), 2 * kOpsPerKernel * 1e-5);
+  // The head is not re-run by a recompute.
+  const Model m = GenerateTransformer({.layers = 1});
+  EXPECT_EQ(LayerOpTime(m.layers.back(), ir::OpKind::kRecompute, d, Dtype::kFp16, 0.8, 4), 0);
+  EXPECT_GT(LayerOpTime(m.layers[1], ir::OpKind::kRecompute, d, Dtype::kFp16, 0.8, 4), 0);
+  EXPECT_EQ(RematerializedEnd(m, 0, 2), 2);
+}
+
+TEST(KernelModel, AdamInMixedPrecisionStreams44BytesPerParameter) {
+  const Device& a100 = *FindDevice("A100-80GB");
+  EXPECT_EQ(OptimizerStepBytes("adam", Dtype::kFp16), 44);
+  EXPECT_EQ(OptimizerStepBytes("adam", Dtype::kFp32), 28);
+  EXPECT_EQ(OptimizerStepBytes("sgd", Dtype::kFp32), 20);
+  EXPECT_DOUBLE_EQ(OptimizerStepTime("adam", Dtype::kBf16, 1e9, a100),
+                   a100.launch_overhead_s + 44e9 / (a100.memory_bandwidth * a100.bandwidth_efficiency));
+}
+
+}  // namespace
+}  // namespace twinpipe::cost

@@ -1,0 +1,201 @@
+#include "simulate/runs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "simulate/costs.h"
+#include "simulate/engine.h"
+
+namespace twinpipe::simulate {
+namespace {
+
+double Logit(double p) { return std::log(p / (1 - p)); }
+double Sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+
+// Minimises f from x0 (Nelder and Mead 1965; standard coefficients).
+std::vector<double> NelderMead(const std::function<double(const std::vector<double>&)>& f, std::vector<double> x0,
+                               double step, int iterations) {
+  const size_t n = x0.size();
+  std::vector<std::vector<double>> p(n + 1, x0);
+  for (size_t i = 0; i < n; ++i) p[i + 1][i] += step;
+  std::vector<double> v(n + 1);
+  for (size_t i = 0; i <= n; ++i) v[i] = f(p[i]);
+  auto along = [&](const std::vector<double>& c, const std::vector<double>& x, double t) {
+    std::vector<double> y(n);
+    for (size_t j = 0; j < n; ++j) y[j] = c[j] + t * (x[j] - c[j]);
+    return y;
+  };
+  for (int it = 0; it < iterations; ++it) {
+    std::vector<size_t> order(n + 1);
+    for (size_t i = 0; i <= n; ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+    std::vector<std::vector<double>> q;
+    std::vector<double> w;
+    for (size_t i : order) {
+      q.push_back(p[i]);
+      w.push_back(v[i]);
+    }
+    p = q;
+    v = w;
+    std::vector<double> c(n, 0.0);
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < n; ++j) c[j] += p[i][j] / n;
+    }
+    const auto r = along(c, p[n], -1);
+    const double fr = f(r);
+    if (fr < v[0]) {
+      const auto e = along(c, p[n], -2);
+      const double fe = f(e);
+      if (fe < fr) {
+        p[n] = e, v[n] = fe;
+      } else {
+        p[n] = r, v[n] = fr;
+      }
+    } else if (fr < v[n - 1]) {
+      p[n] = r, v[n] = fr;
+    } else {
+      const auto k = along(c, p[n], 0.5);
+      const double fk = f(k);
+      if (fk < v[n]) {
+        p[n] = k, v[n] = fk;
+      } else {
+        for (size_t i = 1; i <= n; ++i) {
+          p[i] = along(p[0], p[i], 0.5);
+          v[i] = f(p[i]);
+        }
+      }
+    }
+  }
+  return p[std::min_element(v.begin(), v.end()) - v.begin()];
+}
+
+Calibration ProfileCalibration(const std::string& device, double gemm, double bandwidth, double launch, int runs) {
+  Calibration cal;
+  cal.device = device;
+  cal.profile = ProfileFit{gemm, bandwidth, launch, runs};
+  return cal;
+}
+
+}  // namespace
+
+Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source) {
+  using nlohmann::json;
+  std::vector<Run> runs;
+  size_t start = 0;
+  int line = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view row = text.substr(start, end - start);
+    start = end + 1;
+    ++line;
+    if (row.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const std::string where = fmt::format("{}:{}", source, line);
+    json j;
+    try {
+      j = json::parse(row);
+    } catch (const json::exception& e) {
+      return Fail(fmt::format("{}: not valid JSON: {}", where, e.what()));
+    }
+    if (!j.is_object()) return Fail(fmt::format("{}: expected an object {{\"config\": ..., \"step_time_s\": ...}}", where));
+    auto t = j.find("step_time_s");
+    if (t == j.end() || !t->is_number() || !(t->get<double>() > 0) || !std::isfinite(t->get<double>())) {
+      return Fail(fmt::format("{}: /step_time_s: expected a positive number of seconds", where));
+    }
+    auto c = j.find("config");
+    if (c == j.end() || !c->is_object()) return Fail(fmt::format("{}: /config: expected a twinpipe config object", where));
+    // The loader's messages name "<file>:<line> /config" and the path inside.
+    auto config = cost::LoadConfig(c->dump(), where + ": /config");
+    if (!config) return tl::unexpected(config.error());
+    auto plan = partition::PlanFromConfig(*config);
+    if (!plan) return Fail(fmt::format("{}: {}", where, plan.error().message));
+    const std::string& device = config->cluster.devices.at(0).name;
+    for (const auto& d : config->cluster.devices) {
+      if (d.name != device) return Fail(fmt::format("{}: /config/cluster: mixes device kinds; a run table is of one", where));
+    }
+    if (!runs.empty() && runs.front().config.cluster.devices.at(0).name != device) {
+      return Fail(fmt::format("{}: /config/cluster/device: '{}', but line {} runs on '{}'; a table is of one device kind",
+                              where, device, runs.front().line, runs.front().config.cluster.devices.at(0).name));
+    }
+    runs.push_back(Run{line, std::move(*config), t->get<double>(), std::move(*plan)});
+  }
+  if (runs.empty()) return Fail(fmt::format("{}: no runs", source));
+  return runs;
+}
+
+Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Calibration* cal) {
+  std::vector<double> out;
+  out.reserve(runs.size());
+  for (const Run& r : runs) {
+    auto sim = Simulate(r.plan.schedule, CostsFromPlan(r.config, r.plan, cal));
+    if (!sim) return Fail(fmt::format("line {}: {}", r.line, sim.error().message));
+    out.push_back(sim->step_time_s);
+  }
+  return out;
+}
+
+Result<Calibration> FitRuns(const std::vector<Run>& runs) {
+  const cost::Device& d = runs.front().config.cluster.devices.front();
+  bool failed = false;
+  auto unpack = [&](const std::vector<double>& x) {
+    return ProfileCalibration(d.name, Sigmoid(x[0]), Sigmoid(x[1]), std::exp(x[2]), static_cast<int>(runs.size()));
+  };
+  auto objective = [&](const std::vector<double>& x) {
+    const Calibration cal = unpack(x);
+    auto predicted = PredictRuns(runs, &cal);
+    if (!predicted) {
+      failed = true;
+      return 1e300;
+    }
+    double sum = 0;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const double e = ((*predicted)[i] - runs[i].step_time_s) / runs[i].step_time_s;
+      sum += e * e;
+    }
+    return sum / static_cast<double>(runs.size());
+  };
+  const double launch = d.launch_overhead_s > 0 ? d.launch_overhead_s : 1e-6;
+  std::vector<double> x{Logit(std::clamp(d.gemm_efficiency, 0.05, 0.95)),
+                        Logit(std::clamp(d.bandwidth_efficiency, 0.05, 0.95)), std::log(launch)};
+  // Two restarts from the best point: Nelder-Mead's simplex can collapse.
+  for (int round = 0; round < 3; ++round) x = NelderMead(objective, x, 0.5, 120);
+  if (failed) return FailRuntime("a run could not be simulated while fitting");
+  return unpack(x);
+}
+
+Result<Validation> ValidateRuns(const std::vector<Run>& runs, const Calibration* cal) {
+  auto predicted = PredictRuns(runs, cal);
+  if (!predicted) return tl::unexpected(predicted.error());
+  Validation v;
+  std::map<std::pair<std::string, int64_t>, std::vector<double>> groups;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Run& r = runs[i];
+    RunError e{r.line, r.step_time_s, (*predicted)[i], ((*predicted)[i] - r.step_time_s) / r.step_time_s};
+    v.rows.push_back(e);
+    v.mape += std::abs(e.error) / runs.size();
+    v.bias += e.error / runs.size();
+    groups[{"pipeline_parallel", r.config.pipeline.stages}].push_back(e.error);
+    groups[{"data_parallel", r.config.Replicas()}].push_back(e.error);
+    groups[{"micro_batch", r.config.training.MicroBatchSize()}].push_back(e.error);
+  }
+  for (const auto& [key, errors] : groups) {
+    ErrorGroup g{key.first, std::to_string(key.second), static_cast<int>(errors.size())};
+    for (double e : errors) {
+      g.mape += std::abs(e) / errors.size();
+      g.bias += e / errors.size();
+    }
+    v.groups.push_back(g);
+  }
+  v.worst = v.rows;
+  std::stable_sort(v.worst.begin(), v.worst.end(),
+                   [](const RunError& a, const RunError& b) { return std::abs(a.error) > std::abs(b.error); });
+  if (v.worst.size() > 10) v.worst.resize(10);
+  return v;
+}
+
+}  // namespace twinpipe::simulate

@@ -1,0 +1,63 @@
+// A table of past runs (JSONL, one {"config": {...}, "step_time_s": t} per
+// line): read it, predict every run, fit a device profile's few coefficients
+// to the measured iteration times, and report the error (`twinpipe
+// calibrate --runs`, `twinpipe validate`).
+//
+//   Result<std::vector<Run>> runs = ReadRuns(text, "runs.jsonl");
+//   Result<Calibration> cal = FitRuns(*runs);
+//   Result<Validation> v = ValidateRuns(*runs, &*cal);  v->mape
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cost_models/config.h"
+#include "ir/result.h"
+#include "partition/pipeline_plan.h"
+#include "simulate/calibration.h"
+
+namespace twinpipe::simulate {
+
+struct Run {
+  int line = 0;              // 1-based line of the table
+  cost::Config config;
+  double step_time_s = 0;    // measured
+  partition::Plan plan;      // planned with the catalogue's profile
+};
+
+// Bad input names the line and the JSON path; every run must name one device
+// kind (the one a calibration is for).
+Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source);
+
+// Predicted step time of each run (seconds), with `calibration` if given.
+Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Calibration* calibration);
+
+// Fits the device profile's GEMM and bandwidth fractions and launch overhead
+// (three coefficients, not one per run) by least squares on the relative
+// error of the predicted step times (Nelder-Mead over logit / log
+// coordinates, from the catalogue's values). Runs keep their plans.
+Result<Calibration> FitRuns(const std::vector<Run>& runs);
+
+struct RunError {
+  int line = 0;
+  double measured_s = 0, predicted_s = 0;
+  double error = 0;  // (predicted - measured) / measured
+};
+
+struct ErrorGroup {
+  std::string key, value;  // "pipeline_parallel", "2"
+  int runs = 0;
+  double mape = 0, bias = 0;
+};
+
+struct Validation {
+  std::vector<RunError> rows;     // in table order
+  double mape = 0, bias = 0;      // mean |error|, mean error
+  std::vector<ErrorGroup> groups; // by pipeline depth, data-parallel degree, micro-batch size
+  std::vector<RunError> worst;    // the ten largest |error|
+};
+
+Result<Validation> ValidateRuns(const std::vector<Run>& runs, const Calibration* calibration);
+
+}  // namespace twinpipe::simulate

@@ -1,0 +1,97 @@
+// Tables of runs: the fit recovers the profile that generated them, and bad
+// lines are refused naming the line and the JSON path.
+#include <cmath>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "simulate/runs.h"
+
+namespace twinpipe::simulate {
+namespace {
+
+std::string RunLine(int layers, int d, int stages, int replicas, int batch, int micro_batch, double t,
+                    const char* device = "A100-80GB") {
+  std::string line = fmt::format(
+      R"({{"config": {{"model": {{"generator": "transformer", "layers": {}, "d_model": {}, "ffn": {}, "heads": 16,
+          "seq": 512, "vocab": 50257, "dtype": "fp16"}}, "training": {{"batch": {}, "microbatches": {},
+          "optimizer": "adam", "bytes_per_param": 16}}, "pipeline": {{"stages": {}, "schedule": "1f1b",
+          "recompute": "full"}}, "cluster": {{"device": "{}", "devices": {}, "link": "nvlink3"}}}},
+          "step_time_s": {}}})",
+      layers, d, 4 * d, batch, batch / micro_batch, stages, device, stages * replicas, t);
+  for (char& c : line) c = c == '\n' ? ' ' : c;  // one JSON line
+  return line;
+}
+
+std::string Table(double t) {
+  std::string text;
+  for (int d : {512, 1024, 2048}) {
+    for (int mb : {1, 4}) {
+      for (int stages : {1, 2}) text += RunLine(4, d, stages, 2, 8, mb, t) + "\n";
+    }
+  }
+  return text;
+}
+
+TEST(Runs, TheFitRecoversTheProfileThatMadeTheRuns) {
+  auto runs = ReadRuns(Table(1.0), "made.jsonl");
+  ASSERT_TRUE(runs) << runs.error().message;
+  // Step times predicted with a known profile become the "measurements".
+  Calibration truth;
+  truth.device = "A100-80GB";
+  truth.profile = ProfileFit{0.62, 0.55, 25e-6, 0};
+  auto predicted = PredictRuns(*runs, &truth);
+  ASSERT_TRUE(predicted);
+  for (size_t i = 0; i < runs->size(); ++i) (*runs)[i].step_time_s = (*predicted)[i];
+  auto fit = FitRuns(*runs);
+  ASSERT_TRUE(fit) << fit.error().message;
+  ASSERT_TRUE(fit->profile);
+  EXPECT_NEAR(fit->profile->gemm_efficiency, 0.62, 0.62 * 0.02);
+  EXPECT_NEAR(fit->profile->bandwidth_efficiency, 0.55, 0.55 * 0.02);
+  EXPECT_NEAR(fit->profile->launch_overhead_s, 25e-6, 25e-6 * 0.02);
+  auto v = ValidateRuns(*runs, &*fit);
+  ASSERT_TRUE(v);
+  EXPECT_LT(v->mape, 1e-3);
+  // The calibration file keeps the profile.
+  auto again = ReadCalibration(WriteCalibration(*fit), "cal.json");
+  ASSERT_TRUE(again && again->profile);
+  EXPECT_DOUBLE_EQ(again->profile->launch_overhead_s, fit->profile->launch_overhead_s);
+}
+
+TEST(Runs, ValidationGroupsAndWorstRows) {
+  auto runs = ReadRuns(Table(0.5), "t.jsonl");
+  ASSERT_TRUE(runs);
+  auto v = ValidateRuns(*runs, nullptr);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->rows.size(), 12u);
+  EXPECT_EQ(v->worst.size(), 10u);
+  EXPECT_GE(std::abs(v->worst[0].error), std::abs(v->worst[9].error));
+  double mape = 0;
+  for (const auto& r : v->rows) mape += std::abs(r.predicted_s - 0.5) / 0.5 / 12;
+  EXPECT_NEAR(v->mape, mape, 1e-12);
+  int pipeline_groups = 0;
+  for (const auto& g : v->groups) pipeline_groups += g.key == "pipeline_parallel";
+  EXPECT_EQ(pipeline_groups, 2);
+}
+
+TEST(Runs, BadLinesNameTheLineAndThePath) {
+  const std::string good = RunLine(2, 512, 1, 1, 4, 1, 0.1);
+  auto missing = ReadRuns(good + "\n{\"config\": {}}\n", "r.jsonl");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().message, "r.jsonl:2: /step_time_s: expected a positive number of seconds");
+  auto bad_config = ReadRuns(good + "\n{\"config\": {\"model\": 3}, \"step_time_s\": 1}\n", "r.jsonl");
+  ASSERT_FALSE(bad_config);
+  EXPECT_NE(bad_config.error().message.find("r.jsonl:2: /config"), std::string::npos) << bad_config.error().message;
+  auto two_devices = ReadRuns(good + "\n" + RunLine(2, 512, 1, 1, 4, 1, 0.1, "H100-SXM") + "\n", "r.jsonl");
+  ASSERT_FALSE(two_devices);
+  EXPECT_NE(two_devices.error().message.find("r.jsonl:2: /config/cluster/device: 'H100-SXM', but line 1 runs on "
+                                             "'A100-80GB'"),
+            std::string::npos)
+      << two_devices.error().message;
+  auto not_json = ReadRuns("{", "r.jsonl");
+  ASSERT_FALSE(not_json);
+  EXPECT_NE(not_json.error().message.find("r.jsonl:1: not valid JSON"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace twinpipe::simulate
