@@ -21,6 +21,19 @@ struct CalibrateOptions {
   std::string command;
 };
 
+// Stamps the calibration with its command and commit and writes it.
+int Write(simulate::Calibration& cal, const CalibrateOptions& o) {
+  cal.command = o.command;
+  // The commit configured into the build; $TWINPIPE_COMMIT overrides it.
+  cal.commit = TWINPIPE_COMMIT;
+  if (const char* commit = std::getenv("TWINPIPE_COMMIT")) cal.commit = commit;
+  if (auto ok = WriteOutput(o.output, simulate::WriteCalibration(cal)); !ok) {
+    fmt::print(stderr, "twinpipe calibrate: {}\n", ok.error().message);
+    return kExitRuntime;
+  }
+  return kExitOk;
+}
+
 // From a table of runs: fit the device profile, print each run's error
 // before and after, write the calibration.
 int RunTable(const CalibrateOptions& o) {
@@ -57,14 +70,7 @@ int RunTable(const CalibrateOptions& o) {
              "efficiency {:.3f}, launch overhead {:.1f} us\n",
              100 * before->mape, 100 * after->mape, 100 * before->bias, 100 * after->bias, p.gemm_efficiency,
              p.bandwidth_efficiency, 1e6 * p.launch_overhead_s);
-  cal->command = o.command;
-  cal->commit = TWINPIPE_COMMIT;
-  if (const char* commit = std::getenv("TWINPIPE_COMMIT")) cal->commit = commit;
-  if (auto ok = WriteOutput(o.output, simulate::WriteCalibration(*cal)); !ok) {
-    fmt::print(stderr, "twinpipe calibrate: {}\n", ok.error().message);
-    return kExitRuntime;
-  }
-  return kExitOk;
+  return Write(*cal, o);
 }
 
 int Run(const CalibrateOptions& o) {
@@ -103,15 +109,7 @@ int Run(const CalibrateOptions& o) {
     fmt::print(stderr, "twinpipe calibrate: {}\n", cal.error().message);
     return kExitBadInput;
   }
-  cal->command = o.command;
-  // The commit configured into the build; $TWINPIPE_COMMIT overrides it.
-  cal->commit = TWINPIPE_COMMIT;
-  if (const char* commit = std::getenv("TWINPIPE_COMMIT")) cal->commit = commit;
-  if (auto ok = WriteOutput(o.output, simulate::WriteCalibration(*cal)); !ok) {
-    fmt::print(stderr, "twinpipe calibrate: {}\n", ok.error().message);
-    return kExitRuntime;
-  }
-  return kExitOk;
+  return Write(*cal, o);
 }
 
 }  // namespace

@@ -30,27 +30,13 @@ int Run(const ValidateOptions& o) {
     fmt::print(stderr, "twinpipe validate: {}\n", runs.error().message);
     return kExitBadInput;
   }
-  std::optional<simulate::Calibration> cal;
-  if (!o.calibration.empty()) {
-    auto ctext = ReadFile(o.calibration);
-    if (!ctext) {
-      fmt::print(stderr, "twinpipe validate: {}\n", ctext.error().message);
-      return kExitBadInput;
-    }
-    auto c = simulate::ReadCalibration(*ctext, o.calibration);
-    if (!c) {
-      fmt::print(stderr, "twinpipe validate: {}\n", c.error().message);
-      return kExitBadInput;
-    }
-    const std::string& device = runs->front().config.cluster.devices.front().name;
-    if (!c->device.empty() && c->device != device) {
-      fmt::print(stderr, "twinpipe validate: {}: /device: fitted on '{}', but the runs are on '{}'\n", o.calibration,
-                 c->device, device);
-      return kExitBadInput;
-    }
-    cal = std::move(*c);
+  // Refused when fitted on another device than the runs'.
+  auto cal = LoadCalibration(o.calibration, runs->front().config);
+  if (!cal) {
+    fmt::print(stderr, "twinpipe validate: {}\n", cal.error().message);
+    return kExitBadInput;
   }
-  auto v = simulate::ValidateRuns(*runs, cal ? &*cal : nullptr);
+  auto v = simulate::ValidateRuns(*runs, *cal ? &**cal : nullptr);
   if (!v) {
     fmt::print(stderr, "twinpipe validate: {}\n", v.error().message);
     return ExitCodeOf(v.error());
@@ -73,7 +59,7 @@ int Run(const ValidateOptions& o) {
     return kExitOk;
   }
   fmt::print("{} runs   mean absolute error {:.2f}%   bias {:+.2f}%{}\n", v->rows.size(), 100 * v->mape,
-             100 * v->bias, cal ? fmt::format("   (calibration {})", o.calibration) : "");
+             100 * v->bias, *cal ? fmt::format("   (calibration {})", o.calibration) : "");
   fmt::print("{:<18} {:>6} {:>6} {:>8} {:>8}\n", "group", "value", "runs", "mape", "bias");
   for (const auto& g : v->groups) {
     fmt::print("{:<18} {:>6} {:>6} {:>7.2f}% {:>+7.2f}%\n", g.key, g.value, g.runs, 100 * g.mape, 100 * g.bias);

@@ -15,9 +15,10 @@ namespace {
 // Predicted roofline time of one micro-batch of layer i, without the launch
 // overhead (which the fit's own overhead replaces).
 double Roofline(const cost::Config& c, int i, ir::OpKind kind, const cost::Device& d) {
-  const double t = cost::LayerOpTime(c.model.layers[i], kind, d, c.model.dtype, c.cluster.GemmEfficiency(d),
-                                     static_cast<double>(c.training.MicroBatchSize()));
-  return t > 0 ? t - d.launch_overhead_s : 0;
+  cost::Device no_launch = d;  // a layer costed as kernels has no single launch to subtract
+  no_launch.launch_overhead_s = 0;
+  return cost::LayerOpTime(c.model.layers[i], kind, no_launch, c.model.dtype, c.cluster.GemmEfficiency(d),
+                           static_cast<double>(c.training.MicroBatchSize()));
 }
 
 // Least squares with a ridge pulling the first `pulled` unknowns towards

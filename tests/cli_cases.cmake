@@ -225,3 +225,6 @@ cli_case(calibrate_runs_bad_line 2 "runs_bad.jsonl:2: /step_time_s"
          ${TP} calibrate --runs ${IN}/runs_bad.jsonl)
 cli_case(calibrate_runs_and_traces 2 "give it without traces or --config"
          ${TP} calibrate --runs ${IN}/runs_bad.jsonl --config ${IN}/exec_two_stages.json)
+cli_case(validate_other_device 2 "/device: fitted on 'CPU', but"
+         ${TP} validate ${SRC}/traces/published/vtrain-a100/runs_layers20.jsonl
+         --calibration ${IN}/cpu_quickstart.calibration.json)
