@@ -76,21 +76,29 @@ int Run(const ExecuteCmdOptions& o) {
   execute::ExecuteOptions options{o.steps > 0 ? o.steps : config->training.steps, o.timeout_s};
   options.transport = o.transport;
   options.precision = o.precision;
-  // Under mpirun: one rank per device, rank 0 reports.
+  // Under mpirun: one rank per cluster device (D x R), rank 0 reports.
   int rank = 0;
   if (execute::LaunchedByMpi()) {
-    const execute::MpiWorld world = execute::InitMpi();
-    if (world.size != plan->schedule.num_devices) {
-      if (world.rank == 0) {
-        fmt::print(stderr, "twinpipe execute: {} ranks, but the schedule runs on {} devices: start one rank per "
-                           "device (mpirun -np {})\n", world.size, plan->schedule.num_devices,
-                   plan->schedule.num_devices);
+    auto world = execute::InitMpi();
+    if (!world) {
+      fmt::print(stderr, "twinpipe execute: {}\n", world.error().message);
+      execute::AbortMpi(kExitRuntime);
+    }
+    const int devices = plan->schedule.num_devices * std::max(1, plan->schedule.replicas);
+    if (world->size != devices) {
+      if (world->rank == 0) {
+        fmt::print(stderr, "twinpipe execute: {} ranks, but the schedule runs on {} devices{}: start one rank per "
+                           "device (mpirun -np {})\n", world->size, devices,
+                   plan->schedule.replicas > 1 ? fmt::format(" ({} x {} replicas)", plan->schedule.num_devices,
+                                                             plan->schedule.replicas)
+                                               : "",
+                   devices);
       }
       execute::FinalizeMpi();
       return kExitBadInput;
     }
     options.mpi = true;
-    rank = world.rank;
+    rank = world->rank;
   }
   auto result = o.backend == "cuda" ? execute::ExecuteCuda(*config, *plan, options)
                                     : execute::ExecuteCpu(*config, *plan, options);

@@ -4,7 +4,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
+
+#include <fmt/format.h>
 
 namespace twinpipe::execute {
 namespace {
@@ -21,12 +24,23 @@ bool LaunchedByMpi() {
   return false;
 }
 
-MpiWorld InitMpi() {
+Result<MpiWorld> InitMpi() {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
     int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  }
+  int level = 0;
+  MPI_Query_thread(&level);
+  if (level < MPI_THREAD_MULTIPLE) {
+    const char* names[] = {"MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED", "MPI_THREAD_SERIALIZED"};
+    const bool known = level == MPI_THREAD_SINGLE || level == MPI_THREAD_FUNNELED || level == MPI_THREAD_SERIALIZED;
+    return FailRuntime(fmt::format(
+        "MPI grants thread level {}, but twinpipe's workers call MPI from several threads and need "
+        "MPI_THREAD_MULTIPLE (an MPI library built with thread support, e.g. Open MPI with UCX or ob1)",
+        !known ? std::to_string(level)
+               : names[level == MPI_THREAD_SINGLE ? 0 : level == MPI_THREAD_FUNNELED ? 1 : 2]));
   }
   MpiWorld w;
   MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
@@ -118,6 +132,40 @@ void MpiTransport::Flush() {
     delete p;
   }
   pending_.clear();
+}
+
+MpiReplicaAverager::MpiReplicaAverager(int rank, int pipeline_devices) {
+  auto* comm = new MPI_Comm;
+  MPI_Comm_split(MPI_COMM_WORLD, rank % pipeline_devices, rank / pipeline_devices, comm);
+  MPI_Comm_size(*comm, &replicas_);
+  comm_ = comm;
+}
+
+MpiReplicaAverager::~MpiReplicaAverager() {
+  auto* comm = static_cast<MPI_Comm*>(comm_);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Comm_free(comm);
+  delete comm;
+}
+
+SyncStatus MpiReplicaAverager::Average(int /*replica*/, std::vector<double>& values, Clock::time_point deadline) {
+  const size_t n = values.size();
+  gathered_.resize(n * static_cast<size_t>(replicas_));
+  MPI_Request request;
+  MPI_Iallgather(values.data(), static_cast<int>(n), MPI_DOUBLE, gathered_.data(), static_cast<int>(n), MPI_DOUBLE,
+                 *static_cast<MPI_Comm*>(comm_), &request);
+  for (int done = 0;;) {  // poll, so that a deadline or an abort can end the wait
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) break;
+    if (aborted_) return SyncStatus::kAborted;  // the job is ending: MPI_Abort follows
+    if (Clock::now() >= deadline) return SyncStatus::kTimeout;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  std::vector<const double*> buffers(static_cast<size_t>(replicas_));
+  for (int r = 0; r < replicas_; ++r) buffers[r] = gathered_.data() + n * static_cast<size_t>(r);
+  AverageInReplicaOrder(buffers, 0, n, values.data());
+  return SyncStatus::kOk;
 }
 
 }  // namespace twinpipe::execute

@@ -3,12 +3,15 @@
 // (non-blocking sends, receives that poll until their deadline); the
 // collectives below assemble one result on every rank.
 //
-//   if (LaunchedByMpi()) { MpiWorld w = InitMpi(); ... FinalizeMpi(); }
+//   if (LaunchedByMpi()) { Result<MpiWorld> w = InitMpi(); ... FinalizeMpi(); }
 #pragma once
 
+#include <atomic>
 #include <vector>
 
+#include "execute/sync.h"
 #include "execute/transport.h"
+#include "ir/result.h"
 
 namespace twinpipe::execute {
 
@@ -19,7 +22,10 @@ struct MpiWorld {
 // True when this process was started by mpirun (or another MPI launcher).
 bool LaunchedByMpi();
 // Initialises MPI once (calls from the main thread only) and says who we are.
-MpiWorld InitMpi();
+// The executor's threads call MPI concurrently (a device's worker sends and
+// receives while its all-reduce runs and the main thread waits), so it asks
+// for MPI_THREAD_MULTIPLE and fails (runtime) when the library grants less.
+Result<MpiWorld> InitMpi();
 void FinalizeMpi();
 // Ends every rank of the job with `code` (after a failure on one rank).
 [[noreturn]] void AbortMpi(int code);
@@ -46,7 +52,25 @@ class MpiTransport : public Transport {
  private:
   struct Pending;
   std::vector<Pending*> pending_;
-  bool aborted_ = false;
+  std::atomic<bool> aborted_{false};
+};
+
+// The replicas of pipeline device d are ranks d, D + d, 2D + d, ...: one
+// communicator each (made collectively: every rank constructs one). Values
+// are gathered from every replica and summed in replica order, as in one
+// process, so threads and mpirun train to the same bits.
+class MpiReplicaAverager : public ReplicaAverager {
+ public:
+  MpiReplicaAverager(int rank, int pipeline_devices);
+  ~MpiReplicaAverager() override;
+  SyncStatus Average(int replica, std::vector<double>& values, Clock::time_point deadline) override;
+  void Abort() override { aborted_ = true; }
+
+ private:
+  void* comm_;  // MPI_Comm, kept out of this header
+  int replicas_ = 1;
+  std::vector<double> gathered_;
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace twinpipe::execute

@@ -1,6 +1,7 @@
-// The executor: runs a verified schedule on the CPU backend, one worker
-// thread per device walking its program in order, and records a measured
-// trace in the simulator's format.
+// The executor: runs a verified schedule on the CPU or CUDA backend, one
+// worker thread per device of every data-parallel replica walking its
+// program in order (walker.h), and records a measured trace in the
+// simulator's format.
 //
 //   auto plan = partition::PlanFromConfig(config);
 //   Result<ExecuteResult> r = ExecuteCpu(config, *plan, {.steps = 3});
@@ -24,9 +25,10 @@ struct ExecuteOptions {
   int steps = 1;
   double timeout_s = 60;  // a receive that waits longer fails the run
   int32_t fail_op = -1;   // tests: this op id throws, as a failing kernel would
-  // Under mpirun: this process is rank r and runs device r only; messages go
+  // Under mpirun: this process is rank r and runs cluster device r only
+  // (replica r / D's pipeline device r mod D); messages and all-reduces go
   // over MPI, and the result (losses, times, parameters, trace) is assembled
-  // on every rank. MPI must be initialised (InitMpi) with one rank per device.
+  // on every rank. The world must have one rank per cluster device (D x R).
   bool mpi = false;
   // The CUDA backend: how stages on different devices exchange tensors
   // (auto | nccl | p2p | host-staged | local) and the GEMM arithmetic
@@ -38,11 +40,11 @@ struct ExecuteOptions {
 struct ExecuteResult {
   std::vector<double> losses;       // mean loss of each step's mini-batch
   std::vector<double> step_time_s;  // wall time of each step
-  std::vector<double> peak_memory_bytes;  // per device, over all steps
+  std::vector<double> peak_memory_bytes;  // per cluster device (replica r's device d at r * D + d), over all steps
   double param_norm = 0;            // L2 norm of every parameter after the last step
   std::vector<float> parameters;    // every parameter after the last step, layer by layer
-  traces::Trace trace;              // the step of median time (the lower median); under MPI its
-                                    // memory samples are this rank's device's only
+  traces::Trace trace;              // replica 0 in the step of median time (the lower median); under
+                                    // MPI its memory samples are this rank's device's only
   // CUDA: the stream-ordered allocator's high-water mark per device (the
   // GPU's, shared by the devices placed on one GPU), to hold the accounted
   // peak against; and the link each device pair used ("0->1 p2p", ...).
@@ -65,10 +67,7 @@ Result<ExecuteResult> ExecuteCpu(const cost::Config& config, const partition::Pl
 Result<ExecuteResult> ExecuteCuda(const cost::Config& config, const partition::Plan& plan,
                                   const ExecuteOptions& options);
 
-// What both backends share.
-// Bad input for what no backend runs yet (data-parallel replicas and their
-// all-reduce ops), naming `backend`.
-Result<void> CheckSinglePipeline(const cost::Config& config, const ir::Schedule& schedule, std::string_view backend);
+// What both backends share (see walker.h for the walk itself).
 traces::Stream StreamOf(ir::OpKind kind);
 // The step a result's trace is of: the lower median of the step times.
 size_t MedianStep(const std::vector<double>& step_time_s);
@@ -79,10 +78,10 @@ double ExecutorOverhead(const ExecuteResult& result);
 traces::Trace MedianStepTrace(std::string source, const ir::Schedule& schedule, const std::vector<double>& step_time_s,
                               std::vector<std::vector<traces::Event>>& step_events,
                               std::vector<std::vector<std::vector<traces::MemorySample>>>& step_memory);
-// Under MPI, after a step on device `rank`: every rank gets the summed
-// losses, the slowest rank's step time, each device's peak (max into
-// `peaks`) and every op's event.
-void GatherStepAcrossRanks(const ir::Schedule& schedule, int rank, int64_t own_peak_bytes, std::vector<double>& loss_sum,
-                           double& step_time_s, std::vector<double>& peaks, std::vector<traces::Event>& events);
+// Under MPI, after a step on cluster device `rank` (each rank's own entries
+// filled, zeros elsewhere): every rank gets the summed losses and peaks, the
+// slowest rank's step time and replica 0's events.
+void GatherStepAcrossRanks(const ir::Schedule& schedule, int rank, std::vector<double>& loss_sum, double& step_time_s,
+                           std::vector<double>& peaks, std::vector<traces::Event>& events);
 
 }  // namespace twinpipe::execute

@@ -1,11 +1,6 @@
-// The CUDA backend's runtime: the CPU runtime's walk over each device's
-// program (execute/runtime.cc), with the work queued on CUDA streams.
-//
-// Each pipeline device has a host thread, a GPU (device d on GPU d mod the
-// GPUs, or the rank's local GPU under MPI) and three streams: compute, send
-// and recv. The host thread only queues work; streams are ordered by events,
-// so transfers overlap compute as the simulator assumes. Every op is timed
-// by a pair of CUDA events on its stream, read after the step.
+// The CUDA backend: the walker's table (execute/walker.h) on CUDA streams,
+// events, the stream-ordered allocator, transports and NCCL; the walk itself
+// is the CPU backend's.
 //
 // Transfers: a header (kind, stage, micro-batch, shape) goes over the host
 // transport (threads, or MPI between processes) and the payload by link:
@@ -17,6 +12,8 @@
 //                H2D on the receiver's recv stream (PCIe without P2P)
 //   nccl         ncclSend / ncclRecv on a two-rank communicator per ordered
 //                device pair, in the schedule's per-peer order
+// Data-parallel replicas average their gradients with ncclAllReduce (ncclAvg)
+// on a communicator per pipeline device joining its replicas.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -26,6 +23,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -40,6 +38,7 @@
 #include "execute/mpi.h"
 #include "execute/runtime.h"
 #include "execute/transport.h"
+#include "execute/walker.h"
 
 namespace twinpipe::execute {
 namespace cuda {
@@ -127,36 +126,6 @@ class PinnedArena {
   int64_t used_ = 0;
 };
 
-// A barrier for the device threads of one step that a failure can open.
-class StepBarrier {
- public:
-  explicit StepBarrier(int parties) : parties_(parties) {}
-  bool Arrive() {
-    std::unique_lock lock(mu_);
-    const int64_t gen = generation_;
-    if (++arrived_ == parties_) {
-      arrived_ = 0;
-      ++generation_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return aborted_ || generation_ != gen; });
-    }
-    return !aborted_;
-  }
-  void Abort() {
-    std::lock_guard lock(mu_);
-    aborted_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int parties_, arrived_ = 0;
-  int64_t generation_ = 0;
-  bool aborted_ = false;
-};
-
 Result<Precision> ParsePrecision(const std::string& p) {
   if (p == "fp32") return Precision::kFp32;
   if (p == "tf32") return Precision::kTf32;
@@ -164,22 +133,10 @@ Result<Precision> ParsePrecision(const std::string& p) {
   return Fail(fmt::format("--precision: expected fp32, tf32 or bf16, got '{}'", p));
 }
 
-struct Cell {
-  int stage = 0;
-  std::vector<std::unique_ptr<Layer>> layers;
-  size_t rematerialized = 0;  // R re-runs layers [0, this); the rest keep F's activations
-  struct Slot {
-    DeviceTensor input, output, grad_output, grad_input;
-    std::vector<Saved> saved;
-    cudaEvent_t input_arrived = nullptr, grad_arrived = nullptr;  // set by RECV ops
-  };
-  std::vector<Slot> slots;
-};
-
-// One pipeline device: its GPU, streams, memory and what its ops leave.
+// One cluster device: its GPU, streams, memory and what its ops leave.
 struct Device {
   int gpu = 0;
-  cudaStream_t compute = nullptr, send = nullptr, recv = nullptr;
+  cudaStream_t compute = nullptr, send = nullptr, recv = nullptr, allreduce = nullptr;
   cublasHandle_t blas = nullptr;
   MemoryAccount account;
   Context ctx;
@@ -187,16 +144,18 @@ struct Device {
   PinnedArena pinned;
   cudaEvent_t origin = nullptr;
   std::vector<std::pair<cudaEvent_t, cudaEvent_t>> op_events;  // by position in the program
-  std::map<int, ncclComm_t> send_comm, recv_comm;              // by peer device
+  std::vector<std::pair<double, double>> times;                // the same, read after the step
+  std::vector<cudaEvent_t> arrived;  // [(stage * M + micro-batch) * 2 + backward]: set by a RECV, awaited by its consumer
+  std::map<int, ncclComm_t> send_comm, recv_comm;              // by peer (pipeline device)
+  ncclComm_t replica_comm = nullptr;                           // this device's replicas, with R > 1
   std::mutex returned_mu;
   std::vector<Returned> returned;
-  DeviceTensor batch;             // stage 0: this step's inputs (not counted)
-  int* labels = nullptr;          // last stage: this step's labels
+  DeviceTensor batch;             // stage 0: this replica's inputs of the step (not counted)
+  int* labels = nullptr;          // last stage: this replica's labels
   double* loss = nullptr;         // last stage: the step's summed loss
   double loss_host = 0;
   int64_t pool_peak = 0;
   int64_t used = 0;  // cudaMemGetInfo's total - free, at the end of the step
-  Clock::time_point host_start, host_end;  // this step: clock started, streams idle
 
   ~Device() {
     static_cast<void>(cudaSetDevice(gpu));
@@ -209,80 +168,132 @@ struct Device {
     for (auto* comms : {&send_comm, &recv_comm}) {
       for (auto& [peer, c] : *comms) static_cast<void>(ncclCommDestroy(c));
     }
+    if (replica_comm) static_cast<void>(ncclCommDestroy(replica_comm));
     if (blas) static_cast<void>(cublasDestroy(blas));
-    for (cudaStream_t s : {compute, send, recv}) {
+    for (cudaStream_t s : {compute, send, recv, allreduce}) {
       if (s) static_cast<void>(cudaStreamDestroy(s));
     }
   }
 };
 
-class Runner {
+// The CUDA backend's table for the walker (walker.h). Cluster device w runs
+// on GPU w mod the GPUs there are (under MPI, the rank's local GPU) with
+// four streams: compute, send, recv and all-reduce. The walker's thread only
+// queues work; streams are ordered by events, so transfers and all-reduces
+// overlap compute as the simulator assumes, and every op is timed by a pair
+// of CUDA events on its stream, read after the step.
+class CudaBackend {
  public:
-  Runner(const cost::Config& c, const partition::Plan& plan, const ExecuteOptions& o)
-      : c_(c), plan_(plan), s_(plan.schedule), o_(o), task_(c) {}
-  Result<ExecuteResult> Run();
+  using Tensor = DeviceTensor;
+  using Layer = cuda::Layer;
+  using Saved = cuda::Saved;
+  using Param = DeviceParam;
+  using Clock = std::chrono::steady_clock;
+
+  CudaBackend(const cost::Config& c, const partition::Plan& plan, const ExecuteOptions& o)
+      : c_(c), plan_(plan), s_(plan.schedule), o_(o), task_(c), D_(s_.num_devices), R_(std::max(1, s_.replicas)) {}
+
+  Result<void> Setup(const std::vector<Worker>& local);
+  Result<std::vector<std::unique_ptr<Layer>>> BuildCell(const Worker& w, int stage) {
+    Device& dev = *devices_[w.id];
+    TP_CUDA(cudaSetDevice(dev.gpu));
+    const auto& cell = plan_.partition.cells[stage];
+    std::vector<std::unique_ptr<Layer>> layers;
+    for (auto& layer : BuildLayers(c_, cell.first_layer, cell.last_layer)) {
+      auto gpu = FromCpu(*layer);
+      if (!gpu) return tl::unexpected(gpu.error());
+      layers.push_back(std::move(*gpu));
+    }
+    TP_CUDA(cudaDeviceSynchronize());
+    return layers;
+  }
+  // The value, its gradient and the optimizer's two moments, in fp32.
+  int64_t ParamBytes(const Worker&, const Param& p) const { return p.value.size() * 16; }
+  MemoryAccount& Account(const Worker& w) { return devices_[w.id]->account; }
+
+  void BeginStep(const Worker& w, int step, const SyntheticTask::Batch& batch, int64_t first_sample);
+  void StartClock(const Worker& w, Clock::time_point origin);
+  void BeginOp(const Worker& w, size_t i, const Op& op);
+  void EndOp(const Worker& w, size_t i, const Op& op) {
+    Device& dev = *devices_[w.id];
+    TP_CUDA(cudaEventRecord(dev.op_events[i].second, StreamOf(dev, op.kind)));
+  }
+
+  Tensor Input(const Worker& w, int micro_batch) {
+    Device& dev = *devices_[w.id];
+    const auto mb = static_cast<int>(c_.training.MicroBatchSize());
+    DeviceTensor x = dev.ctx.Alloc(mb, task_.input_cols());
+    TP_CUDA(cudaMemcpyAsync(x.data(), dev.batch.Rows(micro_batch * mb, mb).data(), static_cast<size_t>(x.bytes()),
+                            cudaMemcpyDeviceToDevice, dev.compute));
+    return x;
+  }
+  Tensor Forward(const Worker& w, Layer& l, const Tensor& x, Saved& saved, Mode mode) {
+    return l.Forward(devices_[w.id]->ctx, x, saved, mode);
+  }
+  Tensor Backward(const Worker& w, Layer& l, const Tensor& dy, const Saved& saved) {
+    return l.Backward(devices_[w.id]->ctx, dy, saved);
+  }
+  Tensor BackwardInput(const Worker& w, Layer& l, const Tensor& dy, Saved& saved) {
+    return l.BackwardInput(devices_[w.id]->ctx, dy, saved);
+  }
+  void BackwardWeight(const Worker& w, Layer& l, Saved& saved) { l.BackwardWeight(devices_[w.id]->ctx, saved); }
+  Tensor Loss(const Worker& w, const Tensor& y, int micro_batch) {
+    Device& dev = *devices_[w.id];
+    const int64_t per = task_.labels_per_sample(), mb = c_.training.MicroBatchSize();
+    return SoftmaxCrossEntropy(dev.ctx, y, dev.labels + micro_batch * mb * per,
+                               static_cast<double>(c_.training.batch * per), dev.loss);
+  }
+  void Pack(const Worker& w, const Op& op, Tensor& t, Message& m);
+  Tensor Unpack(const Worker& w, const Op& op, Message& m);
+  void AllReduce(const Worker& w, size_t i, const Op& op, const std::vector<Param*>& params);
+  void Step(const Worker& w, int step, const std::vector<Param*>& params, Clock::time_point) {
+    const Context& ctx = devices_[w.id]->ctx;
+    for (DeviceParam* p : params) {
+      Apply(ctx, c_.training.optimizer, c_.training.learning_rate, c_.training.momentum, step + 1, *p);
+    }
+  }
+  void EndLayerStep(const Worker& w, Layer& layer) { layer.EndStep(devices_[w.id]->ctx); }
+  void EndStep(const Worker& w, Clock::time_point deadline) { WaitIdle(*devices_[w.id], deadline); }
+  void AfterStep(const Worker& w, Clock::time_point deadline);
+  std::pair<double, double> OpTime(const Worker& w, size_t i) const { return devices_[w.id]->times[i]; }
+  double StepLoss(const Worker& w) const { return devices_[w.id]->loss_host; }
+  void AppendParams(const Worker& w, const Param& p, std::vector<float>& out) const {
+    TP_CUDA(cudaSetDevice(devices_[w.id]->gpu));
+    const size_t at = out.size();
+    out.resize(at + static_cast<size_t>(p.value.size()));
+    TP_CUDA(cudaMemcpy(out.data() + at, p.value.get(), static_cast<size_t>(p.value.size()) * 4, cudaMemcpyDeviceToHost));
+  }
+  void Abort();
+  // The GPU's own figures and the links, after the last step.
+  void Finish(ExecuteResult& result);
 
  private:
-  Result<void> Setup();
-  Result<void> SetupComms();
-  bool Mine(int device) const { return !o_.mpi || device == rank_; }
-  void Worker(int device, int step);
-  void WaitForInputs(Device& dev, const Op& op);
-  void RunOp(int device, const Op& op, int step, Clock::time_point deadline);
-  void Send(int device, const Op& op, DeviceTensor& t, Clock::time_point deadline);
-  void Recv(int device, const Op& op, Clock::time_point deadline);
+  Result<void> SetupComms(const std::vector<Worker>& local, const std::function<int(int)>& gpu_of);
+  static cudaStream_t StreamOf(const Device& dev, OpKind kind) {
+    return ir::IsSend(kind) ? dev.send : ir::IsRecv(kind) ? dev.recv : kind == OpKind::kAllReduce ? dev.allreduce
+                                                                                                   : dev.compute;
+  }
+  cudaEvent_t& Arrival(Device& dev, const Op& op, bool backward) const {
+    return dev.arrived[(static_cast<size_t>(op.stage) * s_.num_micro_batches + op.micro_batch) * 2 + backward];
+  }
   void DrainReturned(Device& dev);
-  void WaitIdle(int device, Clock::time_point deadline);
-  void FailWith(std::string message, ErrorKind kind);
-  std::string Where(const Op& op, int device) const { return fmt::format("device {}: {}", device, ir::OpToken(op)); }
+  void WaitIdle(Device& dev, Clock::time_point deadline);
   Link LinkOf(int src, int dst) const { return links_.at({src, dst}); }
 
   const cost::Config& c_;
   const partition::Plan& plan_;
   const ir::Schedule& s_;
-  ExecuteOptions o_;
+  const ExecuteOptions& o_;
   SyntheticTask task_;
-  SyntheticTask::Batch batch_;
+  int D_, R_;
   Precision precision_ = Precision::kFp32;
-  int rank_ = -1;
   int gpus_ = 0;
-  std::vector<std::unique_ptr<Device>> devices_;
-  std::vector<Cell> cells_;
-  std::vector<char> recomputed_;
-  std::map<std::pair<int, int>, Link> links_;  // every (src, dst) that sends
-  std::unique_ptr<Transport> transport_;
-  std::unique_ptr<StepBarrier> barrier_ = std::make_unique<StepBarrier>(1);
-  std::vector<traces::Event> events_;
+  std::vector<std::unique_ptr<Device>> devices_;  // by cluster device; this process's only
+  std::map<std::pair<int, int>, Link> links_;     // every (src, dst) pipeline device pair that sends
   std::atomic<bool> failed_{false};
-  std::mutex error_mu_;
-  std::string error_;
-  ErrorKind error_kind_ = ErrorKind::kRuntime;
 };
 
-void Runner::FailWith(std::string message, ErrorKind kind) {
-  {
-    std::lock_guard lock(error_mu_);
-    if (error_.empty()) {
-      error_ = std::move(message);
-      error_kind_ = kind;
-    }
-  }
-  failed_ = true;
-  transport_->Abort();
-  barrier_->Abort();
-  // NCCL kernels waiting for a peer that will never come would hold the
-  // streams forever: abort the communicators.
-  for (auto& dev : devices_) {
-    if (!dev) continue;
-    for (auto* comms : {&dev->send_comm, &dev->recv_comm}) {
-      for (auto& [peer, comm] : *comms) static_cast<void>(ncclCommAbort(comm));
-      comms->clear();
-    }
-  }
-}
-
-Result<void> Runner::Setup() {
-  if (auto ok = CheckSinglePipeline(c_, s_, "CUDA"); !ok) return ok;
+Result<void> CudaBackend::Setup(const std::vector<Worker>& local) {
   auto precision = ParsePrecision(o_.precision);
   if (!precision) return tl::unexpected(precision.error());
   precision_ = *precision;
@@ -292,21 +303,17 @@ Result<void> Runner::Setup() {
                                    count == cudaSuccess ? "0 devices" : cudaGetErrorName(count),
                                    count == cudaSuccess ? "none found" : cudaGetErrorString(count)));
   }
-  const int D = s_.num_devices;
   int local_rank = 0;
   if (o_.mpi) {
-    rank_ = InitMpi().rank;
     if (const char* lr = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) local_rank = std::atoi(lr);
     else if (const char* lr2 = std::getenv("MPI_LOCALRANKID")) local_rank = std::atoi(lr2);
-    else local_rank = rank_;
-    transport_ = std::make_unique<MpiTransport>();
-  } else {
-    transport_ = std::make_unique<InProcTransport>(D, 2 * static_cast<size_t>(s_.num_micro_batches) + 2);
-    barrier_ = std::make_unique<StepBarrier>(D);
+    else local_rank = local.front().id;
   }
-  auto gpu_of = [&](int d) { return o_.mpi ? (d == rank_ ? local_rank % gpus_ : -1) : d % gpus_; };
+  // The GPU of cluster device `id` (under MPI, known for this rank's only).
+  auto gpu_of = [&](int id) { return o_.mpi ? (id == local.front().id ? local_rank % gpus_ : -1) : id % gpus_; };
 
-  // Links: every ordered pair of devices a SEND joins.
+  // Links: every ordered pair of pipeline devices a SEND joins (replica 0's
+  // GPUs decide; the replicas are placed alike).
   const std::string& want = o_.transport;
   for (const auto& p : s_.programs) {
     for (const Op& op : p) {
@@ -347,114 +354,129 @@ Result<void> Runner::Setup() {
       links_[{op.device, op.peer}] = link;
     }
   }
+  // NCCL averages the replicas' gradients, and joins ranks on distinct GPUs.
+  if (R_ > 1 && !o_.mpi) {
+    for (int d = 0; d < D_; ++d) {
+      for (int r = 1; r < R_; ++r) {
+        for (int q = 0; q < r; ++q) {
+          if (gpu_of(r * D_ + d) == gpu_of(q * D_ + d)) {
+            return Fail(fmt::format("{} replicas x {} devices on {} GPUs: replicas {} and {} of device {} share GPU {}, "
+                                    "and NCCL's all-reduce needs a GPU per replica", R_, D_, gpus_, q, r, d,
+                                    gpu_of(r * D_ + d)));
+          }
+        }
+      }
+    }
+  }
 
-  devices_.resize(D);
-  for (int d = 0; d < D; ++d) {
-    if (!Mine(d)) continue;
+  devices_.resize(static_cast<size_t>(D_) * R_);
+  for (const Worker& w : local) {
     auto dev = std::make_unique<Device>();
-    dev->gpu = gpu_of(d);
+    dev->gpu = gpu_of(w.id);
     TP_CUDA(cudaSetDevice(dev->gpu));
     // Keep freed blocks in the pool rather than returning them each sync.
     cudaMemPool_t pool;
     TP_CUDA(cudaDeviceGetDefaultMemPool(&pool, dev->gpu));
     uint64_t keep = UINT64_MAX;
     TP_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-    for (cudaStream_t* st : {&dev->compute, &dev->send, &dev->recv}) {
+    for (cudaStream_t* st : {&dev->compute, &dev->send, &dev->recv, &dev->allreduce}) {
       TP_CUDA(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking));
     }
     TP_CUDA(cublasCreate(&dev->blas));
     TP_CUDA(cudaMalloc(&dev->loss, sizeof(double)));
     dev->ctx = Context{dev->compute, dev->blas, &dev->account, precision_};
-    devices_[d] = std::move(dev);
+    dev->arrived.assign(static_cast<size_t>(s_.num_stages) * s_.num_micro_batches * 2, nullptr);
+    devices_[w.id] = std::move(dev);
   }
-  // Peer access for p2p links (already enabled is fine).
-  for (const auto& [pair, link] : links_) {
-    if (link != Link::kP2p || !Mine(pair.second)) continue;
-    const int gd = devices_[pair.second]->gpu, gs = gpu_of(pair.first);
-    int can = 0;
-    TP_CUDA(cudaDeviceCanAccessPeer(&can, gd, gs));
-    if (gd != gs && can) {
-      TP_CUDA(cudaSetDevice(gd));
-      const cudaError_t e = cudaDeviceEnablePeerAccess(gs, 0);
-      if (e == cudaErrorPeerAccessAlreadyEnabled) {
-        static_cast<void>(cudaGetLastError());
-      } else {
-        TP_CUDA(e);
+  // Peer access for p2p links (already enabled is fine), in every replica.
+  for (const Worker& w : local) {
+    for (const auto& [pair, link] : links_) {
+      if (link != Link::kP2p || pair.second != w.device) continue;
+      const int gd = devices_[w.id]->gpu, gs = gpu_of(w.replica * D_ + pair.first);
+      int can = 0;
+      TP_CUDA(cudaDeviceCanAccessPeer(&can, gd, gs));
+      if (gd != gs && can) {
+        TP_CUDA(cudaSetDevice(gd));
+        const cudaError_t e = cudaDeviceEnablePeerAccess(gs, 0);
+        if (e == cudaErrorPeerAccessAlreadyEnabled) {
+          static_cast<void>(cudaGetLastError());
+        } else {
+          TP_CUDA(e);
+        }
       }
     }
   }
-  if (auto ok = SetupComms(); !ok) return ok;
-
-  // The model: the CPU twin's layers, converted, on each stage's device.
-  cells_.resize(s_.num_stages);
-  for (int st = 0; st < s_.num_stages; ++st) {
-    const int d = s_.placement[st];
-    cells_[st].stage = st;
-    cells_[st].slots.assign(s_.num_micro_batches, Cell::Slot{});
-    cells_[st].rematerialized = static_cast<size_t>(
-        cost::RematerializedEnd(c_.model, plan_.partition.cells[st].first_layer, plan_.partition.cells[st].last_layer) -
-        plan_.partition.cells[st].first_layer);
-    if (!Mine(d)) continue;
-    TP_CUDA(cudaSetDevice(devices_[d]->gpu));
-    const auto& cell = plan_.partition.cells[st];
-    auto cpu = BuildLayers(c_, cell.first_layer, cell.last_layer);
-    for (auto& layer : cpu) {
-      auto gpu = FromCpu(*layer);
-      if (!gpu) return tl::unexpected(gpu.error());
-      cells_[st].layers.push_back(std::move(*gpu));
-    }
-    // Parameters, gradients and optimizer state (m, v) live all along.
-    for (auto& layer : cells_[st].layers) {
-      for (DeviceParam* p : layer->Params()) devices_[d]->account.Add(p->value.size() * 16);
-    }
-    TP_CUDA(cudaDeviceSynchronize());
-  }
-  recomputed_.assign(static_cast<size_t>(s_.num_stages) * s_.num_micro_batches, 0);
-  for (const auto& p : s_.programs) {
-    for (const Op& op : p) {
-      if (op.kind == OpKind::kRecompute) recomputed_[static_cast<size_t>(op.stage) * s_.num_micro_batches + op.micro_batch] = 1;
-    }
-  }
-  return {};
+  return SetupComms(local, gpu_of);
 }
 
-// A two-rank communicator per ordered pair with an NCCL link: the sender is
-// rank 0, the receiver rank 1, and each side drives it from one stream.
-Result<void> Runner::SetupComms() {
-  std::vector<std::pair<int, int>> pairs;
-  for (const auto& [pair, link] : links_) {
-    if (link == Link::kNccl) pairs.push_back(pair);
+// A two-rank communicator per ordered pair with an NCCL link, in every
+// replica (the sender is rank 0, the receiver rank 1, each side driving it
+// from one stream), and with replicas one communicator per pipeline device
+// joining its replicas.
+Result<void> CudaBackend::SetupComms(const std::vector<Worker>& local, const std::function<int(int)>& gpu_of) {
+  std::vector<std::pair<int, int>> pairs;  // cluster devices
+  for (int r = 0; r < R_; ++r) {
+    for (const auto& [pair, link] : links_) {
+      if (link == Link::kNccl) pairs.emplace_back(r * D_ + pair.first, r * D_ + pair.second);
+    }
   }
-  if (pairs.empty()) return {};
+  if (pairs.empty() && R_ == 1) return {};
   if (!o_.mpi) {
     for (const auto& [src, dst] : pairs) {
       ncclComm_t comms[2];
       const int gpus[2] = {devices_[src]->gpu, devices_[dst]->gpu};
       TP_CUDA(ncclCommInitAll(comms, 2, gpus));
-      devices_[src]->send_comm[dst] = comms[0];
-      devices_[dst]->recv_comm[src] = comms[1];
+      devices_[src]->send_comm[dst % D_] = comms[0];
+      devices_[dst]->recv_comm[src % D_] = comms[1];
+    }
+    if (R_ > 1) {
+      for (int d = 0; d < D_; ++d) {
+        std::vector<ncclComm_t> comms(R_);
+        std::vector<int> gpus(R_);
+        for (int r = 0; r < R_; ++r) gpus[r] = gpu_of(r * D_ + d);
+        TP_CUDA(ncclCommInitAll(comms.data(), R_, gpus.data()));
+        for (int r = 0; r < R_; ++r) devices_[r * D_ + d]->replica_comm = comms[r];
+      }
     }
     return {};
   }
-  // Under MPI: one world communicator from rank 0's id, split per pair.
+  // Under MPI: one world communicator from rank 0's id, split per pair and
+  // per replica group. Every rank takes part in every split.
+  const int rank = local.front().id;
   ncclUniqueId id;
-  if (rank_ == 0) TP_CUDA(ncclGetUniqueId(&id));
+  if (rank == 0) TP_CUDA(ncclGetUniqueId(&id));
   BroadcastBytes(&id, sizeof(id), 0);
-  TP_CUDA(cudaSetDevice(devices_[rank_]->gpu));
+  TP_CUDA(cudaSetDevice(devices_[rank]->gpu));
   ncclComm_t world;
-  TP_CUDA(ncclCommInitRank(&world, s_.num_devices, id, rank_));
-  for (const auto& [src, dst] : pairs) {  // std::map order: the same on every rank
-    const bool in = rank_ == src || rank_ == dst;
+  TP_CUDA(ncclCommInitRank(&world, D_ * R_, id, rank));
+  for (const auto& [src, dst] : pairs) {  // the same order on every rank
+    const bool in = rank == src || rank == dst;
     ncclComm_t comm = nullptr;
-    TP_CUDA(ncclCommSplit(world, in ? 0 : NCCL_SPLIT_NOCOLOR, rank_ == src ? 0 : 1, &comm, nullptr));
-    if (rank_ == src) devices_[src]->send_comm[dst] = comm;
-    if (rank_ == dst) devices_[dst]->recv_comm[src] = comm;
+    TP_CUDA(ncclCommSplit(world, in ? 0 : NCCL_SPLIT_NOCOLOR, rank == src ? 0 : 1, &comm, nullptr));
+    if (rank == src) devices_[src]->send_comm[dst % D_] = comm;
+    if (rank == dst) devices_[dst]->recv_comm[src % D_] = comm;
   }
+  if (R_ > 1) TP_CUDA(ncclCommSplit(world, rank % D_, rank / D_, &devices_[rank]->replica_comm, nullptr));
   TP_CUDA(ncclCommDestroy(world));
   return {};
 }
 
-void Runner::DrainReturned(Device& dev) {
+void CudaBackend::Abort() {
+  failed_ = true;
+  // NCCL kernels waiting for a peer that will never come would hold the
+  // streams forever: abort the communicators.
+  for (auto& dev : devices_) {
+    if (!dev) continue;
+    for (auto* comms : {&dev->send_comm, &dev->recv_comm}) {
+      for (auto& [peer, comm] : *comms) static_cast<void>(ncclCommAbort(comm));
+      comms->clear();
+    }
+    if (dev->replica_comm) static_cast<void>(ncclCommAbort(dev->replica_comm));
+    dev->replica_comm = nullptr;
+  }
+}
+
+void CudaBackend::DrainReturned(Device& dev) {
   std::vector<Returned> back;
   {
     std::lock_guard lock(dev.returned_mu);
@@ -468,9 +490,88 @@ void Runner::DrainReturned(Device& dev) {
   }
 }
 
-void Runner::Send(int device, const Op& op, DeviceTensor& t, Clock::time_point deadline) {
-  Device& dev = *devices_[device];
-  const Link link = LinkOf(device, op.peer);
+// Waits for the device's streams, polling so that a stuck stream ends in a
+// timeout rather than a hang.
+void CudaBackend::WaitIdle(Device& dev, Clock::time_point deadline) {
+  for (cudaStream_t st : {dev.compute, dev.send, dev.recv, dev.allreduce}) {
+    for (;;) {
+      const cudaError_t e = cudaStreamQuery(st);
+      if (e == cudaSuccess) break;
+      if (e != cudaErrorNotReady) TP_CUDA(e);
+      if (failed_) throw CudaError("aborted");
+      if (Clock::now() > deadline) {
+        throw CudaError(fmt::format("timed out after {} s waiting for the GPU work of its step", o_.timeout_s));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+void CudaBackend::BeginStep(const Worker& w, int /*step*/, const SyntheticTask::Batch& batch, int64_t first_sample) {
+  Device& dev = *devices_[w.id];
+  TP_CUDA(cudaSetDevice(dev.gpu));
+  // Before the clock starts: this replica's rows of the step's data on the
+  // devices that use them.
+  const int64_t rows = c_.training.batch;
+  if (s_.placement[0] == w.device) {
+    const int cols = task_.input_cols();
+    dev.batch = DeviceTensor(nullptr, dev.compute, static_cast<int>(rows), cols);
+    TP_CUDA(cudaMemcpyAsync(dev.batch.data(), batch.inputs.data() + first_sample * cols,
+                            static_cast<size_t>(dev.batch.bytes()), cudaMemcpyHostToDevice, dev.compute));
+  }
+  if (s_.placement[s_.num_stages - 1] == w.device) {
+    const int64_t per = task_.labels_per_sample();
+    const auto n = static_cast<size_t>(rows * per);
+    if (!dev.labels) TP_CUDA(cudaMalloc(&dev.labels, n * sizeof(int)));
+    TP_CUDA(cudaMemcpyAsync(dev.labels, batch.labels.data() + first_sample * per, n * sizeof(int),
+                            cudaMemcpyHostToDevice, dev.compute));
+  }
+  TP_CUDA(cudaMemsetAsync(dev.loss, 0, sizeof(double), dev.compute));
+  cudaMemPool_t pool;
+  TP_CUDA(cudaDeviceGetDefaultMemPool(&pool, dev.gpu));
+  uint64_t zero = 0;
+  TP_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero));
+  WaitIdle(dev, Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.timeout_s)));
+  dev.events.Reset();
+  dev.pinned.Reset();
+  std::fill(dev.arrived.begin(), dev.arrived.end(), nullptr);
+  dev.op_events.assign(s_.programs[w.device].size(), {nullptr, nullptr});
+  dev.times.assign(s_.programs[w.device].size(), {0.0, 0.0});
+}
+
+void CudaBackend::StartClock(const Worker& w, Clock::time_point) {
+  Device& dev = *devices_[w.id];
+  dev.origin = dev.events.Get();
+  TP_CUDA(cudaEventRecord(dev.origin, dev.compute));
+  for (cudaStream_t st : {dev.send, dev.recv, dev.allreduce}) TP_CUDA(cudaStreamWaitEvent(st, dev.origin));
+  dev.account.Reset(Clock::now());
+}
+
+// An op's start event is recorded once what it waits for on the GPU is
+// queued (the RECV that brought a compute op's input; for an all-reduce, the
+// gradients; for STEP, the all-reduces), so that its measured time is its own.
+void CudaBackend::BeginOp(const Worker& w, size_t i, const Op& op) {
+  Device& dev = *devices_[w.id];
+  DrainReturned(dev);
+  auto& [start, end] = dev.op_events[i];
+  start = dev.events.Get();
+  end = dev.events.Get();
+  if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardInput) {
+    cudaEvent_t& arrived = Arrival(dev, op, op.kind != OpKind::kForward);
+    if (arrived) TP_CUDA(cudaStreamWaitEvent(dev.compute, arrived));
+    arrived = nullptr;
+  } else if (op.kind == OpKind::kAllReduce || op.kind == OpKind::kStep) {
+    const bool gradients = op.kind == OpKind::kAllReduce;
+    cudaEvent_t ready = dev.events.Get();
+    TP_CUDA(cudaEventRecord(ready, gradients ? dev.compute : dev.allreduce));
+    TP_CUDA(cudaStreamWaitEvent(gradients ? dev.allreduce : dev.compute, ready));
+  }
+  TP_CUDA(cudaEventRecord(start, StreamOf(dev, op.kind)));
+}
+
+void CudaBackend::Pack(const Worker& w, const Op& op, Tensor& t, Message& m) {
+  Device& dev = *devices_[w.id];
+  const Link link = LinkOf(w.device, op.peer);
   cudaEvent_t ready = dev.events.Get();
   TP_CUDA(cudaEventRecord(ready, dev.compute));
   TP_CUDA(cudaStreamWaitEvent(dev.send, ready));
@@ -497,35 +598,17 @@ void Runner::Send(int device, const Op& op, DeviceTensor& t, Clock::time_point d
       t.FreeOn(dev.send);
       break;
   }
-  Message m{op.kind, op.stage, op.micro_batch, t.rows(), t.cols(), {}, nullptr};
   if (!o_.mpi) m.handle = handoff;
-  t.Release();
-  const auto status = transport_->Send(device, op.peer, std::move(m), deadline);
-  if (status == Transport::Status::kTimeout) {
-    throw CudaError(fmt::format("timed out after {} s waiting to send to device {}", o_.timeout_s, op.peer));
-  }
-  if (status == Transport::Status::kAborted) throw CudaError("aborted");
 }
 
-void Runner::Recv(int device, const Op& op, Clock::time_point deadline) {
-  Device& dev = *devices_[device];
-  Message m;
-  const auto status = transport_->Recv(op.peer, device, m, deadline);
-  if (status == Transport::Status::kTimeout) {
-    throw CudaError(fmt::format("timed out after {} s waiting to receive from device {}", o_.timeout_s, op.peer));
-  }
-  if (status == Transport::Status::kAborted) throw CudaError("aborted");
-  const bool forward = op.kind == OpKind::kRecvF;
-  const int32_t expected_stage = forward ? op.stage - 1 : op.stage + 1;
-  if (m.kind != (forward ? OpKind::kSendF : OpKind::kSendB) || m.stage != expected_stage ||
-      m.micro_batch != op.micro_batch) {
-    throw CudaError(fmt::format("received {} instead",
-                                ir::OpToken(Op{.kind = m.kind, .stage = m.stage, .micro_batch = m.micro_batch})));
-  }
+DeviceTensor CudaBackend::Unpack(const Worker& w, const Op& op, Message& m) {
+  Device& dev = *devices_[w.id];
   DeviceTensor t(&dev.account, dev.recv, m.rows, m.cols);
   const auto bytes = static_cast<size_t>(t.bytes());
   auto* h = static_cast<Handoff*>(m.handle.get());
-  switch (LinkOf(op.peer, device)) {
+  const Link link = LinkOf(op.peer, w.device);
+  if (link != Link::kNccl && !h) throw CudaError("a message without its payload");
+  switch (link) {
     case Link::kLocal:
     case Link::kP2p: {
       TP_CUDA(cudaStreamWaitEvent(dev.recv, h->ready));
@@ -536,7 +619,7 @@ void Runner::Recv(int device, const Op& op, Clock::time_point deadline) {
       }
       cudaEvent_t copied = dev.events.Get();
       TP_CUDA(cudaEventRecord(copied, dev.recv));
-      Device& sender = *devices_[op.peer];
+      Device& sender = *devices_[w.replica * D_ + op.peer];
       std::lock_guard lock(sender.returned_mu);
       sender.returned.push_back(Returned{std::move(h->tensor), copied});
       break;
@@ -552,319 +635,58 @@ void Runner::Recv(int device, const Op& op, Clock::time_point deadline) {
   cudaEvent_t arrived = dev.events.Get();
   TP_CUDA(cudaEventRecord(arrived, dev.recv));
   t.FreeOn(dev.compute);  // used, and dropped, by compute after it waits on `arrived`
-  Cell::Slot& slot = cells_[op.stage].slots[op.micro_batch];
-  if (forward) {
-    slot.input = std::move(t);
-    slot.input_arrived = arrived;
-  } else {
-    slot.grad_output = std::move(t);
-    slot.grad_arrived = arrived;
-  }
+  Arrival(dev, op, op.kind == OpKind::kRecvB) = arrived;
+  return t;
 }
 
-void Runner::RunOp(int device, const Op& op, int step, Clock::time_point deadline) {
-  Device& dev = *devices_[device];
-  const Context& ctx = dev.ctx;
-  const int M = s_.num_micro_batches;
-  const auto mb = static_cast<int>(c_.training.MicroBatchSize());
-  const bool last_stage = op.stage == s_.num_stages - 1;
-  switch (op.kind) {
-    case OpKind::kForward:
-    case OpKind::kRecompute: {
-      Cell& cell = cells_[op.stage];
-      Cell::Slot& slot = cell.slots[op.micro_batch];
-      const bool first = op.kind == OpKind::kForward;
-      if (first && op.stage == 0) {
-        const int cols = task_.input_cols();
-        slot.input = ctx.Alloc(mb, cols);
-        TP_CUDA(cudaMemcpyAsync(slot.input.data(), dev.batch.Rows(op.micro_batch * mb, mb).data(),
-                                static_cast<size_t>(slot.input.bytes()), cudaMemcpyDeviceToDevice, dev.compute));
-      } else if (first && s_.placement[op.stage - 1] == device) {
-        slot.input = std::move(cells_[op.stage - 1].slots[op.micro_batch].output);
-      }
-      if (slot.input.empty()) throw CudaError("its input never arrived");
-      const bool keep = !first || !recomputed_[static_cast<size_t>(op.stage) * M + op.micro_batch];
-      // R re-runs the rematerialized layers only; F keeps what R does not re-run.
-      if (!first && slot.saved.size() != cell.layers.size()) throw CudaError("its forward has not run");
-      if (first) slot.saved.assign(cell.layers.size(), Saved{});
-      const size_t run = first ? cell.layers.size() : cell.rematerialized;
-      DeviceTensor h = slot.input;
-      for (size_t i = 0; i < run; ++i) {
-        if (!first) slot.saved[i] = Saved{};
-        h = cell.layers[i]->Forward(ctx, h, slot.saved[i], first ? Mode::kTrain : Mode::kRecompute);
-      }
-      if (!keep) {
-        for (size_t i = 0; i < cell.rematerialized; ++i) slot.saved[i] = Saved{};
-      }
-      if (!first) return;
-      if (last_stage) {
-        const int per = task_.labels_per_sample();
-        slot.grad_output = SoftmaxCrossEntropy(ctx, h, dev.labels + static_cast<ptrdiff_t>(op.micro_batch) * mb * per,
-                                               static_cast<double>(c_.training.batch * per), dev.loss);
-      } else {
-        slot.output = std::move(h);
-      }
-      return;
-    }
-    case OpKind::kBackward:
-    case OpKind::kBackwardInput: {
-      Cell& cell = cells_[op.stage];
-      Cell::Slot& slot = cell.slots[op.micro_batch];
-      if (!last_stage && s_.placement[op.stage + 1] == device) {
-        slot.grad_output = std::move(cells_[op.stage + 1].slots[op.micro_batch].grad_input);
-      }
-      if (slot.grad_output.empty() || slot.saved.size() != cell.layers.size()) {
-        throw CudaError("its output gradient or saved activations are missing");
-      }
-      const bool whole = op.kind == OpKind::kBackward;
-      DeviceTensor g = slot.grad_output;
-      for (size_t i = cell.layers.size(); i-- > 0;) {
-        g = whole ? cell.layers[i]->Backward(ctx, g, slot.saved[i]) : cell.layers[i]->BackwardInput(ctx, g, slot.saved[i]);
-      }
-      if (whole) slot.saved.clear();
-      slot.input.Release();
-      slot.grad_output.Release();
-      if (op.stage > 0) slot.grad_input = std::move(g);
-      return;
-    }
-    case OpKind::kBackwardWeight: {
-      Cell& cell = cells_[op.stage];
-      Cell::Slot& slot = cell.slots[op.micro_batch];
-      if (slot.saved.size() != cell.layers.size()) throw CudaError("its input-gradient pass (I) has not run");
-      for (size_t i = 0; i < cell.layers.size(); ++i) cell.layers[i]->BackwardWeight(ctx, slot.saved[i]);
-      slot.saved.clear();
-      return;
-    }
-    case OpKind::kSendF:
-    case OpKind::kSendB: {
-      Cell::Slot& slot = cells_[op.stage].slots[op.micro_batch];
-      Send(device, op, op.kind == OpKind::kSendF ? slot.output : slot.grad_input, deadline);
-      return;
-    }
-    case OpKind::kRecvF:
-    case OpKind::kRecvB:
-      Recv(device, op, deadline);
-      return;
-    case OpKind::kStep:
-      for (Cell& cell : cells_) {
-        if (s_.placement[cell.stage] != device) continue;
-        for (auto& layer : cell.layers) {
-          for (DeviceParam* p : layer->Params()) {
-            Apply(ctx, c_.training.optimizer, c_.training.learning_rate, c_.training.momentum, step + 1, *p);
-          }
-          layer->EndStep(ctx);
-        }
-      }
-      return;
-    default:
-      throw CudaError(fmt::format("the CUDA backend does not run {} ops yet", ir::OpKindName(op.kind)));
+// On the all-reduce stream, after the gradients (BeginOp): NCCL averages
+// each parameter's gradient over the replicas of this device.
+void CudaBackend::AllReduce(const Worker& w, size_t, const Op&, const std::vector<Param*>& params) {
+  Device& dev = *devices_[w.id];
+  if (!dev.replica_comm) throw CudaError("no replica communicator (aborted)");
+  TP_CUDA(ncclGroupStart());
+  for (DeviceParam* p : params) {
+    TP_CUDA(ncclAllReduce(p->grad.get(), p->grad.get(), static_cast<size_t>(p->grad.size()), ncclFloat, ncclAvg,
+                          dev.replica_comm, dev.allreduce));
   }
+  TP_CUDA(ncclGroupEnd());
 }
 
-// Waits for the device's three streams, polling so that a stuck stream ends
-// in a timeout rather than a hang.
-void Runner::WaitIdle(int device, Clock::time_point deadline) {
-  Device& dev = *devices_[device];
-  for (cudaStream_t st : {dev.compute, dev.send, dev.recv}) {
-    for (;;) {
-      const cudaError_t e = cudaStreamQuery(st);
-      if (e == cudaSuccess) break;
-      if (e != cudaErrorNotReady) TP_CUDA(e);
-      if (failed_) throw CudaError("aborted");
-      if (Clock::now() > deadline) {
-        throw CudaError(fmt::format("timed out after {} s waiting for the GPU work of its step", o_.timeout_s));
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+void CudaBackend::AfterStep(const Worker& w, Clock::time_point deadline) {
+  Device& dev = *devices_[w.id];
+  DrainReturned(dev);
+  WaitIdle(dev, deadline);
+  for (size_t i = 0; i < dev.op_events.size(); ++i) {
+    float start_ms = 0, end_ms = 0;
+    TP_CUDA(cudaEventElapsedTime(&start_ms, dev.origin, dev.op_events[i].first));
+    TP_CUDA(cudaEventElapsedTime(&end_ms, dev.origin, dev.op_events[i].second));
+    dev.times[i] = {start_ms * 1e-3, end_ms * 1e-3};
   }
+  TP_CUDA(cudaMemcpy(&dev.loss_host, dev.loss, sizeof(double), cudaMemcpyDeviceToHost));
+  cudaMemPool_t pool;
+  TP_CUDA(cudaDeviceGetDefaultMemPool(&pool, dev.gpu));
+  uint64_t high = 0;
+  TP_CUDA(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high));
+  dev.pool_peak = std::max<int64_t>(dev.pool_peak, static_cast<int64_t>(high));
+  size_t free = 0, total = 0;
+  TP_CUDA(cudaMemGetInfo(&free, &total));
+  dev.used = static_cast<int64_t>(total - free);
 }
 
-// A compute op waits (on the GPU) for the RECV that brought its input, before
-// its start event, so that its measured time is its own.
-void Runner::WaitForInputs(Device& dev, const Op& op) {
-  const bool forward = op.kind == OpKind::kForward;
-  if (!forward && op.kind != OpKind::kBackward && op.kind != OpKind::kBackwardInput) return;
-  Cell::Slot& slot = cells_[op.stage].slots[op.micro_batch];
-  cudaEvent_t& arrived = forward ? slot.input_arrived : slot.grad_arrived;
-  if (arrived) TP_CUDA(cudaStreamWaitEvent(dev.compute, arrived));
-  arrived = nullptr;
-}
-
-void Runner::Worker(int device, int step) {
-  const Op* current = nullptr;
-  auto fail = [&](const std::string& what) {
-    if (what == "aborted") return FailWith("aborted", ErrorKind::kRuntime);
-    FailWith(current ? fmt::format("{} failed: {}", Where(*current, device), what)
-                     : fmt::format("device {}: {}", device, what), ErrorKind::kRuntime);
-  };
-  try {
-    Device& dev = *devices_[device];
-    TP_CUDA(cudaSetDevice(dev.gpu));
-    const auto timeout = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.timeout_s));
-    // Before the clock starts: this step's data on the devices that use it.
-    if (s_.placement[0] == device) {
-      dev.batch = DeviceTensor(nullptr, dev.compute, static_cast<int>(c_.training.batch), task_.input_cols());
-      TP_CUDA(cudaMemcpyAsync(dev.batch.data(), batch_.inputs.data(), static_cast<size_t>(dev.batch.bytes()),
-                              cudaMemcpyHostToDevice, dev.compute));
-    }
-    if (s_.placement[s_.num_stages - 1] == device) {
-      if (!dev.labels) TP_CUDA(cudaMalloc(&dev.labels, batch_.labels.size() * sizeof(int)));
-      TP_CUDA(cudaMemcpyAsync(dev.labels, batch_.labels.data(), batch_.labels.size() * sizeof(int),
-                              cudaMemcpyHostToDevice, dev.compute));
-    }
-    TP_CUDA(cudaMemsetAsync(dev.loss, 0, sizeof(double), dev.compute));
-    cudaMemPool_t pool;
-    TP_CUDA(cudaDeviceGetDefaultMemPool(&pool, dev.gpu));
-    uint64_t zero = 0;
-    TP_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero));
-    WaitIdle(device, Clock::now() + timeout);
-    dev.events.Reset();
-    dev.pinned.Reset();
-    if (!barrier_->Arrive()) return;
-    dev.origin = dev.events.Get();
-    TP_CUDA(cudaEventRecord(dev.origin, dev.compute));
-    TP_CUDA(cudaStreamWaitEvent(dev.send, dev.origin));
-    TP_CUDA(cudaStreamWaitEvent(dev.recv, dev.origin));
-    dev.host_start = Clock::now();
-    dev.account.Reset(dev.host_start);
-    const auto& program = s_.programs[device];
-    dev.op_events.assign(program.size(), {nullptr, nullptr});
-    for (size_t i = 0; i < program.size(); ++i) {
-      const Op& op = program[i];
-      current = &op;
-      if (failed_) return;
-      if (op.id == o_.fail_op) throw CudaError("injected fault");
-      DrainReturned(dev);
-      const cudaStream_t stream = ir::IsSend(op.kind) ? dev.send : ir::IsRecv(op.kind) ? dev.recv : dev.compute;
-      auto& [start, end] = dev.op_events[i];
-      start = dev.events.Get();
-      end = dev.events.Get();
-      WaitForInputs(dev, op);
-      TP_CUDA(cudaEventRecord(start, stream));
-      RunOp(device, op, step, Clock::now() + timeout);
-      TP_CUDA(cudaEventRecord(end, stream));
-    }
-    current = nullptr;
-    WaitIdle(device, Clock::now() + timeout);
-    dev.host_end = Clock::now();
-    // Every receiver has queued its copies of this device's lent buffers
-    // once all devices are here.
-    if (!barrier_->Arrive()) return;
-    DrainReturned(dev);
-    WaitIdle(device, Clock::now() + timeout);
-    for (size_t i = 0; i < program.size(); ++i) {
-      const Op& op = program[i];
-      float start_ms = 0, end_ms = 0;
-      TP_CUDA(cudaEventElapsedTime(&start_ms, dev.origin, dev.op_events[i].first));
-      TP_CUDA(cudaEventElapsedTime(&end_ms, dev.origin, dev.op_events[i].second));
-      events_[op.id] = traces::Event{op.id, device, StreamOf(op.kind), op.kind, op.stage, op.micro_batch, op.peer,
-                                     start_ms * 1e-3, end_ms * 1e-3, op.bytes};
-    }
-    TP_CUDA(cudaMemcpy(&dev.loss_host, dev.loss, sizeof(double), cudaMemcpyDeviceToHost));
-    uint64_t high = 0;
-    TP_CUDA(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high));
-    dev.pool_peak = std::max<int64_t>(dev.pool_peak, static_cast<int64_t>(high));
-    size_t free = 0, total = 0;
-    TP_CUDA(cudaMemGetInfo(&free, &total));
-    dev.used = static_cast<int64_t>(total - free);
-  } catch (const std::exception& e) {  // CUDA, cuBLAS and NCCL failures (CudaError) and any other
-    fail(e.what());
-  }
-}
-
-Result<ExecuteResult> Runner::Run() {
-  try {
-    if (auto ok = Setup(); !ok) return tl::unexpected(ok.error());
-  } catch (const CudaError& e) {
-    return FailRuntime(fmt::format("setting up the CUDA backend: {}", e.what()));
-  }
-  const int D = s_.num_devices;
-  ExecuteResult result;
-  result.peak_memory_bytes.assign(D, 0);
-  result.allocator_peak_bytes.assign(D, 0);
-  result.device_used_bytes.assign(D, 0);
-  for (const auto& [pair, link] : links_) {
-    result.links.push_back(fmt::format("{}->{} {}", pair.first, pair.second, LinkName(link)));
-  }
-  std::vector<std::vector<traces::Event>> step_events;
-  std::vector<std::vector<std::vector<traces::MemorySample>>> step_memory;
-  events_.assign(s_.NumOps(), traces::Event{});
-  for (int step = 0; step < o_.steps; ++step) {
-    batch_ = task_.Make(step);
-    if (o_.mpi) Barrier();
-    std::vector<std::thread> workers;
-    for (int d = 0; d < D; ++d) {
-      if (Mine(d)) workers.emplace_back([this, d, step] { Worker(d, step); });
-    }
-    for (auto& w : workers) w.join();
-    if (failed_) return tl::unexpected(Error{error_, error_kind_});
-    // The step's time: from the clocks' start (together, after a barrier)
-    // to the last device's streams idle.
-    Clock::time_point first = Clock::time_point::max(), last = Clock::time_point::min();
-    for (int d = 0; d < D; ++d) {
-      if (!Mine(d)) continue;
-      first = std::min(first, devices_[d]->host_start);
-      last = std::max(last, devices_[d]->host_end);
-    }
-    result.step_time_s.push_back(std::chrono::duration<double>(last - first).count());
-    std::vector<double> loss_sum(D, 0.0);
-    for (int d = 0; d < D; ++d) {
-      if (Mine(d)) loss_sum[d] = devices_[d]->loss_host;
-    }
-    if (o_.mpi) {
-      static_cast<MpiTransport*>(transport_.get())->Flush();
-      GatherStepAcrossRanks(s_, rank_, devices_[rank_]->account.peak_bytes(), loss_sum, result.step_time_s.back(),
-                            result.peak_memory_bytes, events_);
-    }
-    double loss = 0;
-    for (double l : loss_sum) loss += l;
-    result.losses.push_back(loss / static_cast<double>(c_.training.batch * task_.labels_per_sample()));
-    if (!std::isfinite(result.losses.back())) {
-      return FailRuntime(fmt::format("step {}: the loss is {} (stage {})", step + 1, result.losses.back(),
-                                     s_.num_stages - 1));
-    }
-    auto& memory = step_memory.emplace_back();
-    for (int d = 0; d < D; ++d) {
-      auto& samples = memory.emplace_back();
-      if (!Mine(d)) continue;
-      result.peak_memory_bytes[d] = std::max(result.peak_memory_bytes[d],
-                                             static_cast<double>(devices_[d]->account.peak_bytes()));
-      result.allocator_peak_bytes[d] = static_cast<double>(devices_[d]->pool_peak);
-      result.device_used_bytes[d] = static_cast<double>(devices_[d]->used);
-      for (const auto& [time, bytes] : devices_[d]->account.samples()) samples.push_back({time, bytes});
-    }
-    step_events.push_back(events_);
+void CudaBackend::Finish(ExecuteResult& r) {
+  const size_t n = static_cast<size_t>(D_) * R_;
+  r.allocator_peak_bytes.assign(n, 0);
+  r.device_used_bytes.assign(n, 0);
+  for (size_t id = 0; id < n; ++id) {
+    if (!devices_[id]) continue;
+    r.allocator_peak_bytes[id] = static_cast<double>(devices_[id]->pool_peak);
+    r.device_used_bytes[id] = static_cast<double>(devices_[id]->used);
   }
   if (o_.mpi) {
-    SumAcrossRanks(result.allocator_peak_bytes);
-    SumAcrossRanks(result.device_used_bytes);
+    SumAcrossRanks(r.allocator_peak_bytes);
+    SumAcrossRanks(r.device_used_bytes);
   }
-  for (Cell& cell : cells_) {
-    const int d = s_.placement[cell.stage];
-    if (!Mine(d)) {
-      // Another rank's stage: its parameters come from that rank below.
-      auto cpu = BuildLayers(c_, plan_.partition.cells[cell.stage].first_layer, plan_.partition.cells[cell.stage].last_layer);
-      for (auto& layer : cpu) {
-        for (Param* p : layer->Params()) result.parameters.insert(result.parameters.end(), p->value.size(), 0.f);
-      }
-      continue;
-    }
-    TP_CUDA(cudaSetDevice(devices_[d]->gpu));
-    for (auto& layer : cell.layers) {
-      for (DeviceParam* p : layer->Params()) {
-        const size_t at = result.parameters.size();
-        result.parameters.resize(at + static_cast<size_t>(p->value.size()));
-        TP_CUDA(cudaMemcpy(result.parameters.data() + at, p->value.get(), static_cast<size_t>(p->value.size()) * 4,
-                           cudaMemcpyDeviceToHost));
-      }
-    }
-  }
-  if (o_.mpi) SumAcrossRanks(result.parameters);
-  double sq = 0;
-  for (float v : result.parameters) sq += static_cast<double>(v) * v;
-  result.param_norm = std::sqrt(sq);
-  result.trace = MedianStepTrace("execute:cuda", s_, result.step_time_s, step_events, step_memory);
-  return result;
+  for (const auto& [pair, link] : links_) r.links.push_back(fmt::format("{}->{} {}", pair.first, pair.second, LinkName(link)));
 }
 
 }  // namespace
@@ -874,10 +696,13 @@ Result<ExecuteResult> ExecuteCuda(const cost::Config& config, const partition::P
                                   const ExecuteOptions& options) {
   if (auto ok = CheckExecutable(config); !ok) return tl::unexpected(ok.error());
   try {
-    cuda::Runner runner(config, plan, options);
-    return runner.Run();
-  } catch (const cuda::CudaError& e) {
-    return FailRuntime(e.what());
+    cuda::CudaBackend backend(config, plan, options);
+    Walker<cuda::CudaBackend> walker(backend, config, plan, options, "execute:cuda");
+    auto result = walker.Run();
+    if (result) backend.Finish(*result);
+    return result;
+  } catch (const cuda::CudaError& e) {  // setting up, or reading the parameters back
+    return FailRuntime(fmt::format("the CUDA backend: {}", e.what()));
   }
 }
 
