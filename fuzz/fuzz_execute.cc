@@ -3,7 +3,7 @@
 // verifies is planned on a tiny MLP and trained for one step on the CPU
 // backend; it must run (or be refused as bad input, never crash or hang) and
 // end with the parameters of the unpartitioned run on the same batch
-// (GPipe's guarantee), whatever ids, peers, devices, stages or bytes the file
+// (GPipe's guarantee; with replicas, of the global batch), whatever ids, peers, devices, stages or bytes the file
 // gave.
 #include <cmath>
 #include <cstdint>
@@ -42,14 +42,15 @@ std::optional<ir::Schedule> Read(uint8_t format, std::string_view text) {
   }
 }
 
-// A tiny MLP on `devices` CPU devices, `batch` samples in `micro_batches`.
-cost::Config TinyConfig(int layers, int devices, int batch, int micro_batches) {
+// A tiny MLP on `devices` CPU devices x `replicas`, `batch` samples per
+// replica in `micro_batches`.
+cost::Config TinyConfig(int layers, int devices, int replicas, int batch, int micro_batches) {
   auto c = cost::LoadConfig(
       fmt::format(R"({{"model": {{"generator": "mlp", "layers": {}, "width": 6, "input": 4, "classes": 3}},
           "training": {{"batch": {}, "microbatches": {}, "optimizer": "sgd", "learning_rate": 0.1}},
           "pipeline": {{"stages": {}, "schedule": "gpipe"}},
           "cluster": {{"device": "CPU", "devices": {}, "link": "inproc"}}}})",
-                  layers, batch, micro_batches, devices, devices),
+                  layers, batch, micro_batches, devices, devices * replicas),
       "tiny.json");
   fuzz::Require(c.has_value(), "the tiny config loads");
   return *c;
@@ -61,13 +62,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   auto s = Read(data[0], std::string_view(reinterpret_cast<const char*>(data + 1), size - 1));
   if (!s) return 0;
-  if (s->NumOps() > 400 || s->num_devices > 4 || s->num_stages > 8 || s->num_micro_batches > 8 || s->replicas != 1) {
+  if (s->NumOps() > 400 || s->num_devices > 4 || s->num_stages > 8 || s->num_micro_batches > 8 || s->replicas < 1 ||
+      s->replicas > 3) {
     return 0;
   }
   if (!ir::Verify(*s).empty()) return 0;
   const int layers = std::max(2, s->num_stages + 1);
-  const int batch = 2 * s->num_micro_batches;
-  const cost::Config config = TinyConfig(layers, s->num_devices, batch, s->num_micro_batches);
+  const int batch = 2 * s->num_micro_batches;  // per replica
+  const cost::Config config = TinyConfig(layers, s->num_devices, s->replicas, batch, s->num_micro_batches);
   auto plan = partition::PlanForSchedule(config, *s);
   if (!plan) {
     fuzz::Require(plan.error().kind == ErrorKind::kBadInput, "planning a verified schedule fails only on its input");
@@ -78,8 +80,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::fprintf(stderr, "%s\n", run.error().message.c_str());
     fuzz::Require(false, "a verified schedule executes");
   }
-  // The same samples as one micro-batch on one device.
-  const cost::Config whole = TinyConfig(layers, 1, batch, 1);
+  // The same samples (every replica's) as one micro-batch on one device.
+  const cost::Config whole = TinyConfig(layers, 1, 1, batch * s->replicas, 1);
   auto ref_plan = partition::PlanFromConfig(whole);
   fuzz::Require(ref_plan.has_value(), "the unpartitioned plan builds");
   auto ref = execute::ExecuteCpu(whole, *ref_plan, {.steps = 1, .timeout_s = 10});

@@ -241,6 +241,17 @@ class Checker {
         CheckPairOrder(index, st, m);
       }
     }
+    // With replicas, each stage averages its gradients once, or its
+    // replicas would drift apart.
+    if (s_.replicas >= 2) {
+      for (int32_t st = 0; st < K; ++st) {
+        if (!all_reduce_[st].found()) {
+          Report(s_.placement[st], -1,
+                 fmt::format("missing {}ALLREDUCE: {} replicas, and stage {} never averages its gradients across "
+                             "them", st, s_.replicas, st));
+        }
+      }
+    }
     CheckStepOrder();
   }
 

@@ -164,6 +164,10 @@ cli_case(simulate_bad_calibration 2 "/format: expected \"twinpipe-calibration\""
 add_test(NAME loop.fidelity_loose COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fidelity_check.sh ${TP}
          ${SRC}/examples/quickstart.json ${CMAKE_CURRENT_BINARY_DIR}/fidelity)
 set_tests_properties(loop.fidelity_loose PROPERTIES RUN_SERIAL TRUE)
+# The same loop with data-parallel replicas (2 stages x 2 replicas, ALLREDUCE).
+add_test(NAME loop.fidelity_replicas COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fidelity_check.sh ${TP}
+         ${SRC}/tests/inputs/replicas_cpu.json ${CMAKE_CURRENT_BINARY_DIR}/fidelity_replicas)
+set_tests_properties(loop.fidelity_replicas PROPERTIES RUN_SERIAL TRUE)
 
 # Schedules beyond GPipe, built, simulated and executed.
 cli_case(schedule_interleaved 0 "stages=8 microbatches=4 devices=2 replicas=1 placement=0,1,0,1,0,1,0,1"
@@ -187,6 +191,10 @@ cli_case(execute_torch_zero_bubble 0 "parameter norm"
 # search: the grid, its Pareto front, the best as a runnable config, Table 1.
 cli_case(search_table 0 "Pareto front, throughput against peak memory" ${TP} search ${SRC}/examples/transformer_h100.json)
 cli_case(search_json 0 "\"configs_evaluated\"" ${TP} search ${SRC}/examples/transformer_h100.json --devices 8 --json)
+# On a CPU cluster the best has replicas (K=2 R=2), and execute runs what search wrote.
+cli_case(search_best_executes_with_replicas 0 "parameter norm"
+         bash -c "${TP} search ${SRC}/examples/mlp_cpu.json --devices 4 -o \"$0\" | grep -q ' R=2 ' && ${TP} execute \"$0\" --steps 2"
+         ${CMAKE_CURRENT_BINARY_DIR}/search_best_cpu.json)
 cli_case(search_best_runs 0 "step time"
          bash -c "${TP} search ${SRC}/examples/transformer_h100.json --memory-cap 4e9 -o \"$0\" > /dev/null && ${TP} simulate \"$0\""
          ${CMAKE_CURRENT_BINARY_DIR}/search_best.json)

@@ -238,14 +238,15 @@ TEST(CudaLayers, SoftmaxCrossEntropyMatchesCpu) {
   cudaFree(dloss);
 }
 
-cost::Config Mlp(int stages, int micro_batches, const std::string& schedule, const std::string& norm) {
+cost::Config Mlp(int stages, int micro_batches, const std::string& schedule, const std::string& norm,
+                 int replicas = 1) {
   const std::string text = fmt::format(R"({{
     "model": {{"generator": "mlp", "layers": 8, "width": 64, "input": 24, "classes": 10, "norm": "{}",
                "residual": true}},
     "training": {{"batch": 32, "microbatches": {}, "optimizer": "adam", "learning_rate": 0.01, "seed": 3}},
     "pipeline": {{"stages": {}, "schedule": "{}", "recompute": "full"}},
     "cluster": {{"device": "H100-SXM", "devices": {}, "link": "nvlink4"}}}})",
-                                       norm, micro_batches, stages, schedule, stages);
+                                       norm, micro_batches, stages, schedule, stages * replicas);
   auto c = cost::LoadConfig(text, "t.json");
   if (!c) throw std::runtime_error(c.error().message);
   return *c;
@@ -325,6 +326,37 @@ TEST(CudaExecute, AFailingOpIsNamed) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, ErrorKind::kRuntime);
   EXPECT_NE(r.error().message.find(ir::OpToken(victim)), std::string::npos) << r.error().message;
+}
+
+// Data-parallel replicas on the GPU: NCCL averages the gradients, and the
+// run ends with the CPU backend's parameters (which equal the unpartitioned
+// run's on the global batch). In one process each replica needs a GPU.
+TEST(CudaExecute, ReplicasMatchCpu) {
+  REQUIRE_GPU(2);
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    const cost::Config c = Mlp(1, 4, schedule, "layernorm", 2);
+    auto plan = partition::PlanFromConfig(c);
+    ASSERT_TRUE(plan) << plan.error().message;
+    ASSERT_EQ(plan->schedule.replicas, 2);
+    auto cpu = ExecuteCpu(c, *plan, {.steps = 3});
+    ASSERT_TRUE(cpu) << cpu.error().message;
+    auto gpu = ExecuteCuda(c, *plan, {.steps = 3});
+    ASSERT_TRUE(gpu) << gpu.error().message;
+    ExpectClose(gpu->parameters, cpu->parameters, cpu->parameters.size(), 1e-4, schedule);
+    EXPECT_EQ(gpu->peak_memory_bytes.size(), 2u);
+  }
+}
+
+TEST(CudaExecute, ReplicasSharingAGpuAreRefused) {
+  REQUIRE_GPU(1);
+  if (Gpus() >= 2) GTEST_SKIP() << "two GPUs: the replicas have one each";
+  const cost::Config c = Mlp(1, 4, "gpipe", "layernorm", 2);
+  auto plan = partition::PlanFromConfig(c);
+  ASSERT_TRUE(plan);
+  auto r = ExecuteCuda(c, *plan, {.steps = 1});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, ErrorKind::kBadInput);
+  EXPECT_NE(r.error().message.find("needs a GPU per replica"), std::string::npos) << r.error().message;
 }
 
 TEST(CudaExecute, RefusesWhatItCannotRun) {
