@@ -63,6 +63,13 @@ int Run(const SimulateOptions& o) {
   }
   fmt::print("{}", o.json ? simulate::SummaryJson(plan->schedule, *result, samples)
                           : simulate::SummaryTable(plan->schedule, *result, samples));
+  if (!o.json && config->pipeline.tensor_parallel > 1) {
+    // Megatron's placement: tensor-parallel groups inside a node, then stages, then replicas.
+    const int t = config->pipeline.tensor_parallel, D = plan->schedule.num_devices;
+    fmt::print("tensor parallel: each device is a group of {} GPUs{} (device d of replica r: GPUs {} x (d + {} r) .. +{}); "
+               "nodes of {} GPUs\n", t, config->pipeline.sequence_parallel ? ", sequence parallel" : "", t, D, t - 1,
+               config->cluster.gpus_per_node);
+  }
   if (auto over = simulate::FirstOverflow(*config, *result)) {
     fmt::print(stderr, "twinpipe simulate: device {} is predicted to run out of memory: peak {:.3f} GiB, capacity {:.3f} GiB\n",
                over->device, over->peak_bytes / 1073741824.0, over->capacity_bytes / 1073741824.0);

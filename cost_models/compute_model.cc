@@ -54,9 +54,22 @@ double LayerOpFlops(const Layer& l, ir::OpKind kind) {
   }
 }
 
-double KernelTime(const Kernel& kn, double samples, const Device& d, Dtype dtype, double efficiency) {
+double CollectiveTime(Kernel::Collective kind, double bytes, double group, const Link& link) {
+  if (kind == Kernel::Collective::kNone || group <= 1) return 0;
+  // NCCL's ring: an all-reduce is a reduce-scatter and an all-gather, each
+  // moving (n-1)/n of the bytes through every GPU's link in n-1 steps.
+  const double phases = kind == Kernel::Collective::kAllReduce ? 2 : 1;
+  return phases * ((group - 1) / group * bytes / (link.bandwidth * link.collective_efficiency) +
+                   (group - 1) * link.latency_s);
+}
+
+double KernelTime(const Kernel& kn, double samples, const Device& d, Dtype dtype, double efficiency,
+                  const Link* link) {
   const double e = DtypeBytes(dtype);
   const double bandwidth = d.memory_bandwidth * d.bandwidth_efficiency;
+  if (kn.collective != Kernel::Collective::kNone) {
+    return link ? CollectiveTime(kn.collective, kn.bytes * samples, kn.group, *link) : 0;
+  }
   if (!kn.gemm) return kn.bytes * samples / bandwidth;
   double m = kn.m, n = kn.n, k = kn.k, batch = kn.batch;
   switch (kn.scaled) {
@@ -78,13 +91,13 @@ double KernelTime(const Kernel& kn, double samples, const Device& d, Dtype dtype
 }
 
 double LayerOpTime(const Layer& l, ir::OpKind kind, const Device& device, Dtype dtype, double efficiency,
-                   double samples) {
+                   double samples, const Link* tp_link) {
   if (kind == ir::OpKind::kRecompute && !l.rematerialized) return 0;
   if (!l.kernels.empty()) {
     double device_s = 0, launched = 0;
     for (const Kernel& kn : l.kernels) {
       if (!RunsIn(kind, kn.pass)) continue;
-      device_s += KernelTime(kn, samples, device, dtype, efficiency);
+      device_s += KernelTime(kn, samples, device, dtype, efficiency, tp_link);
       ++launched;
     }
     return std::max(device_s, launched * kOpsPerKernel * device.launch_overhead_s);

@@ -27,17 +27,26 @@ double LayerOpFlops(const Layer& layer, ir::OpKind kind);
 // Megatron-LM; calibration fits the launch overhead they multiply).
 inline constexpr double kOpsPerKernel = 4;
 
+// Seconds of a ring collective (all-reduce, reduce-scatter or all-gather) of
+// `bytes` over `group` GPUs on `link`: (n-1)/n of the bytes at the link's
+// achievable bus bandwidth and n-1 latencies, twice for an all-reduce.
+double CollectiveTime(Kernel::Collective kind, double bytes, double group, const Link& link);
+
 // Seconds of one kernel over `samples` samples on the device's GPU alone
-// (no launch): `efficiency` is the GEMM's achievable fraction of peak.
-double KernelTime(const Kernel& kernel, double samples, const Device& device, Dtype dtype, double efficiency);
+// (no launch): `efficiency` is the GEMM's achievable fraction of peak; a
+// tensor-parallel collective runs on `tp_link` (the intra-node link).
+double KernelTime(const Kernel& kernel, double samples, const Device& device, Dtype dtype, double efficiency,
+                  const Link* tp_link = nullptr);
 
 // Seconds for `samples` samples (a micro-batch) of one op kind of one layer.
 // With kernels: max(sum of the kind's kernel times, kernels x kOpsPerKernel
 // x launch). Without: launch + max(flops / (peak(dtype) x efficiency),
 // bytes / bandwidth), where bytes = parameter reads (and gradient writes for
 // backward) + activations in, out and stashed.
+// Tensor-parallel collectives among the kernels are priced on `tp_link`
+// (without one, layers of tensor parallelism 1 have none).
 double LayerOpTime(const Layer& layer, ir::OpKind kind, const Device& device, Dtype dtype,
-                   double efficiency, double samples);
+                   double efficiency, double samples, const Link* tp_link = nullptr);
 
 // Bytes per parameter an optimizer step reads and writes: Adam in mixed
 // precision (half weights and gradients, fp32 master weights and two

@@ -281,7 +281,8 @@ Link ReadCustomLink(const Reader& r, const json& l, const std::string& p) {
 void LoadCluster(const Reader& r, const json& root, Config& c) {
   const json& cl = r.Object(root, "cluster", "");
   const std::string p = "/cluster";
-  r.Keys(cl, p, {"device", "devices", "link", "efficiency", "custom_devices", "custom_links"});
+  r.Keys(cl, p, {"device", "devices", "link", "efficiency", "custom_devices", "custom_links", "gpus_per_node",
+                 "inter_node_link"});
   std::vector<Device> custom_devices;
   std::vector<Link> custom_links;
   for (const char* key : {"custom_devices", "custom_links"}) {
@@ -303,7 +304,8 @@ void LoadCluster(const Reader& r, const json& root, Config& c) {
     if (const Device* d = FindDevice(name)) return *d;
     r.Fail(path, fmt::format("unknown device '{}': expected one of {} or a custom_devices name", name, DeviceNames()));
   };
-  const int devices = static_cast<int>(r.Int(cl, "devices", p, 1, 1 << 20, c.pipeline.stages));
+  const int devices =
+      static_cast<int>(r.Int(cl, "devices", p, 1, 1 << 20, c.pipeline.stages * c.pipeline.tensor_parallel));
   auto it = cl.find("device");
   if (it == cl.end()) r.Fail(p, fmt::format("missing key 'device' (one of {})", DeviceNames()));
   if (it->is_string()) {
@@ -320,19 +322,20 @@ void LoadCluster(const Reader& r, const json& root, Config& c) {
   } else {
     r.Fail(p + "/device", "expected a device name or an array of names, one per device");
   }
-  const std::string link = r.String(cl, "link", p, {}, "nvlink4");
-  bool found = false;
-  for (const auto& l : custom_links) {
-    if (l.name == link) {
-      c.cluster.link = l;
-      found = true;
+  auto find_link = [&](const std::string& key, const std::string& fallback) {
+    const std::string name = r.String(cl, key, p, {}, fallback);
+    for (const auto& l : custom_links) {
+      if (l.name == name) return l;
     }
-  }
-  if (!found) {
-    const Link* l = FindLink(link);
-    if (!l) r.Fail(p + "/link", fmt::format("unknown link '{}': expected one of {} or a custom_links name", link, LinkNames()));
-    c.cluster.link = *l;
-  }
+    const Link* l = FindLink(name);
+    if (!l) {
+      r.Fail(p + "/" + key, fmt::format("unknown link '{}': expected one of {} or a custom_links name", name, LinkNames()));
+    }
+    return *l;
+  };
+  c.cluster.link = find_link("link", "nvlink4");
+  c.cluster.inter_node_link = find_link("inter_node_link", "ib-hdr");
+  c.cluster.gpus_per_node = static_cast<int>(r.Int(cl, "gpus_per_node", p, 1, 1 << 20, devices));
   if (cl.contains("efficiency")) c.cluster.efficiency = r.Number(cl, "efficiency", p, 0, 1, 0.5, true);
 }
 
@@ -368,7 +371,8 @@ Config Load(std::string_view text, std::string_view source) {
   c.training.steps = static_cast<int>(r.Int(t, "steps", "/training", 1, 1 << 24, 1));
 
   const json& pl = r.Object(root, "pipeline", "");
-  r.Keys(pl, "/pipeline", {"stages", "schedule", "chunks", "recompute", "partition", "first_layers"});
+  r.Keys(pl, "/pipeline", {"stages", "schedule", "chunks", "recompute", "partition", "first_layers", "tensor_parallel",
+                           "sequence_parallel"});
   c.pipeline.stages = static_cast<int>(r.Int(pl, "stages", "/pipeline", 1, 1 << 20));
   if (c.pipeline.stages > L) {
     r.Fail("/pipeline/stages", fmt::format("{} stages but the model has only {} layers", c.pipeline.stages, L));
@@ -392,7 +396,40 @@ Config Load(std::string_view text, std::string_view source) {
                                            c.pipeline.stages, chunks, c.pipeline.stages * chunks, L));
   }
   c.pipeline.recompute = *ir::RecomputeModeFromName(
-      r.String(pl, "recompute", "/pipeline", {"none", "full", "except-last"}, "full"));
+      r.String(pl, "recompute", "/pipeline", {"none", "full", "except-last", "selective"}, "full"));
+  c.pipeline.tensor_parallel = static_cast<int>(r.Int(pl, "tensor_parallel", "/pipeline", 1, 1 << 16, 1));
+  c.pipeline.sequence_parallel = r.Bool(pl, "sequence_parallel", "/pipeline", false);
+  const bool selective = c.pipeline.recompute == ir::RecomputeMode::kSelective;
+  const int tp = c.pipeline.tensor_parallel;
+  if ((tp > 1 || c.pipeline.sequence_parallel || selective) && !c.transformer) {
+    r.Fail(tp > 1 ? "/pipeline/tensor_parallel" : selective ? "/pipeline/recompute" : "/pipeline/sequence_parallel",
+           "tensor parallelism, sequence parallelism and selective recompute are modelled for the transformer "
+           "generator only");
+  }
+  if (c.pipeline.sequence_parallel && tp == 1) {
+    r.Fail("/pipeline/sequence_parallel", "sequence parallelism shards along the tensor-parallel group: it needs "
+                                          "tensor_parallel > 1");
+  }
+  if (c.transformer) {
+    if (c.transformer->heads % tp != 0) {
+      r.Fail("/pipeline/tensor_parallel", fmt::format("{} GPUs do not divide the {} heads (/model/heads)", tp,
+                                                      c.transformer->heads));
+    }
+    if (c.transformer->ffn % tp != 0) {
+      r.Fail("/pipeline/tensor_parallel", fmt::format("{} GPUs do not divide the FFN width {} (/model/ffn)", tp,
+                                                      c.transformer->ffn));
+    }
+    if (c.transformer->vocab % tp != 0) {
+      r.Fail("/pipeline/tensor_parallel", fmt::format("{} GPUs do not divide the vocabulary of {} (/model/vocab; pad "
+                                                      "it as Megatron does)", tp, c.transformer->vocab));
+    }
+    if (tp > 1 || c.pipeline.sequence_parallel || selective) {
+      c.transformer->tensor_parallel = tp;
+      c.transformer->sequence_parallel = c.pipeline.sequence_parallel;
+      c.transformer->selective_recompute = selective;
+      c.model = GenerateTransformer(*c.transformer);
+    }
+  }
   c.pipeline.partition = r.String(pl, "partition", "/pipeline", PartitionAlgorithms(), "minmax");
   if (pl.contains("first_layers")) {
     const json& f = pl["first_layers"];
@@ -409,12 +446,32 @@ Config Load(std::string_view text, std::string_view source) {
 
   LoadCluster(r, root, c);
   const int D = c.cluster.NumDevices();
-  if (c.pipeline.stages > D) {
-    r.Fail("/pipeline/stages", fmt::format("{} stages but only {} devices (/cluster/devices)", c.pipeline.stages, D));
+  const int group = tp * c.pipeline.stages;  // GPUs of one pipeline: t x K
+  if (group > D) {
+    r.Fail("/pipeline/stages", tp > 1 ? fmt::format("{} stages x {} tensor-parallel GPUs but only {} devices "
+                                                   "(/cluster/devices)", c.pipeline.stages, tp, D)
+                                     : fmt::format("{} stages but only {} devices (/cluster/devices)",
+                                                   c.pipeline.stages, D));
   }
-  if (D % c.pipeline.stages != 0) {
-    r.Fail("/cluster/devices", fmt::format("{} devices are not a whole number of {}-stage pipelines "
-                                           "(data-parallel replicas)", D, c.pipeline.stages));
+  if (D % group != 0) {
+    r.Fail("/cluster/devices", tp > 1 ? fmt::format("{} devices are not a whole number of pipelines of {} stages x {} "
+                                                   "tensor-parallel GPUs (data-parallel replicas)",
+                                                   D, c.pipeline.stages, tp)
+                                     : fmt::format("{} devices are not a whole number of {}-stage pipelines "
+                                                   "(data-parallel replicas)", D, c.pipeline.stages));
+  }
+  // Megatron's placement: a tensor-parallel group inside one node.
+  if (c.cluster.gpus_per_node % tp != 0) {
+    r.Fail("/pipeline/tensor_parallel", fmt::format("a tensor-parallel group of {} GPUs must fit inside one node, and "
+                                                    "nodes of {} GPUs (/cluster/gpus_per_node) do not hold a whole "
+                                                    "number of them", tp, c.cluster.gpus_per_node));
+  }
+  if (tp > 1) {
+    for (size_t i = 1; i < c.cluster.devices.size(); ++i) {
+      if (c.cluster.devices[i].name != c.cluster.devices[0].name) {
+        r.Fail("/cluster/device", "tensor parallelism is modelled on one device kind: give one device name");
+      }
+    }
   }
   return c;
 }

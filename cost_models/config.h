@@ -41,13 +41,19 @@ struct PipelineConfig {
   ir::RecomputeMode recompute = ir::RecomputeMode::kFull;
   std::string partition = "minmax";     // gpipe | minmax | memory | manual
   std::vector<int> first_layers;        // manual: first layer of each cell
+  // Megatron-LM's tensor parallelism: each pipeline device of the schedule
+  // is a group of t GPUs inside one node (transformer generator only).
+  int tensor_parallel = 1;
+  bool sequence_parallel = false;
 };
 
 inline int PipelineConfig::Chunks() const { return chunks > 0 ? chunks : ir::DefaultChunks(schedule); }
 
 struct ClusterConfig {
-  std::vector<Device> devices;  // one per device (heterogeneous clusters list several kinds)
-  Link link;
+  std::vector<Device> devices;  // one per GPU (heterogeneous clusters list several kinds): t x K x R
+  Link link;                    // inside a node (tensor-parallel collectives, pipeline and data-parallel traffic there)
+  Link inter_node_link;         // between nodes (default ib-hdr)
+  int gpus_per_node = 1;        // default: every device in one node
   // An explicit override of every device's achievable GEMM fraction of peak
   // (the catalogue's gemm_efficiency otherwise).
   std::optional<double> efficiency;
@@ -67,7 +73,8 @@ struct Config {
   PipelineConfig pipeline;
   ClusterConfig cluster;
 
-  int Replicas() const { return cluster.NumDevices() / pipeline.stages; }
+  // Data-parallel replicas: the GPUs over t x K.
+  int Replicas() const { return cluster.NumDevices() / (pipeline.stages * pipeline.tensor_parallel); }
 };
 
 Result<Config> LoadConfig(std::string_view text, std::string_view source);

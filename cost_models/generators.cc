@@ -26,102 +26,162 @@ void AddLinear(std::vector<Kernel>& k, const std::string& name, double S, double
   k.push_back(Gemm(name + ".wgrad", Kernel::Pass::kWeight, in, out, S, 1, Kernel::Scaled::kK));
 }
 
-// A pre-LN GPT block as Megatron-LM runs it, per sample (S tokens, d model
-// width, f FFN width, h heads of d/h, e bytes per element, A = h S^2
-// attention scores). Forward: layernorm, QKV GEMM, scores (h batched S x S x
-// d/h), fused scale-mask-softmax, dropout (1-byte mask), scores x V, output
-// projection, bias-dropout-residual, layernorm, FFN up, bias-GeLU, FFN down,
-// bias-dropout-residual. Input backward: each GEMM's data gradient, the four
-// attention-core GEMMs, and every memory-bound kernel's backward (reading
-// its saved input and output gradient, writing the input gradient). Weight
-// backward: each weight GEMM's gradient, and the bias gradients' reductions.
-std::vector<Kernel> BlockKernels(double S, double d, double f, double h, double e) {
+Kernel Collective(std::string name, Kernel::Pass pass, Kernel::Collective kind, double bytes, double group) {
+  return Kernel{.pass = pass, .gemm = false, .collective = kind, .group = group, .bytes = bytes, .name = std::move(name)};
+}
+
+// Tensor parallelism of one layer: t GPUs, sequence parallel or not. `Reduce`
+// adds what follows a row-parallel GEMM (an all-reduce, or with sequence
+// parallelism a reduce-scatter), `Gather` what precedes a column-parallel one
+// (nothing, or an all-gather); `norm` divides what sequence parallelism shards.
+struct TensorParallel {
+  double t = 1;
+  bool sp = false;
+  double norm() const { return sp ? t : 1; }
+  void Reduce(std::vector<Kernel>& k, const std::string& name, Kernel::Pass pass, double bytes) const {
+    if (t > 1) {
+      k.push_back(Collective(name, pass, sp ? Kernel::Collective::kReduceScatter : Kernel::Collective::kAllReduce,
+                             bytes, t));
+    }
+  }
+  void Gather(std::vector<Kernel>& k, const std::string& name, Kernel::Pass pass, double bytes) const {
+    if (t > 1 && sp) k.push_back(Collective(name, pass, Kernel::Collective::kAllGather, bytes, t));
+  }
+};
+
+// A pre-LN GPT block as Megatron-LM runs it, per sample and per GPU of its
+// tensor-parallel group (S tokens, d model width, f FFN width, h heads of
+// d/h, e bytes per element, A = h S^2 attention scores). Forward: layernorm,
+// QKV GEMM, scores (h batched S x S x d/h), fused scale-mask-softmax,
+// dropout (1-byte mask), scores x V, output projection, bias-dropout-residual,
+// layernorm, FFN up, bias-GeLU, FFN down, bias-dropout-residual. Input
+// backward: each GEMM's data gradient, the four attention-core GEMMs, and
+// every memory-bound kernel's backward (reading its saved input and output
+// gradient, writing the input gradient). Weight backward: each weight GEMM's
+// gradient, and the bias gradients' reductions. Tensor parallelism (tp):
+// QKV and FFN-up split their outputs, the output projection and FFN-down
+// their inputs, the heads divide; the collectives join them.
+std::vector<Kernel> BlockKernels(double S, double d, double f, double h, double e, const TensorParallel& tp,
+                                 bool selective) {
   using P = Kernel::Pass;
-  const double A = h * S * S, dh = d / h;
+  const double t = tp.t, n = tp.norm();
+  const double A = h / t * S * S, dh = d / h, hs = h / t;
+  const double act = S * d * e;  // one S x d activation, the collectives' tensor
   std::vector<Kernel> k;
-  k.push_back(Memory("ln1", P::kForward, 2 * S * d * e));
-  AddLinear(k, "qkv", S, d, 3 * d);
-  k.push_back(Gemm("scores", P::kForward, S, S, dh, h, Kernel::Scaled::kBatch));
+  k.push_back(Memory("ln1", P::kForward, 2 * act / n));
+  tp.Gather(k, "ln1.allgather", P::kForward, act);
+  AddLinear(k, "qkv", S, d, 3 * d / t);
+  k.push_back(Gemm("scores", P::kForward, S, S, dh, hs, Kernel::Scaled::kBatch));
   k.push_back(Memory("softmax", P::kForward, 2 * A * e));
   k.push_back(Memory("attn_dropout", P::kForward, 2 * A * e + A));
-  k.push_back(Gemm("attn_v", P::kForward, S, dh, S, h, Kernel::Scaled::kBatch));
-  AddLinear(k, "proj", S, d, d);
-  k.push_back(Memory("residual1", P::kForward, 3 * S * d * e + S * d));
-  k.push_back(Memory("ln2", P::kForward, 2 * S * d * e));
-  AddLinear(k, "fc1", S, d, f);
-  k.push_back(Memory("gelu", P::kForward, 2 * S * f * e));
-  AddLinear(k, "fc2", S, f, d);
-  k.push_back(Memory("residual2", P::kForward, 3 * S * d * e + S * d));
+  k.push_back(Gemm("attn_v", P::kForward, S, dh, S, hs, Kernel::Scaled::kBatch));
+  AddLinear(k, "proj", S, d / t, d);
+  tp.Reduce(k, "proj.reduce", P::kForward, act);
+  k.push_back(Memory("residual1", P::kForward, (3 * act + S * d) / n));
+  k.push_back(Memory("ln2", P::kForward, 2 * act / n));
+  tp.Gather(k, "ln2.allgather", P::kForward, act);
+  AddLinear(k, "fc1", S, d, f / t);
+  k.push_back(Memory("gelu", P::kForward, 2 * S * f / t * e));
+  AddLinear(k, "fc2", S, f / t, d);
+  tp.Reduce(k, "fc2.reduce", P::kForward, act);
+  k.push_back(Memory("residual2", P::kForward, (3 * act + S * d) / n));
+  // Selective recompute: the attention core's forward again, in the backward.
+  if (selective) {
+    k.push_back(Gemm("scores.recompute", P::kInput, S, S, dh, hs, Kernel::Scaled::kBatch));
+    k.push_back(Memory("softmax.recompute", P::kInput, 2 * A * e));
+    k.push_back(Memory("attn_dropout.recompute", P::kInput, 2 * A * e + A));
+    k.push_back(Gemm("attn_v.recompute", P::kInput, S, dh, S, hs, Kernel::Scaled::kBatch));
+  }
   // The attention core's backward: dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q.
-  k.push_back(Gemm("attn_v.dprobs", P::kInput, S, S, dh, h, Kernel::Scaled::kBatch));
-  k.push_back(Gemm("attn_v.dv", P::kInput, S, dh, S, h, Kernel::Scaled::kBatch));
-  k.push_back(Gemm("scores.dq", P::kInput, S, dh, S, h, Kernel::Scaled::kBatch));
-  k.push_back(Gemm("scores.dk", P::kInput, S, dh, S, h, Kernel::Scaled::kBatch));
+  k.push_back(Gemm("attn_v.dprobs", P::kInput, S, S, dh, hs, Kernel::Scaled::kBatch));
+  k.push_back(Gemm("attn_v.dv", P::kInput, S, dh, S, hs, Kernel::Scaled::kBatch));
+  k.push_back(Gemm("scores.dq", P::kInput, S, dh, S, hs, Kernel::Scaled::kBatch));
+  k.push_back(Gemm("scores.dk", P::kInput, S, dh, S, hs, Kernel::Scaled::kBatch));
   k.push_back(Memory("softmax.bwd", P::kInput, 3 * A * e));
   k.push_back(Memory("attn_dropout.bwd", P::kInput, 2 * A * e + A));
-  k.push_back(Memory("ln1.bwd", P::kInput, 3 * S * d * e));
-  k.push_back(Memory("ln2.bwd", P::kInput, 3 * S * d * e));
-  k.push_back(Memory("gelu.bwd", P::kInput, 3 * S * f * e));
-  k.push_back(Memory("residual1.bwd", P::kInput, 2 * S * d * e + S * d));
-  k.push_back(Memory("residual2.bwd", P::kInput, 2 * S * d * e + S * d));
-  k.push_back(Memory("bias.wgrad", P::kWeight, S * (6 * d + f) * e));
+  k.push_back(Memory("ln1.bwd", P::kInput, 3 * act / n));
+  k.push_back(Memory("ln2.bwd", P::kInput, 3 * act / n));
+  k.push_back(Memory("gelu.bwd", P::kInput, 3 * S * f / t * e));
+  k.push_back(Memory("residual1.bwd", P::kInput, (2 * act + S * d) / n));
+  k.push_back(Memory("residual2.bwd", P::kInput, (2 * act + S * d) / n));
+  // Backward of the collectives: a row-parallel GEMM's input gradient is
+  // gathered (sequence parallel), a column-parallel one's reduced.
+  tp.Gather(k, "proj.reduce.bwd", P::kInput, act);
+  tp.Gather(k, "fc2.reduce.bwd", P::kInput, act);
+  tp.Reduce(k, "qkv.dgrad.reduce", P::kInput, act);
+  tp.Reduce(k, "fc1.dgrad.reduce", P::kInput, act);
+  k.push_back(Memory("bias.wgrad", P::kWeight, S * (6 * d + f) / t * e));
   return k;
 }
 
 }  // namespace
 
-Model GenerateTransformer(const TransformerSpec& t) {
+Model GenerateTransformer(const TransformerSpec& spec) {
   using P = Kernel::Pass;
-  const double S = t.seq, d = t.d_model, f = t.ffn, V = t.vocab, h = t.heads;
-  const double e = DtypeBytes(t.dtype);
+  const double S = spec.seq, d = spec.d_model, f = spec.ffn, V = spec.vocab, h = spec.heads;
+  const double e = DtypeBytes(spec.dtype);
+  const TensorParallel tp{static_cast<double>(spec.tensor_parallel), spec.sequence_parallel && spec.tensor_parallel > 1};
+  const double t = tp.t, n = tp.norm();
+  const double act = S * d * e;
   Model m;
-  m.dtype = t.dtype;
+  m.dtype = spec.dtype;
   m.input_bytes = S * 4;  // int32 token ids
+  // Vocabulary-parallel: each GPU gathers the rows it holds; the partial
+  // embeddings are reduced (or reduce-scattered) across the group.
+  std::vector<Kernel> embedding{Memory("gather", P::kForward, 2 * act),
+                                Memory("positions", P::kForward, 3 * act / n),
+                                Memory("dropout", P::kForward, (2 * act + S * d) / n),
+                                Memory("dropout.bwd", P::kWeight, (2 * act + S * d) / n),
+                                Memory("scatter", P::kWeight, 3 * act)};
+  tp.Reduce(embedding, "embedding.reduce", P::kForward, act);
+  tp.Gather(embedding, "embedding.reduce.bwd", P::kWeight, act);
   m.layers.push_back(Layer{.name = "embedding",
                            .kind = "embedding",
-                           .fwd_flops = S * d,  // adds the position embedding
+                           .fwd_flops = S * d / n,  // adds the position embedding
                            .bwd_input_flops = 0,
                            .bwd_weight_flops = S * d,
-                           .params = V * d + S * d,
-                           .out_bytes = S * d * e,
+                           .params = V * d / t + S * d,
+                           .out_bytes = act / t,
                            .stash_bytes = S * 4,
-                           // gather the token rows, add positions, dropout; the
-                           // gradient scattered into the token and position rows
-                           .kernels = {Memory("gather", P::kForward, 2 * S * d * e),
-                                       Memory("positions", P::kForward, 3 * S * d * e),
-                                       Memory("dropout", P::kForward, 2 * S * d * e + S * d),
-                                       Memory("dropout.bwd", P::kWeight, 2 * S * d * e + S * d),
-                                       Memory("scatter", P::kWeight, 3 * S * d * e)}});
-  const double matmul = 8 * S * d * d + 4 * S * d * f;
-  for (int i = 0; i < t.layers; ++i) {
+                           .kernels = std::move(embedding)});
+  const double matmul = (8 * S * d * d + 4 * S * d * f) / t;
+  // Korthikanti et al.'s per-layer activations in 16-bit units, scaled to e.
+  const double scores = spec.selective_recompute ? 0 : 5 * h * S / (d * t);
+  const double stash_units = tp.sp ? 34 / t + scores : t > 1 ? 10 + 24 / t + scores : 34 + scores;
+  for (int i = 0; i < spec.layers; ++i) {
     m.layers.push_back(Layer{.name = fmt::format("block{}", i),
                              .kind = "transformer_block",
-                             .fwd_flops = matmul + 4 * S * S * d,
-                             .bwd_input_flops = matmul + 8 * S * S * d,
+                             .fwd_flops = matmul + 4 * S * S * d / t,
+                             .bwd_input_flops = matmul + 8 * S * S * d / t + (spec.selective_recompute ? 4 * S * S * d / t : 0),
                              .bwd_weight_flops = matmul,
-                             .params = 4 * d * d + 2 * d * f + f + 9 * d,
-                             .out_bytes = S * d * e,
-                             .stash_bytes = S * d * (34 + 5 * h * S / d) * (e / 2),
-                             .kernels = BlockKernels(S, d, f, h, e)});
+                             .params = (4 * d * d + 2 * d * f + 3 * d + f) / t + 6 * d,
+                             .out_bytes = act / t,
+                             .stash_bytes = S * d * stash_units * (e / 2),
+                             .kernels = BlockKernels(S, d, f, h, e, tp, spec.selective_recompute)});
   }
   // Final layernorm, vocabulary projection, softmax cross-entropy in fp32 as
   // Megatron computes it: cast the logits (2 + 4 bytes), max (4), exp and
   // sum (8), log-softmax at the labels (4); backward: the softmax less the
   // one-hot (4 + 4) cast back to half (4 + 2). Activation checkpointing
-  // wraps the blocks only: the head keeps its activations.
-  std::vector<Kernel> head{Memory("ln_f", P::kForward, 2 * S * d * e),
-                           Memory("cross_entropy", P::kForward, S * V * 22),
-                           Memory("cross_entropy.bwd", P::kInput, S * V * 14),
-                           Memory("ln_f.bwd", P::kInput, 3 * S * d * e)};
-  AddLinear(head, "logits", S, d, V);
+  // wraps the blocks only: the head keeps its activations. Vocabulary-
+  // parallel: each GPU holds V/t logits (the softmax's max and sum are
+  // all-reduced as S scalars, not modelled).
+  std::vector<Kernel> head{Memory("ln_f", P::kForward, 2 * act / n),
+                           Memory("cross_entropy", P::kForward, S * V / t * 22),
+                           Memory("cross_entropy.bwd", P::kInput, S * V / t * 14),
+                           Memory("ln_f.bwd", P::kInput, 3 * act / n)};
+  tp.Gather(head, "ln_f.allgather", P::kForward, act);
+  AddLinear(head, "logits", S, d, V / t);
+  // The input gradient of the column-parallel logits: reduced across the group.
+  tp.Reduce(head, "logits.dgrad.reduce", P::kInput, act);
   m.layers.push_back(Layer{.name = "head",
                            .kind = "head",
-                           .fwd_flops = 2 * S * d * V,
-                           .bwd_input_flops = 2 * S * d * V,
-                           .bwd_weight_flops = 2 * S * d * V,
-                           .params = d * V + V + 2 * d,
+                           .fwd_flops = 2 * S * d * V / t,
+                           .bwd_input_flops = 2 * S * d * V / t,
+                           .bwd_weight_flops = 2 * S * d * V / t,
+                           .params = (d * V + V) / t + 2 * d,
                            .out_bytes = 4,  // the loss
-                           .stash_bytes = S * d * e + S * V * 4,
+                           .stash_bytes = S * d * e / n + S * V / t * 4,
                            .rematerialized = false,
                            .kernels = std::move(head)});
   return m;

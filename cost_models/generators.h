@@ -21,6 +21,15 @@ struct TransformerSpec {
   int vocab = 100;
   bool causal = false;  // attention sees only earlier tokens (same FLOPs: the full S x S scores are computed)
   Dtype dtype = Dtype::kFp32;
+  // Megatron-LM's tensor parallelism (set from the config's pipeline
+  // section): each layer describes one GPU of a group of t, which holds 1/t
+  // of the weights and GEMMs; sequence parallelism also shards the
+  // layernorms, dropouts and residuals along the sequence; selective
+  // recompute keeps no attention scores and re-runs the attention core in
+  // the backward.
+  int tensor_parallel = 1;
+  bool sequence_parallel = false;
+  bool selective_recompute = false;
 };
 
 // embedding (tokens + positions), `layers` pre-LayerNorm blocks, output head
@@ -31,6 +40,18 @@ struct TransformerSpec {
 //   head forward 2SdV, params dV + V + 2d.
 // Stashed bytes of a block follow Korthikanti et al. 2022 (S d (34 + 5 h S / d)
 // bytes at 16 bits), scaled to the dtype.
+// With tensor parallelism t, per GPU: GEMMs, attention and FFN kernels and
+// their weights divide by t (Megatron's column- then row-parallel pairs;
+// layernorms, the output projection's and FFN-down's biases replicated); a
+// block adds 2 all-reduces of S d elements in forward (after the output
+// projection and FFN-down) and 2 in backward (the input gradients of QKV and
+// FFN-up); with sequence parallelism each becomes a reduce-scatter and an
+// all-gather, and the layernorm, dropout and residual kernels divide by t.
+// Stash per block (Korthikanti et al., Table 2): S d (10 + 24/t + 5 h S/(d t)),
+// with sequence parallelism S d (34/t + 5 h S/(d t)); selective recompute
+// drops the 5 h S/(d t) term and adds the attention core's forward to the
+// input backward. The embedding and the head are vocabulary-parallel. The
+// stage boundary each GPU sends is S d / t (Megatron's scatter-gather).
 Model GenerateTransformer(const TransformerSpec& spec);
 
 enum class Norm { kNone, kLayerNorm, kBatchNorm };

@@ -25,6 +25,7 @@ CellMemory CellPeakMemory(const Model& model, const std::vector<double>& cut_byt
   m.params_bytes = params * in.bytes_per_param;
   switch (in.recompute) {
     case ir::RecomputeMode::kNone:
+    case ir::RecomputeMode::kSelective:  // the layers' stash is already the selective one
       m.stash_bytes = in.in_flight * stash * b;
       break;
     case ir::RecomputeMode::kFull:

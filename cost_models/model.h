@@ -19,12 +19,17 @@ namespace twinpipe::cost {
 // One GPU kernel of a layer's op, per sample (a micro-batch of b samples
 // multiplies the dimension `scaled`, or the bytes). A GEMM computes `batch`
 // products of (m x k) by (k x n); a memory-bound kernel (norm, softmax,
-// elementwise) moves `bytes` through device memory.
+// elementwise) moves `bytes` through device memory; a tensor-parallel
+// collective reduces or gathers a tensor of `bytes` over a group of `group`
+// GPUs on the intra-node link (a ring, as NCCL runs it).
 struct Kernel {
   enum class Pass : uint8_t { kForward, kInput, kWeight };  // F (and R), I, W
   enum class Scaled : uint8_t { kM, kN, kK, kBatch };       // the dimension the micro-batch multiplies
+  enum class Collective : uint8_t { kNone, kAllReduce, kReduceScatter, kAllGather };
   Pass pass = Pass::kForward;
   bool gemm = true;
+  Collective collective = Collective::kNone;  // set: a collective (gemm false)
+  double group = 1;
   double m = 0, n = 0, k = 0, batch = 1;  // GEMM shape, per sample along `scaled`
   Scaled scaled = Scaled::kM;
   double bytes = 0;                       // memory-bound kernel: bytes read and written, per sample

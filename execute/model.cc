@@ -19,6 +19,15 @@
 namespace twinpipe::execute {
 
 Result<void> CheckExecutable(const cost::Config& c) {
+  if (c.pipeline.tensor_parallel > 1 || c.pipeline.sequence_parallel) {
+    return Fail(fmt::format("{}: /pipeline/tensor_parallel: tensor (and sequence) parallelism is planned and "
+                            "simulated, not executed: execute runs pipeline and data parallelism (set "
+                            "tensor_parallel to 1)", c.source));
+  }
+  if (c.pipeline.recompute == ir::RecomputeMode::kSelective) {
+    return Fail(fmt::format("{}: /pipeline/recompute: selective recompute is planned and simulated, not executed "
+                            "(use none, full or except-last)", c.source));
+  }
   if (!c.mlp && !c.transformer && !c.cnn) {
     return Fail(fmt::format("{}: /model: the CPU backend runs the mlp, transformer and cnn generators, not an "
                             "explicit layer list", c.source));

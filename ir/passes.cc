@@ -12,6 +12,7 @@ std::string_view RecomputeModeName(RecomputeMode mode) {
     case RecomputeMode::kNone: return "none";
     case RecomputeMode::kFull: return "full";
     case RecomputeMode::kExceptLast: return "except-last";
+    case RecomputeMode::kSelective: return "selective";
   }
   return "none";
 }
@@ -20,11 +21,12 @@ std::optional<RecomputeMode> RecomputeModeFromName(std::string_view name) {
   if (name == "none") return RecomputeMode::kNone;
   if (name == "full") return RecomputeMode::kFull;
   if (name == "except-last") return RecomputeMode::kExceptLast;
+  if (name == "selective") return RecomputeMode::kSelective;
   return std::nullopt;
 }
 
 void InsertRecompute(Schedule& schedule, RecomputeMode mode) {
-  if (mode == RecomputeMode::kNone) return;
+  if (!InsertsRecompute(mode)) return;
   const int32_t M = schedule.num_micro_batches;
   // Pairs that already have an R are left alone.
   std::vector<char> has_recompute(static_cast<size_t>(schedule.num_stages) * M, 0);

@@ -20,7 +20,14 @@ namespace twinpipe::ir {
 // torchgpipe's checkpoint modes: none keeps every activation; full recomputes
 // every (stage, micro-batch) before its backward; except-last spares the last
 // micro-batch, whose backward follows its forward at once.
-enum class RecomputeMode { kNone, kFull, kExceptLast };
+// kSelective (Korthikanti et al.): the attention core is re-run inside the
+// backward, so the schedule has no R ops (as kNone); the cost model prices
+// the re-run and the smaller stash.
+enum class RecomputeMode { kNone, kFull, kExceptLast, kSelective };
+// True for the modes that add R ops.
+inline bool InsertsRecompute(RecomputeMode mode) {
+  return mode == RecomputeMode::kFull || mode == RecomputeMode::kExceptLast;
+}
 std::string_view RecomputeModeName(RecomputeMode mode);
 std::optional<RecomputeMode> RecomputeModeFromName(std::string_view name);
 

@@ -55,6 +55,11 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
   s.replicas = config.Replicas();
   // The config is copied only when an override changes it.
   const ir::RecomputeMode recompute = o.recompute.value_or(config.pipeline.recompute);
+  if ((recompute == ir::RecomputeMode::kSelective) != (config.pipeline.recompute == ir::RecomputeMode::kSelective)) {
+    return Fail(fmt::format("{}: recompute 'selective' changes the model's costs (the stash, and the attention core "
+                            "re-run in backward): set /pipeline/recompute in the config rather than overriding it",
+                            config.source));
+  }
   std::optional<cost::Config> named;
   if (name != config.pipeline.schedule || chunks != config.pipeline.chunks || recompute != config.pipeline.recompute) {
     named = config;

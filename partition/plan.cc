@@ -26,10 +26,10 @@ double LayerStepTime(const Config& c, const cost::Device& d, int i) {
   const auto& layer = c.model.layers[i];
   const double mb = static_cast<double>(c.training.MicroBatchSize());
   auto t = [&](ir::OpKind k) {
-    return cost::LayerOpTime(layer, k, d, c.model.dtype, c.cluster.GemmEfficiency(d), mb);
+    return cost::LayerOpTime(layer, k, d, c.model.dtype, c.cluster.GemmEfficiency(d), mb, &c.cluster.link);
   };
   double s = t(ir::OpKind::kForward) + t(ir::OpKind::kBackward);
-  if (c.pipeline.recompute != ir::RecomputeMode::kNone) s += t(ir::OpKind::kRecompute);
+  if (ir::InsertsRecompute(c.pipeline.recompute)) s += t(ir::OpKind::kRecompute);
   return s;
 }
 

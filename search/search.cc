@@ -159,7 +159,7 @@ struct Searcher {
       }
       before += t[F];
       const double act = costs.activation_bytes[st];
-      const double held = c.recompute == ir::RecomputeMode::kNone ? act : std::min(act, costs.input_bytes[st]);
+      const double held = !ir::InsertsRecompute(c.recompute) ? act : std::min(act, costs.input_bytes[st]);
       stash[d] = std::max(stash[d], (in_flight[st] - 1) * held + act);
     }
     double step_floor = 0;

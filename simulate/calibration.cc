@@ -18,7 +18,7 @@ double Roofline(const cost::Config& c, int i, ir::OpKind kind, const cost::Devic
   cost::Device no_launch = d;  // a layer costed as kernels has no single launch to subtract
   no_launch.launch_overhead_s = 0;
   return cost::LayerOpTime(c.model.layers[i], kind, no_launch, c.model.dtype, c.cluster.GemmEfficiency(d),
-                           static_cast<double>(c.training.MicroBatchSize()));
+                           static_cast<double>(c.training.MicroBatchSize()), &c.cluster.link);
 }
 
 // Least squares with a ridge pulling the first `pulled` unknowns towards
@@ -76,7 +76,7 @@ double CalibratedOpTime(const cost::Config& c, const Calibration* cal, int first
   for (int i = first; i <= last; ++i) {
     if (!fit) {
       t += cost::LayerOpTime(c.model.layers[i], kind, d, c.model.dtype, c.cluster.GemmEfficiency(d),
-                             static_cast<double>(c.training.MicroBatchSize()));
+                             static_cast<double>(c.training.MicroBatchSize()), &c.cluster.link);
       continue;
     }
     auto s = fit->scale.find(c.model.layers[i].kind);

@@ -236,3 +236,9 @@ cli_case(calibrate_runs_and_traces 2 "give it without traces or --config"
 cli_case(validate_other_device 2 "/device: fitted on 'CPU', but"
          ${TP} validate ${SRC}/traces/published/vtrain-a100/runs_layers20.jsonl
          --calibration ${IN}/cpu_quickstart.calibration.json)
+
+# Tensor and sequence parallelism (issue 18): planned and simulated, refused by execute.
+cli_case(simulate_tensor_parallel 0 "tensor parallel: each device is a group of 4 GPUs, sequence parallel"
+         ${TP} simulate ${IN}/tp_h100.json)
+cli_case(execute_tensor_parallel_refused 2 "tensor (and sequence) parallelism is planned and simulated, not executed"
+         ${TP} execute ${IN}/tp_h100.json)

@@ -1,0 +1,168 @@
+// Tensor and sequence parallelism and selective recompute in the transformer
+// cost model, against Megatron-LM's structure and Korthikanti et al.'s
+// closed forms (2022, "Reducing Activation Recomputation in Large
+// Transformer Models", Table 2), and the config's validation.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "cost_models/compute_model.h"
+#include "cost_models/config.h"
+#include "cost_models/generators.h"
+
+namespace twinpipe::cost {
+namespace {
+
+TransformerSpec Spec(int t, bool sp, bool selective) {
+  return {.layers = 2, .d_model = 1024, .ffn = 4096, .heads = 16, .seq = 512, .vocab = 32000, .dtype = Dtype::kFp16,
+          .tensor_parallel = t, .sequence_parallel = sp, .selective_recompute = selective};
+}
+
+double PassFlops(const Layer& l, Kernel::Pass pass) {
+  double f = 0;
+  for (const Kernel& k : l.kernels) f += k.pass == pass ? k.Flops() : 0;
+  return f;
+}
+
+TEST(TensorParallel, FlopsAndWeightsDivideByT) {
+  const Model one = GenerateTransformer(Spec(1, false, false));
+  for (int t : {2, 4, 8}) {
+    for (bool sp : {false, true}) {
+      const Model m = GenerateTransformer(Spec(t, sp, false));
+      ASSERT_EQ(m.layers.size(), one.layers.size());
+      for (size_t i = 1; i < m.layers.size(); ++i) {  // blocks and head: every GEMM splits
+        SCOPED_TRACE(fmt::format("t={} sp={} {}", t, sp, m.layers[i].name));
+        EXPECT_DOUBLE_EQ(m.layers[i].fwd_flops, one.layers[i].fwd_flops / t);
+        EXPECT_DOUBLE_EQ(m.layers[i].bwd_input_flops, one.layers[i].bwd_input_flops / t);
+        EXPECT_DOUBLE_EQ(m.layers[i].bwd_weight_flops, one.layers[i].bwd_weight_flops / t);
+        // The kernels add up to the layer's FLOPs.
+        EXPECT_DOUBLE_EQ(PassFlops(m.layers[i], Kernel::Pass::kForward), m.layers[i].fwd_flops);
+        EXPECT_DOUBLE_EQ(PassFlops(m.layers[i], Kernel::Pass::kInput), m.layers[i].bwd_input_flops);
+      }
+      // A block's weights: the four GEMMs and the column-parallel biases
+      // split; the row-parallel biases and the layernorms are replicated.
+      const double d = 1024, f = 4096;
+      EXPECT_DOUBLE_EQ(m.layers[1].params, (4 * d * d + 2 * d * f + 3 * d + f) / t + 6 * d);
+    }
+  }
+}
+
+int Count(const Layer& l, Kernel::Pass pass, Kernel::Collective kind) {
+  int n = 0;
+  for (const Kernel& k : l.kernels) n += k.pass == pass && k.collective == kind;
+  return n;
+}
+
+// Megatron's block: 2 all-reduces in forward, 2 in backward, of S x d
+// elements; with sequence parallelism each becomes a reduce-scatter and an
+// all-gather (Korthikanti et al., section 4.2.2). None at t = 1.
+TEST(TensorParallel, ABlockHasMegatronsCollectives) {
+  using C = Kernel::Collective;
+  using P = Kernel::Pass;
+  for (int t : {1, 2, 8}) {
+    for (bool sp : {false, true}) {
+      if (sp && t == 1) continue;
+      const Layer block = GenerateTransformer(Spec(t, sp, false)).layers[1];
+      SCOPED_TRACE(fmt::format("t={} sp={}", t, sp));
+      const int ar = t > 1 && !sp ? 2 : 0, rs = t > 1 && sp ? 2 : 0, ag = rs;
+      for (P pass : {P::kForward, P::kInput}) {
+        EXPECT_EQ(Count(block, pass, C::kAllReduce), ar);
+        EXPECT_EQ(Count(block, pass, C::kReduceScatter), rs);
+        EXPECT_EQ(Count(block, pass, C::kAllGather), ag);
+      }
+      EXPECT_EQ(Count(block, P::kWeight, C::kAllReduce) + Count(block, P::kWeight, C::kAllGather), 0);
+      for (const Kernel& k : block.kernels) {
+        if (k.collective == C::kNone) continue;
+        EXPECT_DOUBLE_EQ(k.bytes, 512.0 * 1024 * 2) << k.name;
+        EXPECT_DOUBLE_EQ(k.group, t) << k.name;
+      }
+    }
+  }
+}
+
+// Activations per block (Korthikanti et al., Table 2; s b h units of 16-bit
+// values, a = heads, s = seq, h = d_model).
+TEST(TensorParallel, StashFollowsKorthikanti) {
+  const double s = 512, h = 1024, a = 16;
+  for (int t : {1, 2, 4, 8}) {
+    for (bool sp : {false, true}) {
+      if (sp && t == 1) continue;
+      for (bool selective : {false, true}) {
+        const double scores = selective ? 0 : 5 * a * s / (h * t);
+        const double units = t == 1 ? 34 + scores : sp ? 34.0 / t + scores : 10 + 24.0 / t + scores;
+        const Layer block = GenerateTransformer(Spec(t, sp, selective)).layers[1];
+        EXPECT_DOUBLE_EQ(block.stash_bytes, s * h * units) << "t=" << t << " sp=" << sp << " selective=" << selective;
+      }
+    }
+  }
+}
+
+// Selective recompute re-runs the attention core (QK^T, softmax, dropout,
+// times V) inside the input backward: 4 s^2 h / t more FLOPs.
+TEST(TensorParallel, SelectiveRecomputeAddsTheAttentionCoreToTheBackward) {
+  for (int t : {1, 4}) {
+    const Layer plain = GenerateTransformer(Spec(t, t > 1, false)).layers[1];
+    const Layer selective = GenerateTransformer(Spec(t, t > 1, true)).layers[1];
+    EXPECT_DOUBLE_EQ(selective.bwd_input_flops - plain.bwd_input_flops, 4.0 * 512 * 512 * 1024 / t);
+    EXPECT_DOUBLE_EQ(selective.fwd_flops, plain.fwd_flops);
+  }
+}
+
+TEST(TensorParallel, RingCollectiveTime) {
+  const Link link{.name = "l", .latency_s = 1e-6, .bandwidth = 100e9, .collective_efficiency = 0.5};
+  const double bytes = 64e6;
+  EXPECT_DOUBLE_EQ(CollectiveTime(Kernel::Collective::kAllReduce, bytes, 8, link),
+                   2 * (7.0 / 8 * bytes / 50e9 + 7 * 1e-6));
+  EXPECT_DOUBLE_EQ(CollectiveTime(Kernel::Collective::kAllGather, bytes, 8, link), 7.0 / 8 * bytes / 50e9 + 7e-6);
+  EXPECT_DOUBLE_EQ(CollectiveTime(Kernel::Collective::kAllReduce, bytes, 1, link), 0);
+  // A block's forward on 8 GPUs costs its kernels plus its two all-reduces
+  // (a micro-batch large enough that the kernels, not their launches, bound it).
+  const Layer block = GenerateTransformer(Spec(8, false, false)).layers[1];
+  const Device& h100 = *FindDevice("H100-SXM");
+  const double b = 256;
+  const double with = LayerOpTime(block, ir::OpKind::kForward, h100, Dtype::kFp16, 0.8, b, &link);
+  const double without = LayerOpTime(block, ir::OpKind::kForward, h100, Dtype::kFp16, 0.8, b, nullptr);
+  EXPECT_NEAR(with - without, 2 * CollectiveTime(Kernel::Collective::kAllReduce, b * 512 * 1024 * 2, 8, link), 1e-12);
+}
+
+Result<Config> Load(const std::string& pipeline, const std::string& cluster, const std::string& generator = "transformer") {
+  const std::string model = generator == "transformer"
+                                ? R"("generator": "transformer", "layers": 8, "d_model": 512, "ffn": 2048, "heads": 8, "seq": 128, "vocab": 1024)"
+                                : R"("generator": "mlp", "layers": 8, "width": 64, "input": 32, "classes": 8)";
+  return LoadConfig(fmt::format(R"({{"model": {{{}}}, "training": {{"batch": 16, "microbatches": 4}},
+                                    "pipeline": {{"stages": 2, {}}}, "cluster": {{"device": "A100-80GB", {}}}}})",
+                                model, pipeline, cluster),
+                    "tp.json");
+}
+
+TEST(TensorParallel, ConfigPlacesGroupsAndNamesWhatIsWrong) {
+  auto ok = Load(R"("tensor_parallel": 4, "sequence_parallel": true, "recompute": "selective")",
+                 R"("devices": 16, "gpus_per_node": 8, "link": "nvlink3")");
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(ok->Replicas(), 2);  // 16 GPUs = 4 x 2 stages x 2 replicas
+  EXPECT_EQ(ok->cluster.inter_node_link.name, "ib-hdr");
+  EXPECT_EQ(ok->model.layers[1].stash_bytes, GenerateTransformer({.layers = 8, .d_model = 512, .ffn = 2048, .heads = 8,
+                                                                   .seq = 128, .vocab = 1024, .tensor_parallel = 4,
+                                                                   .sequence_parallel = true,
+                                                                   .selective_recompute = true}).layers[1].stash_bytes);
+  auto defaults = Load(R"("tensor_parallel": 2)", R"("link": "nvlink3")");
+  ASSERT_TRUE(defaults) << defaults.error().message;
+  EXPECT_EQ(defaults->cluster.NumDevices(), 4);  // t x K
+  struct Bad { std::string pipeline, cluster, generator, expect; };
+  for (const Bad& b : std::vector<Bad>{
+           {R"("tensor_parallel": 3)", R"("devices": 6)", "transformer", "/pipeline/tensor_parallel: 3 GPUs do not divide the 8 heads"},
+           {R"("tensor_parallel": 8)", R"("devices": 16, "gpus_per_node": 4)", "transformer",
+            "/pipeline/tensor_parallel: a tensor-parallel group of 8 GPUs must fit inside one node"},
+           {R"("tensor_parallel": 2)", R"("devices": 6)", "transformer",
+            "/cluster/devices: 6 devices are not a whole number of pipelines of 2 stages x 2 tensor-parallel GPUs"},
+           {R"("sequence_parallel": true)", R"("devices": 2)", "transformer", "/pipeline/sequence_parallel: sequence parallelism"},
+           {R"("tensor_parallel": 2)", R"("devices": 4)", "mlp", "/pipeline/tensor_parallel: tensor parallelism"},
+           {R"("recompute": "selective")", R"("devices": 2)", "mlp", "/pipeline/recompute: tensor parallelism"}}) {
+    auto r = Load(b.pipeline, b.cluster, b.generator);
+    ASSERT_FALSE(r) << b.expect;
+    EXPECT_NE(r.error().message.find("tp.json: " + b.expect), std::string::npos) << r.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace twinpipe::cost
