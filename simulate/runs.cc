@@ -180,6 +180,7 @@ Result<Validation> ValidateRuns(const std::vector<Run>& runs, const Calibration*
     v.mape += std::abs(e.error) / runs.size();
     v.bias += e.error / runs.size();
     groups[{"pipeline_parallel", r.config.pipeline.stages}].push_back(e.error);
+    groups[{"tensor_parallel", r.config.pipeline.tensor_parallel}].push_back(e.error);
     groups[{"data_parallel", r.config.Replicas()}].push_back(e.error);
     groups[{"micro_batch", r.config.training.MicroBatchSize()}].push_back(e.error);
   }

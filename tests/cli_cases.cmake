@@ -225,6 +225,8 @@ cli_case(execute_crafted_device 2 "crafted_device.json does not verify"
 # validate and calibrate --runs (issue 16): a table of runs, bad lines named.
 cli_case(validate_published 0 "320 runs   mean absolute error"
          ${TP} validate ${SRC}/traces/published/vtrain-a100/runs.jsonl)
+cli_case(validate_published_tensor_parallel 0 "tensor_parallel         8"
+         ${TP} validate ${SRC}/traces/published/vtrain-a100/runs_tp.jsonl)
 cli_case(validate_published_json 0 "\"worst\""
          ${TP} validate ${SRC}/traces/published/vtrain-a100/runs.jsonl --json)
 cli_case(validate_bad_line 2 "runs_bad.jsonl:2: /step_time_s: expected a positive number of seconds"
