@@ -32,7 +32,9 @@ struct SearchCmdOptions {
 std::string GiB(double b) { return fmt::format("{:.3f} GiB", b / (1024.0 * 1024.0 * 1024.0)); }
 
 nlohmann::ordered_json CandidateJson(const search::Candidate& c) {
-  return {{"stages", c.stages},
+  return {{"tensor_parallel", c.tensor_parallel},
+          {"sequence_parallel", c.sequence_parallel},
+          {"stages", c.stages},
           {"replicas", c.replicas},
           {"micro_batches", c.micro_batches},
           {"schedule", c.schedule},
@@ -160,18 +162,20 @@ int Run(const SearchCmdOptions& o) {
                result->wall_s > 0 ? static_cast<double>(result->configs_evaluated) / result->wall_s : 0.0,
                result->configs_simulated, result->configs_bounded, result->over_cap);
     fmt::print("Pareto front, throughput against peak memory:\n");
-    fmt::print("{:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>11} {:>13} {:>7} {:>12}\n", "K", "R", "M", "schedule",
-               "v", "recompute", "cut", "step", "samples/s", "bubble", "peak memory");
+    fmt::print("{:>4} {:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>11} {:>13} {:>7} {:>12}\n", "t", "K", "R", "M",
+               "schedule", "v", "recompute", "cut", "step", "samples/s", "bubble", "peak memory");
     for (const auto& c : result->pareto) {
-      fmt::print("{:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>8.3f} ms {:>13.4g} {:>6.2f}% {:>12}\n", c.stages,
-                 c.replicas, c.micro_batches, c.schedule, c.chunks, ir::RecomputeModeName(c.recompute), c.partition,
+      fmt::print("{:>4} {:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>8.3f} ms {:>13.4g} {:>6.2f}% {:>12}\n",
+                 fmt::format("{}{}", c.tensor_parallel, c.sequence_parallel ? "s" : ""), c.stages, c.replicas, c.micro_batches, c.schedule, c.chunks, ir::RecomputeModeName(c.recompute), c.partition,
                  c.step_time_s * 1e3, c.throughput, c.bubble_fraction * 100, GiB(c.peak_memory_bytes));
     }
     if (!result->best) {
       fmt::print("nothing fits: every configuration exceeds the memory cap\n");
     } else {
       const auto& b = *result->best;
-      fmt::print("best for {}: K={} R={} M={} {}{} recompute {} partition {}{}\n", o.objective, b.stages, b.replicas,
+      fmt::print("best for {}: {}K={} R={} M={} {}{} recompute {} partition {}{}\n", o.objective,
+                 b.tensor_parallel > 1 ? fmt::format("t={}{} ", b.tensor_parallel, b.sequence_parallel ? " (sequence parallel)" : "") : "",
+                 b.stages, b.replicas,
                  b.micro_batches, b.schedule, b.chunks > 1 ? fmt::format(" v={}", b.chunks) : "",
                  ir::RecomputeModeName(b.recompute), b.partition, o.output.empty() ? "" : " (written to " + o.output + ")");
     }

@@ -56,7 +56,7 @@ struct Outcome {
 
 // The schedule-shape part of a grid point plus its cut: points with equal
 // keys have the same plan, costs and so simulation.
-using PlanKey = std::tuple<int, int, int, std::string, int, int, std::vector<int>>;
+using PlanKey = std::tuple<int, int, int, std::string, int, int, int, bool, std::vector<int>>;
 
 // A point's lower bounds (or why it cannot be run at all).
 struct Bounds {
@@ -90,6 +90,21 @@ struct Searcher {
   }
 
   void Use(const Candidate& c) {
+    // Tensor and sequence parallelism and selective recompute change the
+    // model's costs: regenerate it when they change.
+    if (work.transformer) {
+      const bool selective = c.recompute == ir::RecomputeMode::kSelective;
+      cost::TransformerSpec& t = *work.transformer;
+      if (t.tensor_parallel != c.tensor_parallel || t.sequence_parallel != c.sequence_parallel ||
+          t.selective_recompute != selective) {
+        t.tensor_parallel = c.tensor_parallel;
+        t.sequence_parallel = c.sequence_parallel;
+        t.selective_recompute = selective;
+        work.model = cost::GenerateTransformer(t);
+      }
+    }
+    work.pipeline.tensor_parallel = c.tensor_parallel;
+    work.pipeline.sequence_parallel = c.sequence_parallel;
     work.pipeline.stages = c.stages;
     work.pipeline.schedule = c.schedule;
     work.pipeline.chunks = c.chunks;
@@ -192,10 +207,11 @@ struct Searcher {
     Use(c);
     partition::PlanOverrides overrides;
     overrides.verify = false;
-    PlanKey key{c.stages, c.replicas, c.micro_batches, c.schedule, c.chunks, static_cast<int>(c.recompute), {}};
+    PlanKey key{c.stages, c.replicas, c.micro_batches, c.schedule, c.chunks, static_cast<int>(c.recompute),
+                c.tensor_parallel, c.sequence_parallel, {}};
     bool known = false;
     overrides.before_passes = [&](const partition::Plan& skeleton) {
-      for (const auto& cell : skeleton.partition.cells) std::get<6>(key).push_back(cell.first_layer);
+      for (const auto& cell : skeleton.partition.cells) std::get<8>(key).push_back(cell.first_layer);
       known = memo.count(key) > 0;
       return !known;
     };
@@ -232,6 +248,21 @@ struct Searcher {
   }
 };
 
+// Tensor-parallel degrees to try: t = 1, and for a transformer every t that
+// divides the GPUs of a node (a group inside one node), the GPUs, the heads,
+// the FFN width and the vocabulary.
+std::vector<int> TensorParallelDegrees(const cost::Config& c, int devices) {
+  std::vector<int> out{1};
+  if (!c.transformer) return out;
+  const cost::TransformerSpec& t = *c.transformer;
+  for (int d = 2; d <= std::min(devices, c.cluster.gpus_per_node); ++d) {
+    if (c.cluster.gpus_per_node % d == 0 && devices % d == 0 && t.heads % d == 0 && t.ffn % d == 0 && t.vocab % d == 0) {
+      out.push_back(d);
+    }
+  }
+  return out;
+}
+
 // The grid, in a fixed order (ties in the ranking go to the earlier point).
 std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_batch) {
   const int L = static_cast<int>(c.model.layers.size());
@@ -239,10 +270,16 @@ std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_b
   for (const auto& a : cost::PartitionAlgorithms()) {
     if (a != "manual") partitions.push_back(a);
   }
+  std::vector<ir::RecomputeMode> modes{ir::RecomputeMode::kNone, ir::RecomputeMode::kFull,
+                                       ir::RecomputeMode::kExceptLast};
+  if (c.transformer) modes.push_back(ir::RecomputeMode::kSelective);
   std::vector<Candidate> grid;
-  for (int K = 1; K <= devices; ++K) {
-    const int R = devices / K;
-    if (devices % K != 0 || K > L || global_batch % R != 0) continue;
+  for (int t : TensorParallelDegrees(c, devices)) {
+  for (bool sp : t > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
+  const int groups = devices / t;
+  for (int K = 1; K <= groups; ++K) {
+    const int R = groups / K;
+    if (groups % K != 0 || K > L || global_batch % R != 0) continue;
     const int64_t batch = global_batch / R;
     for (int64_t M : Divisors(batch) | std::views::reverse) {  // many micro-batches first: small bubbles, good bounds early
       for (const std::string& name : ir::BuilderNames()) {
@@ -251,9 +288,11 @@ std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_b
         for (int v : chunk_counts) {
           if (v > 1 && (K == 1 || static_cast<int64_t>(K) * v > L)) continue;
           if (name == "interleaved" && M % K != 0) continue;
-          for (auto mode : {ir::RecomputeMode::kNone, ir::RecomputeMode::kFull, ir::RecomputeMode::kExceptLast}) {
+          for (auto mode : modes) {
             for (const auto& algorithm : partitions) {
               Candidate cand;
+              cand.tensor_parallel = t;
+              cand.sequence_parallel = sp;
               cand.stages = K;
               cand.replicas = R;
               cand.micro_batches = static_cast<int>(M);
@@ -268,6 +307,8 @@ std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_b
         }
       }
     }
+  }
+  }
   }
   return grid;
 }
@@ -330,8 +371,8 @@ Result<SearchResult> Search(const cost::Config& config, const SearchOptions& o) 
     auto c = searcher.Simulate(grid[i]);
     if (o.check_bounds && c &&
         (c->throughput > bounds[i].most_throughput * (1 + 1e-12) || c->peak_memory_bytes < bounds[i].least_peak * (1 - 1e-12))) {
-      return FailRuntime(fmt::format("point {} (K={} R={} M={} {} v={} recompute {} {}) beats its bounds: {} samples/s (bound {}), peak {} (bound {})", i,
-                                     c->stages, c->replicas, c->micro_batches, c->schedule, c->chunks,
+      return FailRuntime(fmt::format("point {} (t={}{} K={} R={} M={} {} v={} recompute {} {}) beats its bounds: {} samples/s (bound {}), peak {} (bound {})", i,
+                                     c->tensor_parallel, c->sequence_parallel ? " sp" : "", c->stages, c->replicas, c->micro_batches, c->schedule, c->chunks,
                                      ir::RecomputeModeName(c->recompute), c->partition, c->throughput, bounds[i].most_throughput, c->peak_memory_bytes,
                                      bounds[i].least_peak));
     }
@@ -353,6 +394,8 @@ nlohmann::ordered_json CandidateConfig(const nlohmann::ordered_json& original, c
   nlohmann::ordered_json j = original;
   auto& pipeline = j["pipeline"];
   pipeline["stages"] = c.stages;
+  if (c.tensor_parallel > 1 || pipeline.contains("tensor_parallel")) pipeline["tensor_parallel"] = c.tensor_parallel;
+  if (c.sequence_parallel || pipeline.contains("sequence_parallel")) pipeline["sequence_parallel"] = c.sequence_parallel;
   pipeline["schedule"] = c.schedule;
   if (c.chunks != ir::DefaultChunks(c.schedule) || pipeline.contains("chunks")) pipeline["chunks"] = c.chunks;
   pipeline["recompute"] = std::string(ir::RecomputeModeName(c.recompute));
@@ -380,8 +423,10 @@ Result<std::vector<MaxLayersRow>> MaxLayers(const cost::Config& config, const Se
     cost::Regenerate(work, layers);
     if (static_cast<int>(work.model.layers.size()) < K) return false;
     Candidate c;
+    c.tensor_parallel = config.pipeline.tensor_parallel;
+    c.sequence_parallel = config.pipeline.sequence_parallel;
     c.stages = K;
-    c.replicas = devices / K;
+    c.replicas = devices / (K * c.tensor_parallel);
     c.micro_batches = config.training.micro_batches;
     c.schedule = config.pipeline.schedule;
     c.chunks = config.pipeline.Chunks();
@@ -404,8 +449,9 @@ Result<std::vector<MaxLayersRow>> MaxLayers(const cost::Config& config, const Se
     return true;
   };
   std::vector<MaxLayersRow> rows;
-  for (int K = 1; K <= devices; ++K) {
-    if (devices % K != 0) continue;
+  const int groups = devices / config.pipeline.tensor_parallel;  // the config's t holds; K x R groups
+  for (int K = 1; K <= groups; ++K) {
+    if (groups % K != 0) continue;
     for (auto mode : {ir::RecomputeMode::kNone, ir::RecomputeMode::kFull}) {
       MaxLayersRow row{K, mode, 0, 0};
       int lo = min_layers;  // largest known to fit, once one does

@@ -1,6 +1,7 @@
-// `twinpipe search`: which stages, replicas, micro-batches, schedule, chunks,
-// recompute mode and partition algorithm to run, by simulating every point
-// of the grid; and how deep a generator model can grow before it no longer
+// `twinpipe search`: which tensor-parallel degree (and sequence
+// parallelism), stages, replicas, micro-batches, schedule, chunks, recompute
+// mode (selective too, for transformers) and partition algorithm to run, by
+// simulating every point of the grid; and how deep a generator model can grow before it no longer
 // fits (GPipe's Table 1).
 //
 //   SearchOptions o{.devices = 8};
@@ -40,8 +41,10 @@ struct SearchOptions {
 
 // One point of the grid and what the simulator predicts for it.
 struct Candidate {
-  int stages = 1;          // K: pipeline devices
-  int replicas = 1;        // data-parallel copies: devices / K
+  int stages = 1;          // K: pipeline devices (each a tensor-parallel group of t GPUs)
+  int replicas = 1;        // data-parallel copies: GPUs / (t K)
+  int tensor_parallel = 1; // t (transformers)
+  bool sequence_parallel = false;
   int micro_batches = 1;   // M
   std::string schedule;
   int chunks = 1;          // stages per device

@@ -33,14 +33,27 @@ struct Point {
 };
 
 // The oracle: every grid point written out as a config, loaded, planned and
-// simulated on its own, the way a user would run it.
+// simulated on its own, the way a user would run it. For a transformer the
+// grid spans tensor parallelism t (dividing the GPUs of its one node, the
+// heads, the FFN width and the vocabulary), with and without sequence
+// parallelism, and selective recompute.
 std::vector<Point> SimulateEveryPoint(const std::string& text, double cap,
                                       const simulate::Calibration* calibration = nullptr) {
   const auto original = nlohmann::ordered_json::parse(text);
   const cost::Config base = Load(text);
-  const int D = base.cluster.NumDevices(), L = static_cast<int>(base.model.layers.size());
+  const int GPUs = base.cluster.NumDevices(), L = static_cast<int>(base.model.layers.size());
   const int64_t global = base.training.batch * base.Replicas();
   std::vector<Point> points;
+  std::vector<const char*> modes{"none", "full", "except-last"};
+  if (base.transformer) modes.push_back("selective");
+  for (int t = 1; t <= GPUs; ++t) {
+    if (t > 1 && (!base.transformer || GPUs % t || base.transformer->heads % t || base.transformer->ffn % t ||
+                  base.transformer->vocab % t)) {
+      continue;
+    }
+  for (bool sp : {false, true}) {
+    if (sp && t == 1) continue;
+  const int D = GPUs / t;
   for (int K = 1; K <= D; ++K) {
     if (D % K || global % (D / K)) continue;
     const int64_t batch = global / (D / K);
@@ -51,11 +64,11 @@ std::vector<Point> SimulateEveryPoint(const std::string& text, double cap,
           const bool chunked = name == "interleaved" || name == "zb-v";
           if (chunked != (v > 1) || (name == "zb-v" && v != 2) || (chunked && (K == 1 || K * v > L))) continue;
           if (name == "interleaved" && M % K) continue;
-          for (const char* recompute : {"none", "full", "except-last"}) {
+          for (const char* recompute : modes) {
             for (const char* cut : {"gpipe", "minmax", "memory"}) {
               auto j = original;
               j["pipeline"] = {{"stages", K}, {"schedule", name}, {"chunks", v}, {"recompute", recompute},
-                               {"partition", cut}};
+                               {"partition", cut}, {"tensor_parallel", t}, {"sequence_parallel", sp}};
               j["training"]["batch"] = batch;
               j["training"]["microbatches"] = M;
               const cost::Config c = Load(j.dump());
@@ -80,6 +93,8 @@ std::vector<Point> SimulateEveryPoint(const std::string& text, double cap,
         }
       }
     }
+  }
+  }
   }
   return points;
 }
