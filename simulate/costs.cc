@@ -18,6 +18,19 @@ SimCosts CostsFromPlan(const cost::Config& config, const partition::Plan& plan, 
   const auto cut = cost::CutBytes(c.model);
   SimCosts costs;
   costs.link = c.cluster.link;
+  // Megatron's placement: tensor-parallel groups of t GPUs inside a node,
+  // then the pipeline's devices, then the replicas: replica r's device d is
+  // GPUs t (d + D r) .. t (d + D r) + t - 1, in node (t (d + D r)) / gpus_per_node.
+  const int64_t t = c.pipeline.tensor_parallel, per_node = c.cluster.gpus_per_node;
+  if (t * D * s.replicas > per_node) {
+    costs.inter_node_link = c.cluster.inter_node_link;
+    for (int32_t d = 0; d < D; ++d) {
+      costs.node.push_back(static_cast<int32_t>(t * d / per_node));
+      for (int32_t r = 1; r < s.replicas; ++r) {
+        costs.replicas_cross_nodes = costs.replicas_cross_nodes || t * (d + int64_t{D} * r) / per_node != t * d / per_node;
+      }
+    }
+  }
   // The CPU executor's workers do their own sends and receives.
   costs.comm_on_compute_stream = std::all_of(c.cluster.devices.begin(), c.cluster.devices.end(),
                                              [](const cost::Device& d) { return d.name == "CPU"; });

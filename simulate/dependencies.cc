@@ -91,8 +91,9 @@ double OpDuration(const ir::Op& op, const SimCosts& c, int32_t replicas) {
     const double n = replicas;
     if (n <= 1) return 0;
     // NCCL's ring: 2(n-1)/n of the bytes at the link's achievable bus bandwidth.
-    return 2 * (n - 1) / n * static_cast<double>(op.bytes) / (c.link.bandwidth * c.link.collective_efficiency) +
-           2 * (n - 1) * c.link.latency_s;
+    const cost::Link& link = c.ReplicaLink();
+    return 2 * (n - 1) / n * static_cast<double>(op.bytes) / (link.bandwidth * link.collective_efficiency) +
+           2 * (n - 1) * link.latency_s;
   }
   return c.compute_s[op.stage][ComputeSlot(op.kind)];
 }

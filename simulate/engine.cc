@@ -25,6 +25,14 @@ int ComputeSlot(OpKind kind) {
   }
 }
 
+bool SimCosts::Unshared() const {
+  if (link.contention != cost::Contention::kPerPair) return false;
+  for (int32_t n : node) {
+    if (n != node.front()) return inter_node_link.contention == cost::Contention::kPerPair;
+  }
+  return true;
+}
+
 SimCosts UniformCosts(const ir::Schedule& s, double forward_s, double backward_s) {
   SimCosts c;
   c.compute_s.assign(s.num_stages, {forward_s, backward_s, backward_s / 2, backward_s / 2, forward_s});
@@ -64,6 +72,7 @@ struct Transfer {
   int32_t domain = 0;
   int8_t phase = 0;      // 0 latency, 1 data, (host-staged) 2 latency, 3 data
   double bytes = 0;
+  bool inter = false;    // between nodes: on the inter-node link
 };
 
 struct Channel {
@@ -198,9 +207,13 @@ void Simulator::Build() {
     channel_of[src].emplace_back(dst, ch);
     return ch;
   };
-  // Domains: a channel's own (pair), the hosts' (host), or the sender's port (device).
-  auto domain_of = [&](int32_t ch) -> int32_t {
-    switch (c_.link.contention) {
+  // Domains: a channel's own (pair), the hosts' (host), or the sender's port
+  // (device); the inter-node link's after the intra-node link's.
+  auto domain_count = [&](const cost::Link& l) -> int32_t {
+    return l.contention == cost::Contention::kHost ? 1 : l.contention == cost::Contention::kPerDevice ? D : -1;
+  };
+  auto domain_of = [&](int32_t ch, const cost::Link& l) -> int32_t {
+    switch (l.contention) {
       case cost::Contention::kPerPair: return ch;
       case cost::Contention::kHost: return 0;
       case cost::Contention::kPerDevice: return channels_[ch].src;
@@ -232,11 +245,16 @@ void Simulator::Build() {
       st_[op.id].link = t;
     }
   }
-  for (auto& t : transfers_) t.domain = domain_of(t.channel);
-  const size_t num_domains = c_.link.contention == cost::Contention::kHost ? 1
-                             : c_.link.contention == cost::Contention::kPerDevice ? static_cast<size_t>(D)
-                                                                               : channels_.size();
-  domains_.assign(num_domains, Domain{c_.link.bandwidth, 0, 0, 0, {}});
+  const auto channels = static_cast<int32_t>(channels_.size());
+  const int32_t intra = domain_count(c_.link) < 0 ? channels : domain_count(c_.link);
+  const int32_t inter = domain_count(c_.inter_node_link) < 0 ? channels : domain_count(c_.inter_node_link);
+  for (auto& t : transfers_) {
+    const Channel& ch = channels_[t.channel];
+    t.inter = &c_.LinkBetween(ch.src, ch.dst) != &c_.link;
+    t.domain = t.inter ? intra + domain_of(t.channel, c_.inter_node_link) : domain_of(t.channel, c_.link);
+  }
+  domains_.assign(static_cast<size_t>(intra), Domain{c_.link.bandwidth, 0, 0, 0, {}});
+  if (!c_.node.empty()) domains_.resize(static_cast<size_t>(intra + inter), Domain{c_.inter_node_link.bandwidth, 0, 0, 0, {}});
 
   done_.assign(n, 0);
   r_.start_s.assign(n, 0.0);
@@ -314,18 +332,19 @@ void Simulator::TryChannel(int32_t ch) {
 
 void Simulator::StartPhase(int32_t t) {
   Transfer& tr = transfers_[t];
-  if (tr.phase == 0 && c_.link.contention == cost::Contention::kPerPair) {
+  const cost::Link& link = tr.inter ? c_.inter_node_link : c_.link;
+  if (tr.phase == 0 && link.contention == cost::Contention::kPerPair) {
     // A channel is its own domain and carries one transfer at a time: no
     // sharing, so the whole transfer is one event.
-    tr.phase = c_.link.host_staged ? 3 : 1;
-    Push(now_ + TransferDuration(c_.link, tr.bytes), kPhaseEnd, t);
+    tr.phase = link.host_staged ? 3 : 1;
+    Push(now_ + TransferDuration(link, tr.bytes), kPhaseEnd, t);
     return;
   }
-  if (tr.phase == (c_.link.host_staged ? 4 : 2)) {
+  if (tr.phase == (link.host_staged ? 4 : 2)) {
     FinishTransfer(t);
   } else if (tr.phase % 2 == 0) {
-    Push(now_ + c_.link.latency_s, kPhaseEnd, t);
-  } else if (tr.bytes <= 0 || c_.link.bandwidth == std::numeric_limits<double>::infinity()) {
+    Push(now_ + link.latency_s, kPhaseEnd, t);
+  } else if (tr.bytes <= 0 || link.bandwidth == std::numeric_limits<double>::infinity()) {
     Push(now_, kPhaseEnd, t);  // nothing to share: done at once
   } else {
     DomainJoin(tr.domain, t, tr.bytes);
@@ -503,7 +522,7 @@ Result<SimResult> SimulateEventDriven(const ir::Schedule& schedule, const SimCos
 }
 
 Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs) {
-  if (costs.link.contention == cost::Contention::kPerPair || costs.comm_on_compute_stream) {
+  if (costs.Unshared() || costs.comm_on_compute_stream) {
     return Checked(schedule, costs, [](const ir::Schedule& s, const SimCosts& c) { return SimulateInOrder(s, c); });
   }
   return SimulateEventDriven(schedule, costs);

@@ -32,7 +32,21 @@ int ComputeSlot(ir::OpKind kind);
 struct SimCosts {
   std::vector<std::array<double, 5>> compute_s;  // [stage][F, B, I, W, R]: seconds per micro-batch
   std::vector<double> step_s;                    // [device]: the optimizer step
-  cost::Link link;                               // every device pair, and between replicas
+  cost::Link link;                               // every device pair inside a node, and between replicas
+  // Several nodes: the node of each pipeline device (replica 0's); a transfer
+  // between two nodes runs on `inter_node_link` and shares its contention
+  // domain (a sender's port, for InfiniBand). Empty: one node.
+  std::vector<int32_t> node;
+  cost::Link inter_node_link;
+  // The replicas of some device sit in different nodes: the data-parallel
+  // all-reduce runs on `inter_node_link` (one port per GPU).
+  bool replicas_cross_nodes = false;
+  const cost::Link& LinkBetween(int32_t src, int32_t dst) const {
+    return !node.empty() && node[src] != node[dst] ? inter_node_link : link;
+  }
+  const cost::Link& ReplicaLink() const { return replicas_cross_nodes ? inter_node_link : link; }
+  // Every channel carries one transfer at a time, sharing with none.
+  bool Unshared() const;
   std::vector<double> activation_bytes;          // [stage]: what F keeps per micro-batch without recompute
   std::vector<double> input_bytes;               // [stage]: the boundary input kept with recompute
   std::vector<double> static_bytes;              // [device]: parameters, gradients, optimizer state
