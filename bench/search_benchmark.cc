@@ -41,6 +41,33 @@ void BM_Search(benchmark::State& state) {
 }
 BENCHMARK(BM_Search)->Args({8, 64})->Args({16, 128})->Unit(benchmark::kMillisecond);
 
+// 3-D (issue 18): a 175B GPT (Korthikanti et al.'s) on 1,024 A100s in nodes
+// of 8, the search spanning tensor parallelism t in {1, 2, 4, 8} with and
+// without sequence parallelism, selective recompute, stages, replicas,
+// micro-batches and schedules. Target: 10,000 configurations per second.
+void BM_Search175BOn1024(benchmark::State& state) {
+  auto c = cost::LoadConfig(R"({
+    "model": {"generator": "transformer", "layers": 96, "d_model": 12288, "heads": 96, "seq": 2048, "vocab": 51200,
+              "dtype": "fp16", "causal": true},
+    "training": {"batch": 512, "microbatches": 512, "optimizer": "adam", "bytes_per_param": 18},
+    "pipeline": {"stages": 8, "schedule": "1f1b", "recompute": "selective", "tensor_parallel": 8,
+                 "sequence_parallel": true},
+    "cluster": {"device": "A100-80GB", "devices": 1024, "gpus_per_node": 8, "link": "nvlink3",
+                "inter_node_link": "ib-hdr"}})",
+                            "175b.json");
+  if (!c) throw std::runtime_error(c.error().message);
+  int64_t configs = 0;
+  for (auto _ : state) {
+    auto r = search::Search(*c, {});
+    if (!r) state.SkipWithError(r.error().message.c_str());
+    configs += r->configs_evaluated;
+    state.counters["grid"] = static_cast<double>(r->configs_evaluated);
+    state.counters["simulated"] = static_cast<double>(r->configs_simulated);
+  }
+  state.SetItemsProcessed(configs);
+}
+BENCHMARK(BM_Search175BOn1024)->Iterations(1)->Unit(benchmark::kSecond);
+
 }  // namespace
 
 BENCHMARK_MAIN();
