@@ -75,7 +75,7 @@ TEST(Execute, GPipeGuaranteeParametersDoNotDependOnKOrM) {
       }
     }
   }
-  EXPECT_EQ(runs, 144 + 2 * 48 + 27);  // naive, gpipe, 1f1b; zb-h1, zb-v; interleaved where M % K == 0
+  EXPECT_EQ(runs, 144 + 3 * 48 + 27);  // naive, gpipe, 1f1b; zb-h1, zb-h2, zb-v; interleaved where M % K == 0
 }
 
 // Schedules written by torch.distributed.pipelining (zero-bubble with I/W,
@@ -162,9 +162,9 @@ TEST(Execute, ReplicasTrainToTheUnpartitionedWeightsOfTheGlobalBatch) {
       }
     }
   }
-  // Per optimizer and R: 5 builders x 3 K x 2 M, and interleaved where M % K == 0 (3), in each recompute mode:
+  // Per optimizer and R: 6 builders x 3 K x 2 M, and interleaved where M % K == 0 (3), in each recompute mode:
   // SGD with R = 2 and 3 in 3 modes, Adam with R = 2 in 2.
-  EXPECT_EQ(runs, 2 * 33 * 3 + 33 * 2);
+  EXPECT_EQ(runs, 2 * 39 * 3 + 39 * 2);
 }
 
 // ALLREDUCE runs beside the compute, as the simulator assumes: with two

@@ -138,8 +138,31 @@ Result<Schedule> BuildInterleaved(int32_t devices, int32_t micro_batches, int32_
 
 Schedule BuildZbH1(int32_t stages, int32_t micro_batches) { return OneForwardOneBackward(stages, micro_batches, true); }
 
+Schedule BuildZbH2(int32_t stages, int32_t micro_batches) {
+  Schedule s = OneStagePerDevice(stages, micro_batches);
+  for (int32_t st = 0; st < stages; ++st) {
+    auto& program = s.programs[st];
+    program.reserve(3 * static_cast<size_t>(micro_batches) + 1);
+    const int32_t warmup = std::min(2 * (stages - st) - 1, micro_batches), deferred = 2 * st;
+    int32_t next_forward = 0, next_backward = 0, next_weight = 0;
+    auto add_backward = [&] {
+      program.push_back(Compute(OpKind::kBackwardInput, st, next_backward++));
+      if (next_backward > deferred) program.push_back(Compute(OpKind::kBackwardWeight, st, next_weight++));
+    };
+    for (; next_forward < warmup; ++next_forward) program.push_back(Compute(OpKind::kForward, st, next_forward));
+    while (next_forward < micro_batches) {
+      add_backward();
+      program.push_back(Compute(OpKind::kForward, st, next_forward++));
+    }
+    while (next_backward < micro_batches) add_backward();
+    while (next_weight < micro_batches) program.push_back(Compute(OpKind::kBackwardWeight, st, next_weight++));
+  }
+  Finish(s);
+  return s;
+}
+
 const std::vector<std::string>& BuilderNames() {
-  static const std::vector<std::string> names = {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v"};
+  static const std::vector<std::string> names = {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v"};
   return names;
 }
 
@@ -163,6 +186,7 @@ Result<Schedule> BuildByName(std::string_view name, int32_t devices, int32_t mic
   if (name == "gpipe") return BuildGpipe(devices, micro_batches);
   if (name == "1f1b") return Build1F1B(devices, micro_batches);
   if (name == "zb-h1") return BuildZbH1(devices, micro_batches);
+  if (name == "zb-h2") return BuildZbH2(devices, micro_batches);
   return BuildZbV(devices, micro_batches);
 }
 

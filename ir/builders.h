@@ -43,6 +43,12 @@ Result<Schedule> BuildInterleaved(int32_t devices, int32_t micro_batches, int32_
 // that every stage keeps K micro-batches in flight and the deferred W's fill
 // the drain. With T_F = T_I = T_W the bubble is a third of 1F1B's.
 Schedule BuildZbH1(int32_t stages, int32_t micro_batches);
+// ZB-H2 (Qi et al., ICLR 2024): stage i runs min(2(K-i)-1, M) warm-up
+// forwards, then repeats I, a W once more than 2i I's are done, F; then
+// drains the I's (each with its W, past the 2i deferred) and the deferred W's.
+// Up to 2K-1 micro-batches in flight on stage 0: ZB-H1's memory doubled, for
+// no bubble when T_F = T_I = T_W and transfers are free.
+Schedule BuildZbH2(int32_t stages, int32_t micro_batches);
 
 // ZB-V: 2 chunks per device in a V (stage s on device s for s < K, on device
 // 2K-1-s after), so device 0 holds the first and the last stage. The order is

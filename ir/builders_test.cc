@@ -43,7 +43,7 @@ class EveryBuilder : public ::testing::TestWithParam<std::tuple<std::string, Rec
 
 TEST_P(EveryBuilder, VerifiesRoundTripsAndCounts) {
   const auto& [name, mode] = GetParam();
-  const bool split = name == "zb-h1" || name == "zb-v";
+  const bool split = name == "zb-h1" || name == "zb-h2" || name == "zb-v";
   for (int32_t K = 1; K <= 8; ++K) {
     for (int32_t M = 1; M <= 32; ++M) {
       SCOPED_TRACE(::testing::Message() << name << " K=" << K << " M=" << M);
@@ -155,7 +155,7 @@ TEST(Builders, RejectsBadArguments) {
   EXPECT_FALSE(BuildByName("gpipe", 4, 0));
   auto unknown = BuildByName("zigzag", 2, 2);
   ASSERT_FALSE(unknown);
-  EXPECT_EQ(unknown.error().message, "unknown schedule 'zigzag': expected one of naive, gpipe, 1f1b, interleaved, zb-h1, zb-v");
+  EXPECT_EQ(unknown.error().message, "unknown schedule 'zigzag': expected one of naive, gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v");
 }
 
 }  // namespace

@@ -79,6 +79,7 @@ struct Searcher {
     ir::Schedule schedule;
     std::vector<int> in_flight;
     std::vector<int> last_backward_stage;
+    bool split = false;  // its backwards are I and W (zero-bubble schedules)
   };
   std::map<std::tuple<std::string, int, int, int>, std::optional<Shape>> shapes;  // by (schedule, K, M, chunks)
   std::map<PlanKey, Outcome> memo;
@@ -137,6 +138,7 @@ struct Searcher {
         int last = -1;
         for (const ir::Op& op : program) {
           if (simulate::ComputeSlot(op.kind) >= 0) last = ir::IsInputBackward(op.kind) ? op.stage : -1;
+          sh.split = sh.split || op.kind == ir::OpKind::kBackwardInput;
         }
         sh.last_backward_stage.push_back(last);
       }
@@ -152,7 +154,7 @@ struct Searcher {
                                                              s.replicas, s.placement, {}}};
     const simulate::SimCosts costs = simulate::CostsFromPlan(work, shape_only, calibration);
     const int F = simulate::ComputeSlot(ir::OpKind::kForward), R = simulate::ComputeSlot(ir::OpKind::kRecompute);
-    const bool split = c.schedule == "zb-h1" || c.schedule == "zb-v";
+    const bool split = shape->split;
     const int B = simulate::ComputeSlot(ir::OpKind::kBackward), I = simulate::ComputeSlot(ir::OpKind::kBackwardInput),
               W = simulate::ComputeSlot(ir::OpKind::kBackwardWeight);
     const double M = c.micro_batches;

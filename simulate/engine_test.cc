@@ -337,5 +337,31 @@ TEST(Engines, InOrderAndEventDrivenAgree) {
   EXPECT_EQ(cases, 108);
 }
 
+// ZB-H2's parallelogram (M >= 2K): every device busy M (T_F + T_I + T_W),
+// and the step that plus the (K-1) forward hops (T_F + T_comm) the last
+// stage waits for at the start, plus, where a stage's 2 deferred W's are
+// shorter than a backward hop (T_I + T_comm), the difference per hop:
+// step = M (T_F + T_I + T_W) + (K-1)(T_F + T_comm + max(0, T_I + T_comm - 2 T_W)).
+// With Qi et al.'s per-stage times (ICLR 2024, Table 6, ms) for the 1.5B
+// model this is the bubble their Table 5 reports for ZB-H2, 0.1083.
+TEST(Simulate, ZeroBubbleH2IsAParallelogram) {
+  struct Row { int K, M; double f, b, w, comm; };
+  for (const Row& row : {Row{8, 24, 18.522, 18.086, 9.337, 0.601}, Row{8, 32, 29.802, 29.428, 19.530, 0.577},
+                         Row{16, 64, 11.307, 11.254, 8.101, 0.379}, Row{32, 128, 10.408, 10.204, 7.703, 0.408},
+                         Row{4, 8, 1, 1, 1, 0}, Row{3, 12, 1, 1, 1, 0}, Row{4, 8, 2, 2, 0.5, 0.1}}) {
+    const Schedule s = Build("zb-h2", row.K, row.M);
+    SimCosts c = UniformCosts(s, row.f * 1e-3, (row.b + row.w) * 1e-3);
+    for (auto& t : c.compute_s) t = {row.f * 1e-3, (row.b + row.w) * 1e-3, row.b * 1e-3, row.w * 1e-3, row.f * 1e-3};
+    c.link.latency_s = row.comm * 1e-3;
+    auto r = Simulate(s, c);
+    ASSERT_TRUE(r) << r.error().message;
+    const double work = row.M * (row.f + row.b + row.w) * 1e-3;
+    const double step =
+        work + (row.K - 1) * (row.f + row.comm + std::max(0.0, row.b + row.comm - 2 * row.w)) * 1e-3;
+    EXPECT_NEAR(r->step_time_s, step, 1e-9 * step) << "K=" << row.K << " M=" << row.M;
+    if (row.K == 8 && row.M == 24) EXPECT_NEAR((r->step_time_s - work) / r->step_time_s, 0.1083, 5e-5);
+  }
+}
+
 }  // namespace
 }  // namespace twinpipe::simulate
