@@ -1,5 +1,5 @@
 // `twinpipe schedule`: build a schedule (naive, gpipe, 1f1b, interleaved,
-// zb-h1, zb-h2, zb-v), add recompute
+// zb-h1, zb-h2, zb-v, dualpipev), add recompute
 // and comm, verify it and print it as text, JSON or torch CSV.
 #include <iostream>
 #include <memory>

@@ -387,6 +387,10 @@ Config Load(std::string_view text, std::string_view source) {
              fmt::format("interleaved needs the micro-batches to be a multiple of the {} pipeline devices, got {}",
                          c.pipeline.stages, c.training.micro_batches));
     }
+  } else if (c.pipeline.schedule == "dualpipev" && c.training.micro_batches < 2 * c.pipeline.stages) {
+    r.Fail("/training/microbatches", fmt::format("dualpipev needs at least twice as many micro-batches as pipeline "
+                                                 "devices (2 x {} = {}), got {}", c.pipeline.stages,
+                                                 2 * c.pipeline.stages, c.training.micro_batches));
   } else if (chunks != ir::DefaultChunks(c.pipeline.schedule)) {
     r.Fail("/pipeline/chunks", fmt::format("schedule '{}' places {} chunk(s) per device, not {}", c.pipeline.schedule,
                                            ir::DefaultChunks(c.pipeline.schedule), chunks));

@@ -162,11 +162,14 @@ Schedule BuildZbH2(int32_t stages, int32_t micro_batches) {
 }
 
 const std::vector<std::string>& BuilderNames() {
-  static const std::vector<std::string> names = {"naive", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v"};
+  static const std::vector<std::string> names = {"naive",  "gpipe", "1f1b", "interleaved",
+                                                 "zb-h1", "zb-h2", "zb-v", "dualpipev"};
   return names;
 }
 
-int32_t DefaultChunks(std::string_view name) { return name == "interleaved" || name == "zb-v" ? 2 : 1; }
+int32_t DefaultChunks(std::string_view name) {
+  return name == "interleaved" || name == "zb-v" || name == "dualpipev" ? 2 : 1;
+}
 
 Result<Schedule> BuildByName(std::string_view name, int32_t devices, int32_t micro_batches, int32_t chunks) {
   if (devices < 1) return Fail(fmt::format("stages must be at least 1, got {}", devices));
@@ -187,6 +190,7 @@ Result<Schedule> BuildByName(std::string_view name, int32_t devices, int32_t mic
   if (name == "1f1b") return Build1F1B(devices, micro_batches);
   if (name == "zb-h1") return BuildZbH1(devices, micro_batches);
   if (name == "zb-h2") return BuildZbH2(devices, micro_batches);
+  if (name == "dualpipev") return BuildDualPipeV(devices, micro_batches);
   return BuildZbV(devices, micro_batches);
 }
 

@@ -71,6 +71,28 @@ TEST(TorchCsv, CurrentDialectDualPipeV) {
   EXPECT_TRUE(d.empty()) << FormatDiagnostic(s, d[0]);
 }
 
+// The dualpipev builder writes, device by device, the compute ops of the
+// schedule torch.distributed.pipelining wrote for K = 4, M = 10 (its
+// overlapped F/B pairs as their two ops in order).
+TEST(TorchCsv, DualPipeVBuilderIsTorchsSchedule) {
+  auto r = ImportTorchCsv(Fixture("dualpipev_4rank_10mb.csv"), "dp.csv", TorchDialect::kAuto);
+  ASSERT_TRUE(r) << r.error().message;
+  auto built = BuildByName("dualpipev", 4, 10);
+  ASSERT_TRUE(built) << built.error().message;
+  ASSERT_EQ(built->placement, r->schedule.placement);
+  auto compute = [](const std::vector<Op>& program) {
+    std::string out;
+    for (const Op& op : program) {
+      if (!IsComm(op.kind) && op.kind != OpKind::kStep) out += OpToken(op) + " ";
+    }
+    return out;
+  };
+  for (int32_t d = 0; d < 4; ++d) {
+    EXPECT_EQ(compute(built->programs[d]), compute(r->schedule.programs[d])) << "device " << d;
+  }
+  EXPECT_FALSE(BuildByName("dualpipev", 4, 7));  // M >= 2K
+}
+
 TEST(TorchCsv, ExportImportRoundTripsEveryBuilder) {
   for (const auto& name : BuilderNames()) {
     for (TorchDialect dialect : {TorchDialect::kCurrent, TorchDialect::kOlder}) {

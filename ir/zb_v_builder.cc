@@ -3,8 +3,11 @@
 // execution is dependency-consistent, so the schedule cannot deadlock.
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <limits>
 #include <optional>
+
+#include <fmt/format.h>
 
 #include "ir/builders.h"
 
@@ -127,6 +130,58 @@ Schedule BuildZbV(int32_t devices, int32_t micro_batches) {
       s.programs = std::move(*programs);
       break;
     }
+  }
+  for (int32_t d = 0; d < K; ++d) s.programs[d].push_back(Op{.kind = OpKind::kStep, .device = d});
+  Renumber(s);
+  return s;
+}
+
+Result<Schedule> BuildDualPipeV(int32_t devices, int32_t micro_batches) {
+  const int32_t K = devices, M = micro_batches;
+  if (M < 2 * K) {
+    return Fail(fmt::format("dualpipev needs at least twice as many micro-batches as devices (2 x {} = {}), got {}", K,
+                            2 * K, M));
+  }
+  Schedule s;
+  s.num_stages = 2 * K;
+  s.num_micro_batches = M;
+  s.num_devices = K;
+  s.placement.resize(2 * K);
+  for (int32_t st = 0; st < 2 * K; ++st) s.placement[st] = st < K ? st : 2 * K - 1 - st;
+  s.programs.resize(K);
+  for (int32_t d = 0; d < K; ++d) {
+    auto& program = s.programs[d];
+    const int32_t stage[2] = {d, 2 * K - 1 - d};  // chunk 0 down the V, chunk 1 back up
+    int32_t forward[2] = {0, 0}, backward[2] = {0, 0};
+    std::deque<Op> weights;  // W's deferred by zero-bubble backwards, oldest first
+    bool zero_bubble = false;
+    auto F = [&](int c) { program.push_back(Op{.kind = OpKind::kForward, .stage = stage[c], .micro_batch = forward[c]++}); };
+    auto B = [&](int c, bool split) {
+      const Op op{.kind = split ? OpKind::kBackwardInput : OpKind::kBackward, .stage = stage[c],
+                  .micro_batch = backward[c]++};
+      program.push_back(op);
+      if (split) weights.push_back(Op{.kind = OpKind::kBackwardWeight, .stage = op.stage, .micro_batch = op.micro_batch});
+    };
+    auto W = [&] {
+      program.push_back(weights.front());
+      weights.pop_front();
+    };
+    // DeepSeek's eight phases, rank d of K.
+    for (int32_t i = 0; i < (K - d - 1) * 2; ++i) F(0);  // 1: chunk-0 forwards
+    for (int32_t i = 0; i < d + 1; ++i) F(0), F(1);       // 2: both chunks
+    for (int32_t i = 0; i < K - d - 1; ++i) B(1, true), W(), F(1);  // 3: zero bubble on chunk 1
+    // 4: the main phase, F0 with B1 and F1 with B0 overlapped (at the bottom
+    // of the V the first F0 and B1 are not: B1 needs that very forward).
+    for (int32_t i = 0; i < M - 2 * K + d + 1; ++i) F(0), B(1, false), F(1), B(0, false);
+    for (int32_t i = 0; i < K - d - 1; ++i) B(1, false), F(1), B(0, false);  // 5
+    for (int32_t i = 0; i < d + 1; ++i) {                 // 6: the second half goes zero bubble
+      if (i == (d + 1) / 2 && d % 2 == 1) zero_bubble = true;
+      B(1, zero_bubble);
+      if (i == (d + 1) / 2 && d % 2 == 0) zero_bubble = true;
+      B(0, zero_bubble);
+    }
+    for (int32_t i = 0; i < K - d - 1; ++i) W(), B(0, true);  // 7
+    while (!weights.empty()) W();                            // 8
   }
   for (int32_t d = 0; d < K; ++d) s.programs[d].push_back(Op{.kind = OpKind::kStep, .device = d});
   Renumber(s);

@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <limits>
 #include <map>
@@ -79,7 +80,10 @@ struct Searcher {
     ir::Schedule schedule;
     std::vector<int> in_flight;
     std::vector<int> last_backward_stage;
-    bool split = false;  // its backwards are I and W (zero-bubble schedules)
+    // Per stage, how many of each compute op kind (by ComputeSlot) it runs;
+    // and whether its backwards are B's, I's or both.
+    std::vector<std::array<int, 5>> ops;
+    std::vector<char> has_whole, has_input;
   };
   std::map<std::tuple<std::string, int, int, int>, std::optional<Shape>> shapes;  // by (schedule, K, M, chunks)
   std::map<PlanKey, Outcome> memo;
@@ -134,11 +138,17 @@ struct Searcher {
       built->replicas = c.replicas;
       Shape sh{std::move(*built), {}, {}};
       sh.in_flight = cost::InFlightPerStage(sh.schedule);
+      sh.ops.assign(sh.schedule.num_stages, {});
+      sh.has_whole.assign(sh.schedule.num_stages, 0);
+      sh.has_input.assign(sh.schedule.num_stages, 0);
       for (const auto& program : sh.schedule.programs) {
         int last = -1;
         for (const ir::Op& op : program) {
-          if (simulate::ComputeSlot(op.kind) >= 0) last = ir::IsInputBackward(op.kind) ? op.stage : -1;
-          sh.split = sh.split || op.kind == ir::OpKind::kBackwardInput;
+          const int slot = simulate::ComputeSlot(op.kind);
+          if (slot >= 0) last = ir::IsInputBackward(op.kind) ? op.stage : -1;
+          if (slot >= 0) ++sh.ops[op.stage][slot];
+          sh.has_whole[op.stage] |= op.kind == ir::OpKind::kBackward;
+          sh.has_input[op.stage] |= op.kind == ir::OpKind::kBackwardInput;
         }
         sh.last_backward_stage.push_back(last);
       }
@@ -154,22 +164,29 @@ struct Searcher {
                                                              s.replicas, s.placement, {}}};
     const simulate::SimCosts costs = simulate::CostsFromPlan(work, shape_only, calibration);
     const int F = simulate::ComputeSlot(ir::OpKind::kForward), R = simulate::ComputeSlot(ir::OpKind::kRecompute);
-    const bool split = shape->split;
     const int B = simulate::ComputeSlot(ir::OpKind::kBackward), I = simulate::ComputeSlot(ir::OpKind::kBackwardInput),
               W = simulate::ComputeSlot(ir::OpKind::kBackwardWeight);
     const double M = c.micro_batches;
     const double recomputes = c.recompute == ir::RecomputeMode::kFull         ? M
                               : c.recompute == ir::RecomputeMode::kExceptLast ? M - 1
                                                                               : 0;
+    // The quickest way an input gradient leaves a stage: its B, or its I
+    // where it splits (the lesser where it does both).
+    auto input_gradient = [&](int st) {
+      const auto& t = costs.compute_s[st];
+      if (shape->has_whole[st] && shape->has_input[st]) return std::min(t[B], t[I]);
+      return shape->has_input[st] ? t[I] : t[B];
+    };
     std::vector<double> busy(s.num_devices, 0.0), head(s.num_devices, 0.0), stash(s.num_devices, 0.0);
     std::vector<int> first_stage(s.num_devices, s.num_stages);
     double before = 0;  // forwards of the stages before stage st, micro-batch 0
     std::vector<double> below(s.num_stages + 1, 0.0);  // input gradients of the stages before st
-    for (int st = 0; st < s.num_stages; ++st) below[st + 1] = below[st] + costs.compute_s[st][split ? I : B];
+    for (int st = 0; st < s.num_stages; ++st) below[st + 1] = below[st] + input_gradient(st);
     for (int st = 0; st < s.num_stages; ++st) {
       const int d = s.placement[st];
       const auto& t = costs.compute_s[st];
-      busy[d] += M * (t[F] + (split ? t[I] + t[W] : t[B])) + recomputes * t[R];
+      const auto& n = shape->ops[st];  // the compute-only shape: no R yet
+      busy[d] += n[F] * t[F] + n[B] * t[B] + n[I] * t[I] + n[W] * t[W] + recomputes * t[R];
       if (st < first_stage[d]) {
         first_stage[d] = st;
         head[d] = before;
@@ -290,6 +307,7 @@ std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_b
         for (int v : chunk_counts) {
           if (v > 1 && (K == 1 || static_cast<int64_t>(K) * v > L)) continue;
           if (name == "interleaved" && M % K != 0) continue;
+          if (name == "dualpipev" && M < 2 * K) continue;
           for (auto mode : modes) {
             for (const auto& algorithm : partitions) {
               Candidate cand;

@@ -61,9 +61,12 @@ std::vector<Point> SimulateEveryPoint(const std::string& text, double cap,
       if (batch % M) continue;
       for (const std::string& name : ir::BuilderNames()) {
         for (int v : {1, 2, 4, 8}) {
-          const bool chunked = name == "interleaved" || name == "zb-v";
-          if (chunked != (v > 1) || (name == "zb-v" && v != 2) || (chunked && (K == 1 || K * v > L))) continue;
+          const bool chunked = name == "interleaved" || name == "zb-v" || name == "dualpipev";
+          if (chunked != (v > 1) || (name != "interleaved" && chunked && v != 2) || (chunked && (K == 1 || K * v > L))) {
+            continue;
+          }
           if (name == "interleaved" && M % K) continue;
+          if (name == "dualpipev" && M < 2 * K) continue;
           for (const char* recompute : modes) {
             for (const char* cut : {"gpipe", "minmax", "memory"}) {
               auto j = original;

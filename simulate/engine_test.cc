@@ -359,7 +359,9 @@ TEST(Simulate, ZeroBubbleH2IsAParallelogram) {
     const double step =
         work + (row.K - 1) * (row.f + row.comm + std::max(0.0, row.b + row.comm - 2 * row.w)) * 1e-3;
     EXPECT_NEAR(r->step_time_s, step, 1e-9 * step) << "K=" << row.K << " M=" << row.M;
-    if (row.K == 8 && row.M == 24) EXPECT_NEAR((r->step_time_s - work) / r->step_time_s, 0.1083, 5e-5);
+    if (row.K == 8 && row.M == 24) {
+      EXPECT_NEAR((r->step_time_s - work) / r->step_time_s, 0.1083, 5e-5);
+    }
   }
 }
 
