@@ -113,9 +113,9 @@ class VListScheduler {
   std::vector<int32_t> in_flight_;
 };
 
-}  // namespace
-
-Schedule BuildZbV(int32_t devices, int32_t micro_batches) {
+// An empty schedule of 2K stages in a V on K devices: stage s on device s
+// down, and stage 2K-1-s on device s back up.
+Schedule VShape(int32_t devices, int32_t micro_batches) {
   const int32_t K = devices;
   Schedule s;
   s.num_stages = 2 * K;
@@ -123,6 +123,21 @@ Schedule BuildZbV(int32_t devices, int32_t micro_batches) {
   s.num_devices = K;
   s.placement.resize(2 * K);
   for (int32_t st = 0; st < 2 * K; ++st) s.placement[st] = st < K ? st : 2 * K - 1 - st;
+  s.programs.resize(K);
+  return s;
+}
+
+// Appends each device's STEP and numbers the ops.
+void FinishV(Schedule& s) {
+  for (int32_t d = 0; d < s.num_devices; ++d) s.programs[d].push_back(Op{.kind = OpKind::kStep, .device = d});
+  Renumber(s);
+}
+
+}  // namespace
+
+Schedule BuildZbV(int32_t devices, int32_t micro_batches) {
+  const int32_t K = devices;
+  Schedule s = VShape(K, micro_batches);
   // 2K chunk activations are 1F1B's K whole stages; a cap that stalls (it
   // cannot for unit times, but the loop is cheap) is raised until it runs.
   for (int32_t cap = 2 * K;; ++cap) {
@@ -131,8 +146,7 @@ Schedule BuildZbV(int32_t devices, int32_t micro_batches) {
       break;
     }
   }
-  for (int32_t d = 0; d < K; ++d) s.programs[d].push_back(Op{.kind = OpKind::kStep, .device = d});
-  Renumber(s);
+  FinishV(s);
   return s;
 }
 
@@ -142,13 +156,7 @@ Result<Schedule> BuildDualPipeV(int32_t devices, int32_t micro_batches) {
     return Fail(fmt::format("dualpipev needs at least twice as many micro-batches as devices (2 x {} = {}), got {}", K,
                             2 * K, M));
   }
-  Schedule s;
-  s.num_stages = 2 * K;
-  s.num_micro_batches = M;
-  s.num_devices = K;
-  s.placement.resize(2 * K);
-  for (int32_t st = 0; st < 2 * K; ++st) s.placement[st] = st < K ? st : 2 * K - 1 - st;
-  s.programs.resize(K);
+  Schedule s = VShape(K, M);
   for (int32_t d = 0; d < K; ++d) {
     auto& program = s.programs[d];
     const int32_t stage[2] = {d, 2 * K - 1 - d};  // chunk 0 down the V, chunk 1 back up
@@ -183,8 +191,7 @@ Result<Schedule> BuildDualPipeV(int32_t devices, int32_t micro_batches) {
     for (int32_t i = 0; i < K - d - 1; ++i) W(), B(0, true);  // 7
     while (!weights.empty()) W();                            // 8
   }
-  for (int32_t d = 0; d < K; ++d) s.programs[d].push_back(Op{.kind = OpKind::kStep, .device = d});
-  Renumber(s);
+  FinishV(s);
   return s;
 }
 
