@@ -145,8 +145,9 @@ struct Searcher {
         int last = -1;
         for (const ir::Op& op : program) {
           const int slot = simulate::ComputeSlot(op.kind);
-          if (slot >= 0) last = ir::IsInputBackward(op.kind) ? op.stage : -1;
-          if (slot >= 0) ++sh.ops[op.stage][slot];
+          if (slot < 0) continue;  // STEP: no stage
+          last = ir::IsInputBackward(op.kind) ? op.stage : -1;
+          ++sh.ops[op.stage][slot];
           sh.has_whole[op.stage] |= op.kind == ir::OpKind::kBackward;
           sh.has_input[op.stage] |= op.kind == ir::OpKind::kBackwardInput;
         }
