@@ -37,12 +37,7 @@ int Write(simulate::Calibration& cal, const CalibrateOptions& o) {
 // From a table of runs: fit the device profile, print each run's error
 // before and after, write the calibration.
 int RunTable(const CalibrateOptions& o) {
-  auto text = ReadFile(o.runs);
-  if (!text) {
-    fmt::print(stderr, "twinpipe calibrate: {}\n", text.error().message);
-    return kExitBadInput;
-  }
-  auto runs = simulate::ReadRuns(*text, o.runs);
+  auto runs = LoadRuns(o.runs);
   if (!runs) {
     fmt::print(stderr, "twinpipe calibrate: {}\n", runs.error().message);
     return kExitBadInput;

@@ -30,6 +30,12 @@ Result<partition::Plan> MakePlan(const cost::Config& config, const PlanSource& s
   return partition::PlanFromConfig(config, overrides);
 }
 
+Result<std::vector<simulate::Run>> LoadRuns(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text) return tl::unexpected(text.error());
+  return simulate::ReadRuns(*text, path);
+}
+
 Result<std::optional<simulate::Calibration>> LoadCalibration(const std::string& path, const cost::Config& config) {
   if (path.empty()) return std::optional<simulate::Calibration>();
   auto text = ReadFile(path);

@@ -13,6 +13,7 @@
 #include "cost_models/config.h"
 #include "partition/pipeline_plan.h"
 #include "simulate/calibration.h"
+#include "simulate/runs.h"
 
 namespace twinpipe::cli {
 
@@ -36,6 +37,10 @@ Result<partition::Plan> MakePlan(const cost::Config& config, const PlanSource& s
 // search): none for an empty path; bad input when it cannot be read, is
 // malformed, or was fitted on another device than the config's.
 Result<std::optional<simulate::Calibration>> LoadCalibration(const std::string& path, const cost::Config& config);
+
+// A table of runs (`calibrate --runs`, `validate`): bad input when the file
+// cannot be read or a line is malformed (naming the line and JSON path).
+Result<std::vector<simulate::Run>> LoadRuns(const std::string& path);
 
 // The exit code for an error: 1 for runtime failures, 2 for bad input.
 inline int ExitCodeOf(const Error& e) { return e.kind == ErrorKind::kRuntime ? 1 : 2; }

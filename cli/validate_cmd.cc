@@ -20,12 +20,7 @@ struct ValidateOptions {
 };
 
 int Run(const ValidateOptions& o) {
-  auto text = ReadFile(o.runs);
-  if (!text) {
-    fmt::print(stderr, "twinpipe validate: {}\n", text.error().message);
-    return kExitBadInput;
-  }
-  auto runs = simulate::ReadRuns(*text, o.runs);
+  auto runs = LoadRuns(o.runs);
   if (!runs) {
     fmt::print(stderr, "twinpipe validate: {}\n", runs.error().message);
     return kExitBadInput;
