@@ -82,6 +82,10 @@ int32_t FinishStep(SimResult& r, int32_t devices) {
   double busy = 0;
   for (const auto& d : r.devices) busy += d.busy_s;
   r.bubble_fraction = last > 0 ? 1 - busy / (devices * last) : 0;
+  double span = 0;
+  for (const auto& d : r.devices) span = std::max(span, d.last_end_s - d.first_start_s);
+  r.overlapped_step_s = span;
+  r.overlapped_bubble_fraction = span > 0 ? 1 - busy / (devices * span) : 0;
   return last_op;
 }
 

@@ -5,6 +5,7 @@
 //   deps.ForEach(id, [](int32_t dep) { ... });
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -102,6 +103,12 @@ std::string DescribeBlocked(const Dependencies& deps, const std::vector<int32_t>
 // Sets the step time (the last end) and the bubble fraction of a finished
 // simulation; returns the op that ends last (the highest id on ties).
 int32_t FinishStep(SimResult& result, int32_t devices);
+
+// Widens a device's compute span to [start, end].
+inline void TouchSpan(DeviceStats& d, double start, double end) {
+  if (d.first_start_s < 0 || start < d.first_start_s) d.first_start_s = start;
+  d.last_end_s = std::max(d.last_end_s, end);
+}
 
 // Seconds of a compute, STEP or ALLREDUCE op; of one transfer over the link.
 double OpDuration(const ir::Op& op, const SimCosts& costs, int32_t replicas);

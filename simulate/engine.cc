@@ -299,6 +299,7 @@ void Simulator::TryCompute(int32_t device) {
   if (const double m = MemoryAtStart(deps_, c_, id); m != 0) Memory(device, m, id);
   const double d = op.kind == OpKind::kStep ? c_.step_s[device] : c_.compute_s[op.stage][ComputeSlot(op.kind)];
   r_.devices[device].busy_s += d;
+  TouchSpan(r_.devices[device], now_, now_ + d);
   Push(now_ + d, kComputeEnd, id);
 }
 

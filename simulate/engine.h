@@ -61,6 +61,8 @@ SimCosts UniformCosts(const ir::Schedule& schedule, double forward_s, double bac
 
 struct DeviceStats {
   double busy_s = 0;            // compute engine busy time
+  // The compute engine's first start and last end (its span); -1 when idle.
+  double first_start_s = -1, last_end_s = -1;
   double peak_memory_bytes = 0;
   int32_t peak_op = -1;         // the op at whose start or end the peak happens
 };
@@ -74,6 +76,13 @@ struct LinkStats {
 struct SimResult {
   double step_time_s = 0;
   double bubble_fraction = 0;   // idle / (devices x step time)
+  // When consecutive steps overlap (each device starts its next step as soon
+  // as its own work is done, as with the Zero Bubble paper's post-validation
+  // of the optimizer step), a step costs the longest span of any device's
+  // compute: first start to last end. The Zero Bubble paper's bubble rates
+  // are idle / (devices x this).
+  double overlapped_step_s = 0;
+  double overlapped_bubble_fraction = 0;
   BigVector<double> start_s, end_s;          // per op id
   std::vector<DeviceStats> devices;
   std::vector<LinkStats> links;              // channels in first-use order

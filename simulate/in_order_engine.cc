@@ -139,6 +139,7 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
         compute_free[d] = end;
         compute_prev[d] = id;
         r.devices[d].busy_s += end - start;
+        TouchSpan(r.devices[d], start, end);
         if (MemoryAtStart(deps, c, id) != 0) compute_memory[d].push_back(2 * id);
         if (MemoryAtEnd(deps, c, id) != 0) compute_memory[d].push_back(2 * id + 1);
         if (op.kind == OpKind::kForward) {

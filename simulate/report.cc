@@ -63,6 +63,8 @@ std::string SummaryJson(const ir::Schedule& s, const SimResult& r, double sample
   j["step_time_s"] = r.step_time_s;
   j["throughput_samples_per_s"] = r.step_time_s > 0 ? samples / r.step_time_s : 0.0;
   j["bubble_fraction"] = r.bubble_fraction;
+  j["overlapped_step_time_s"] = r.overlapped_step_s;
+  j["overlapped_bubble_fraction"] = r.overlapped_bubble_fraction;
   j["devices"] = nlohmann::ordered_json::array();
   for (size_t d = 0; d < r.devices.size(); ++d) {
     const auto& dev = r.devices[d];
@@ -93,6 +95,8 @@ std::string SummaryTable(const ir::Schedule& s, const SimResult& r, double sampl
   auto it = std::back_inserter(out);
   fmt::format_to(it, "step time {}   throughput {:.4g} samples/s   bubble {:.2f}%\n", Seconds(r.step_time_s),
                  r.step_time_s > 0 ? samples / r.step_time_s : 0.0, 100 * r.bubble_fraction);
+  fmt::format_to(it, "steps overlapped (each device's span, as with post-validation): {}   bubble {:.2f}%\n",
+                 Seconds(r.overlapped_step_s), 100 * r.overlapped_bubble_fraction);
   fmt::format_to(it, "{:>6}  {:>12}  {:>6}  {:>12}  {}\n", "device", "busy", "busy%", "peak memory", "peak at");
   for (size_t d = 0; d < r.devices.size(); ++d) {
     const auto& dev = r.devices[d];
