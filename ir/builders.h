@@ -67,6 +67,32 @@ Schedule BuildZbV(int32_t devices, int32_t micro_batches);
 // deferred W and B0's I; then the deferred W's. Needs M >= 2K.
 Result<Schedule> BuildDualPipeV(int32_t devices, int32_t micro_batches);
 
+// The automatic zero-bubble schedule's problem: one stage per device, in
+// order, with its op times (seconds; with recompute, I's includes its R),
+// the transfer time to the next stage, and activation memory per
+// micro-batch: the peak while F (or R and I) runs, what it keeps from F to
+// I, and from I to W (the Zero Bubble paper's M_W); and the most the stage
+// may hold.
+struct AutoProblem {
+  int32_t stages = 0, micro_batches = 0;
+  std::vector<double> forward_s, input_s, weight_s;  // [stage]
+  std::vector<double> comm_s;                         // [stage]: to stage + 1
+  std::vector<double> activation_bytes, kept_bytes, pending_bytes, limit_bytes;  // [stage]
+};
+
+// `auto`: list scheduling with the problem's times, in the spirit of Qi et
+// al.'s ZB-1p/ZB-2p heuristic (ICLR 2024): each stage runs as many warm-up
+// forwards as fit before its first gradient arrives (predicted from the
+// times), then an I as soon as its gradient is there, an F while memory
+// allows, and a deferred W when nothing else is due, or to free memory.
+// Variants of the rule (an extra warm-up forward; waiting for an I or F due
+// soon rather than starting an F or W) are all tried; the schedule with the
+// shortest overlapped step (the longest stage span) wins, then the shortest
+// step. It never holds more than `limit_bytes` of activations on a stage
+// (receive buffers aside). A micro-batch that alone exceeds a limit is an
+// error naming the stage.
+Result<Schedule> BuildAuto(const AutoProblem& problem);
+
 // The names accepted by BuildByName, in the order `--help` lists them.
 const std::vector<std::string>& BuilderNames();
 

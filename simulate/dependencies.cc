@@ -47,7 +47,9 @@ double MemoryAtEnd(const Dependencies& deps, const SimCosts& c, int32_t id) {
   if (op.kind == OpKind::kForward && deps.Recomputed(op.stage, op.micro_batch)) {
     delta += c.input_bytes[op.stage] - c.activation_bytes[op.stage];
   }
-  if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardWeight) delta -= c.activation_bytes[op.stage];
+  if (op.kind == OpKind::kBackward) delta -= c.activation_bytes[op.stage];
+  if (op.kind == OpKind::kBackwardInput) delta -= c.activation_bytes[op.stage] - c.PendingBytes(op.stage);
+  if (op.kind == OpKind::kBackwardWeight) delta -= c.PendingBytes(op.stage);
   const int32_t recv = deps.InputRecv(id);
   if (recv >= 0) delta -= static_cast<double>(deps.op(recv).bytes);  // the consumed receive buffer
   return delta;

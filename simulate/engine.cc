@@ -500,7 +500,8 @@ Result<SimResult> Checked(const ir::Schedule& schedule, const SimCosts& costs, E
   const int32_t K = schedule.num_stages, D = schedule.num_devices;
   if (static_cast<int32_t>(costs.compute_s.size()) != K || static_cast<int32_t>(costs.activation_bytes.size()) != K ||
       static_cast<int32_t>(costs.input_bytes.size()) != K || static_cast<int32_t>(costs.step_s.size()) != D ||
-      static_cast<int32_t>(costs.static_bytes.size()) != D) {
+      static_cast<int32_t>(costs.static_bytes.size()) != D ||
+      (!costs.pending_bytes.empty() && static_cast<int32_t>(costs.pending_bytes.size()) != K)) {
     return Fail(fmt::format("costs describe the wrong shape: need {} stages and {} devices", K, D));
   }
   int32_t expected = 0;

@@ -49,6 +49,13 @@ struct SimCosts {
   bool Unshared() const;
   std::vector<double> activation_bytes;          // [stage]: what F keeps per micro-batch without recompute
   std::vector<double> input_bytes;               // [stage]: the boundary input kept with recompute
+  // [stage]: what a micro-batch keeps from its I to its W (the weight
+  // gradients' inputs and output gradients; the Zero Bubble paper's M_W).
+  // Empty: the whole activation, as the executors keep it.
+  std::vector<double> pending_bytes;
+  double PendingBytes(int32_t stage) const {
+    return pending_bytes.empty() ? activation_bytes[stage] : pending_bytes[stage];
+  }
   std::vector<double> static_bytes;              // [device]: parameters, gradients, optimizer state
   // The CPU executor's workers run their sends and receives themselves, in
   // program order, between compute ops: a send occupies its device for the
