@@ -5,6 +5,7 @@
 
 #include "cli/schedule_io.h"
 #include "ir/builders.h"
+#include "simulate/costs.h"
 
 namespace twinpipe::cli {
 
@@ -13,13 +14,21 @@ void AddPlanOptions(CLI::App& cmd, PlanSource& s) {
   cmd.add_option("--format", s.format, "schedule file format")->check(CLI::IsMember({"auto", "text", "json", "torch-csv"}));
   cmd.add_option("--dialect", s.dialect, "torch CSV dialect")->check(CLI::IsMember({"auto", "current", "older"}));
   cmd.add_option("--schedule,-s", s.schedule,
-                 fmt::format("override the config's schedule ({})", fmt::join(ir::BuilderNames(), ", ")));
+                 fmt::format("override the config's schedule ({})", fmt::join(ir::ScheduleNames(), ", ")));
+  cmd.add_option("--memory-cap", s.memory_cap_bytes,
+                 "bytes a device may hold under the auto schedule (default: /pipeline/memory_cap, else its memory)")
+      ->check(CLI::Validator(
+          [](const std::string& text) -> std::string {
+            double v = 0;
+            return CLI::detail::lexical_cast(text, v) && v > 0 && v <= 1e18 ? "" : "expected bytes, a number in (0, 1e18]";
+          },
+          "BYTES"));
   cmd.add_option("--chunks,-v", s.chunks, "override the stages per device (interleaved >= 2)")->check(CLI::Range(1, 1 << 16));
   cmd.add_option("--recompute", s.recompute, "override the config's recompute mode")
       ->check(CLI::IsMember({"none", "full", "except-last"}));
 }
 
-Result<partition::Plan> MakePlan(const cost::Config& config, const PlanSource& s) {
+Result<partition::Plan> MakePlan(const cost::Config& config, const PlanSource& s, const simulate::Calibration* cal) {
   if (!s.schedule_file.empty()) {
     auto loaded = LoadSchedule(s.schedule_file, s.format, s.dialect);
     if (!loaded) return tl::unexpected(loaded.error());
@@ -27,6 +36,7 @@ Result<partition::Plan> MakePlan(const cost::Config& config, const PlanSource& s
   }
   partition::PlanOverrides overrides{s.schedule, std::nullopt, s.chunks};
   if (!s.recompute.empty()) overrides.recompute = ir::RecomputeModeFromName(s.recompute);
+  overrides.build_auto = simulate::AutoScheduler(cal, s.memory_cap_bytes);
   return partition::PlanFromConfig(config, overrides);
 }
 

@@ -24,6 +24,7 @@ struct PlanSource {
   std::string schedule;   // override of pipeline.schedule
   std::string recompute;  // override of pipeline.recompute
   int chunks = 0;         // override of pipeline.chunks
+  double memory_cap_bytes = 0;  // the auto schedule's limit per device (0: its memory)
 };
 
 // Adds --schedule-file, --format, --dialect, --schedule, --chunks and --recompute.
@@ -31,7 +32,9 @@ void AddPlanOptions(CLI::App& cmd, PlanSource& source);
 
 // Bad files and configs are bad input; a builder failure or a model that
 // does not fit in memory is a runtime error.
-Result<partition::Plan> MakePlan(const cost::Config& config, const PlanSource& source);
+// The auto schedule plans with `calibration`'s costs when one is given.
+Result<partition::Plan> MakePlan(const cost::Config& config, const PlanSource& source,
+                                 const simulate::Calibration* calibration = nullptr);
 
 // A calibration file for the config (`--calibration` of simulate and
 // search): none for an empty path; bad input when it cannot be read, is

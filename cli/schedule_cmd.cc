@@ -15,6 +15,7 @@
 #include "ir/torch_csv.h"
 #include "ir/verifier.h"
 #include "partition/pipeline_plan.h"
+#include "simulate/costs.h"
 #include "cost_models/config.h"
 
 namespace twinpipe::cli {
@@ -54,6 +55,7 @@ int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
         return kExitBadInput;
       }
     }
+    overrides.build_auto = simulate::AutoScheduler(nullptr, 0);  // the config's cost model
     auto plan = partition::PlanFromConfig(*config, overrides);
     if (!plan) {
       fmt::print(stderr, "twinpipe schedule: {}\n", plan.error().message);
@@ -67,6 +69,10 @@ int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
     }
     if (o.schedule.empty()) o.schedule = "gpipe";
     if (o.recompute.empty()) o.recompute = "none";
+    if (o.schedule == ir::kAutoSchedule) {
+      fmt::print(stderr, "twinpipe schedule: auto needs a CONFIG: its order comes from the model's op costs\n");
+      return kExitBadInput;
+    }
     auto built = ir::BuildByName(o.schedule, o.stages, o.micro_batches, o.chunks);
     if (!built) {
       fmt::print(stderr, "twinpipe schedule: {}\n", built.error().message);
@@ -128,7 +134,9 @@ void AddSchedule(CLI::App& app, int& exit_code) {
                      ->check(CLI::Range(1, 1 << 24));
   auto* micro = cmd->add_option("--microbatches,-m", o->micro_batches, "micro-batches M per mini-batch")
                     ->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("--schedule,-s", o->schedule, fmt::format("{} (default gpipe)", fmt::join(ir::BuilderNames(), " | ")));
+  cmd->add_option("--schedule,-s", o->schedule,
+                  fmt::format("{} (default gpipe; auto needs a CONFIG, whose model gives its costs)",
+                              fmt::join(ir::ScheduleNames(), " | ")));
   cmd->add_option("--chunks,-v", o->chunks, "stages per device: interleaved >= 2 (default 2), zb-v 2, others 1")
       ->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--recompute", o->recompute, "none | full | except-last (default none)");

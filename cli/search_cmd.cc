@@ -135,7 +135,7 @@ int Run(const SearchCmdOptions& o) {
       fmt::print(stderr, "twinpipe search: {}\n", text.error().message);
       return kExitBadInput;
     }
-    best_config = search::CandidateConfig(nlohmann::ordered_json::parse(*text), *result->best, devices);
+    best_config = search::CandidateConfig(nlohmann::ordered_json::parse(*text), *result->best, devices, o.memory_cap);
     if (!o.output.empty()) {
       if (auto ok = WriteOutput(o.output, best_config.dump(2) + "\n"); !ok) {
         fmt::print(stderr, "twinpipe search: {}\n", ok.error().message);

@@ -33,15 +33,15 @@ int Run(const SimulateOptions& o) {
     fmt::print(stderr, "twinpipe simulate: {}\n", config.error().message);
     return kExitBadInput;
   }
-  auto plan = MakePlan(*config, o.source);
-  if (!plan) {
-    fmt::print(stderr, "twinpipe simulate: {}\n", plan.error().message);
-    return ExitCodeOf(plan.error());
-  }
   auto calibration = LoadCalibration(o.calibration, *config);
   if (!calibration) {
     fmt::print(stderr, "twinpipe simulate: {}\n", calibration.error().message);
     return kExitBadInput;
+  }
+  auto plan = MakePlan(*config, o.source, *calibration ? &**calibration : nullptr);
+  if (!plan) {
+    fmt::print(stderr, "twinpipe simulate: {}\n", plan.error().message);
+    return ExitCodeOf(plan.error());
   }
   const simulate::SimCosts costs = simulate::CostsFromPlan(*config, *plan, *calibration ? &**calibration : nullptr);
   auto result = simulate::Simulate(plan->schedule, costs);

@@ -372,13 +372,18 @@ Config Load(std::string_view text, std::string_view source) {
 
   const json& pl = r.Object(root, "pipeline", "");
   r.Keys(pl, "/pipeline", {"stages", "schedule", "chunks", "recompute", "partition", "first_layers", "tensor_parallel",
-                           "sequence_parallel"});
+                           "sequence_parallel", "memory_cap"});
   c.pipeline.stages = static_cast<int>(r.Int(pl, "stages", "/pipeline", 1, 1 << 20));
   if (c.pipeline.stages > L) {
     r.Fail("/pipeline/stages", fmt::format("{} stages but the model has only {} layers", c.pipeline.stages, L));
   }
-  c.pipeline.schedule = r.String(pl, "schedule", "/pipeline", ir::BuilderNames(), "gpipe");
+  c.pipeline.schedule = r.String(pl, "schedule", "/pipeline", ir::ScheduleNames(), "gpipe");
   c.pipeline.chunks = static_cast<int>(r.Int(pl, "chunks", "/pipeline", 1, 1 << 16, 0));
+  c.pipeline.memory_cap = r.Number(pl, "memory_cap", "/pipeline", 1, 1e18, 0.0);
+  if (pl.contains("memory_cap") && c.pipeline.schedule != ir::kAutoSchedule) {
+    r.Fail("/pipeline/memory_cap", fmt::format("only the auto schedule plans to a memory cap; this config's schedule "
+                                               "is '{}'", c.pipeline.schedule));
+  }
   const int chunks = c.pipeline.Chunks();
   if (c.pipeline.schedule == "interleaved") {
     if (chunks < 2) r.Fail("/pipeline/chunks", "interleaved needs at least 2 chunks per device (with 1 it is 1f1b)");

@@ -45,6 +45,8 @@ struct PipelineConfig {
   // is a group of t GPUs inside one node (transformer generator only).
   int tensor_parallel = 1;
   bool sequence_parallel = false;
+  // Bytes per device the `auto` schedule plans to (0: each device's memory).
+  double memory_cap = 0;
 };
 
 inline int PipelineConfig::Chunks() const { return chunks > 0 ? chunks : ir::DefaultChunks(schedule); }

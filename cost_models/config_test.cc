@@ -100,7 +100,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "q.json: /training/optimiser: unknown key (expected one of batch, bytes_per_param, learning_rate, "
                   "microbatches, momentum, optimizer, seed, steps)"},
         BadConfig{"\"schedule\": \"gpipe\"", "\"schedule\": \"zigzag\"",
-                  "q.json: /pipeline/schedule: 'zigzag' is not one of naive, gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v, dualpipev"},
+                  "q.json: /pipeline/schedule: 'zigzag' is not one of naive, gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v, dualpipev, auto"},
         BadConfig{"\"H100-SXM\"", "\"H300\"",
                   "q.json: /cluster/device: unknown device 'H300': expected one of P100-PCIe, P100-SXM2, V100, "
                   "A100-40GB, A100-80GB, H100-SXM, H100-PCIe, H200, TPUv2, TPUv3, CPU or a custom_devices name"},

@@ -9,10 +9,12 @@
 
 #include <fstream>
 #include <iterator>
+#include <random>
 
 #include "ir/builders.h"
 #include "ir/torch_csv.h"
 #include "ir/passes.h"
+#include "simulate/costs.h"
 
 namespace twinpipe::execute {
 namespace {
@@ -78,6 +80,49 @@ TEST(Execute, GPipeGuaranteeParametersDoNotDependOnKOrM) {
   }
   // naive, gpipe, 1f1b; zb-h1, zb-h2, zb-v; interleaved where M % K == 0; dualpipev where M >= 2K (7 of (K, M))
   EXPECT_EQ(runs, 144 + 3 * 48 + 27 + 21);
+}
+
+// `auto` trains to the unpartitioned weights like every builder: the order
+// it finds with the config's own costs, and the orders it finds for random
+// op times, memory and limits.
+TEST(Execute, AutoScheduleTrainsToTheUnpartitionedWeights) {
+  const ExecuteResult reference = Train(Mlp(1, 1, "gpipe", "none"), 3);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(0.2, 2.0);
+  int runs = 0;
+  for (int K = 1; K <= 8; ++K) {
+    for (int M : {1, 4, 8}) {
+      for (const char* recompute : {"none", "full", "except-last"}) {
+        SCOPED_TRACE(fmt::format("K={} M={} {}", K, M, recompute));
+        const cost::Config c = Mlp(K, M, "auto", recompute);
+        partition::PlanOverrides own;
+        own.build_auto = simulate::AutoScheduler(nullptr, 0);
+        auto plan = partition::PlanFromConfig(c, own);
+        ASSERT_TRUE(plan) << plan.error().message;
+        ir::AutoProblem p;
+        p.stages = K, p.micro_batches = M;
+        for (int st = 0; st < K; ++st) {
+          p.forward_s.push_back(u(rng)), p.input_s.push_back(u(rng)), p.weight_s.push_back(u(rng));
+          p.comm_s.push_back(u(rng) / 4);
+          p.activation_bytes.push_back(1), p.kept_bytes.push_back(1), p.pending_bytes.push_back(u(rng) / 2);
+          p.limit_bytes.push_back(1 + static_cast<double>(rng() % (2 * K)));
+        }
+        auto random = ir::BuildAuto(p);
+        ASSERT_TRUE(random) << random.error().message;
+        ir::InsertRecompute(*random, *ir::RecomputeModeFromName(recompute));
+        ASSERT_TRUE(ir::InsertComm(*random, {}));
+        auto random_plan = partition::PlanForSchedule(c, std::move(*random));
+        ASSERT_TRUE(random_plan) << random_plan.error().message;
+        for (const partition::Plan* run : {&*plan, &*random_plan}) {
+          auto r = ExecuteCpu(c, *run, {3, 10});
+          ASSERT_TRUE(r) << r.error().message;
+          EXPECT_LE(WorstDifference(*r, reference), 1e-5);
+          ++runs;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(runs, 8 * 3 * 3 * 2);
 }
 
 // Schedules written by torch.distributed.pipelining (zero-bubble with I/W,

@@ -174,9 +174,10 @@ class Greedy {
     const bool input_fits = Used(s) - p_.kept_bytes[s] + p_.activation_bytes[s] <= p_.limit_bytes[s];
     OpKind kind = OpKind::kForward;
     double start = kNever;
-    if (ti <= t) {
-      kind = input_fits || !has_w ? OpKind::kBackwardInput : OpKind::kBackwardWeight;
-      start = t;
+    if (!input_fits && has_w && ti < kNever) {
+      kind = OpKind::kBackwardWeight, start = t;  // free memory before the I
+    } else if (ti <= t) {
+      kind = OpKind::kBackwardInput, start = t;
     } else if (tf <= t) {
       if (ti - t <= policy_.wait_for_input * p_.forward_s[s]) {
         kind = OpKind::kBackwardInput, start = ti;

@@ -167,6 +167,15 @@ const std::vector<std::string>& BuilderNames() {
   return names;
 }
 
+const std::vector<std::string>& ScheduleNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all = BuilderNames();
+    all.emplace_back(kAutoSchedule);
+    return all;
+  }();
+  return names;
+}
+
 int32_t DefaultChunks(std::string_view name) {
   return name == "interleaved" || name == "zb-v" || name == "dualpipev" ? 2 : 1;
 }

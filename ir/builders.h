@@ -96,6 +96,11 @@ Result<Schedule> BuildAuto(const AutoProblem& problem);
 // The names accepted by BuildByName, in the order `--help` lists them.
 const std::vector<std::string>& BuilderNames();
 
+// `auto`: built from a plan's costs (partition::PlanFromConfig), not by name.
+inline constexpr std::string_view kAutoSchedule = "auto";
+// BuilderNames and `auto`: what a config's /pipeline/schedule may name.
+const std::vector<std::string>& ScheduleNames();
+
 // Chunks per device a schedule uses when none are asked for (0): 2 for
 // interleaved and zb-v, 1 for the others.
 int32_t DefaultChunks(std::string_view name);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <random>
 #include <tuple>
 
 #include "ir/json_format.h"
@@ -32,6 +33,22 @@ int MaxInFlight(const std::vector<Op>& program) {
   return most;
 }
 
+// `auto` for a random problem: stage times and memory drawn from a seed of
+// (K, M), limits from one micro-batch to 2K.
+Result<Schedule> BuildRandomAuto(int32_t K, int32_t M) {
+  std::mt19937 rng(static_cast<uint32_t>(K * 1000 + M));
+  std::uniform_real_distribution<double> u(0.2, 2.0);
+  AutoProblem p;
+  p.stages = K, p.micro_batches = M;
+  for (int32_t st = 0; st < K; ++st) {
+    p.forward_s.push_back(u(rng)), p.input_s.push_back(u(rng)), p.weight_s.push_back(u(rng));
+    p.comm_s.push_back(u(rng) / 4);
+    p.activation_bytes.push_back(1), p.kept_bytes.push_back(1), p.pending_bytes.push_back(u(rng) / 2);
+    p.limit_bytes.push_back(1 + static_cast<double>(rng() % (2 * K)));
+  }
+  return BuildAuto(p);
+}
+
 }  // namespace
 
 // Short names for ctest's list of parameterised cases.
@@ -43,12 +60,12 @@ class EveryBuilder : public ::testing::TestWithParam<std::tuple<std::string, Rec
 
 TEST_P(EveryBuilder, VerifiesRoundTripsAndCounts) {
   const auto& [name, mode] = GetParam();
-  const bool split = name == "zb-h1" || name == "zb-h2" || name == "zb-v";
+  const bool split = name == "zb-h1" || name == "zb-h2" || name == "zb-v" || name == kAutoSchedule;
   const bool mixed = name == "dualpipev";  // B's and, in its zero-bubble phases, I's with W's
   for (int32_t K = 1; K <= 8; ++K) {
     for (int32_t M = 1; M <= 32; ++M) {
       SCOPED_TRACE(::testing::Message() << name << " K=" << K << " M=" << M);
-      auto built = BuildByName(name, K, M);
+      auto built = name == kAutoSchedule ? BuildRandomAuto(K, M) : BuildByName(name, K, M);
       if ((name == "interleaved" && M % K != 0) || (name == "dualpipev" && M < 2 * K)) {
         ASSERT_FALSE(built);
         continue;
@@ -115,7 +132,7 @@ TEST_P(EveryBuilder, VerifiesRoundTripsAndCounts) {
 
 INSTANTIATE_TEST_SUITE_P(
     All, EveryBuilder,
-    ::testing::Combine(::testing::ValuesIn(BuilderNames()),
+    ::testing::Combine(::testing::ValuesIn(ScheduleNames()),
                        ::testing::Values(RecomputeMode::kNone, RecomputeMode::kFull,
                                          RecomputeMode::kExceptLast)),
     [](const auto& param_info) {

@@ -94,9 +94,13 @@ TEST(TorchCsv, DualPipeVBuilderIsTorchsSchedule) {
 }
 
 TEST(TorchCsv, ExportImportRoundTripsEveryBuilder) {
-  for (const auto& name : BuilderNames()) {
+  AutoProblem auto_problem{.stages = 4, .micro_batches = 8, .forward_s = {1, 2, 1, 1}, .input_s = {1, 1, 2, 1},
+                           .weight_s = {1, 1, 1, 0.5}, .comm_s = {0.1, 0.1, 0.1, 0}, .activation_bytes = {1, 1, 1, 1},
+                           .kept_bytes = {1, 1, 1, 1}, .pending_bytes = {0.5, 0.5, 0.5, 0.5},
+                           .limit_bytes = {6, 5, 4, 3}};
+  for (const auto& name : ScheduleNames()) {
     for (TorchDialect dialect : {TorchDialect::kCurrent, TorchDialect::kOlder}) {
-      Schedule s = *BuildByName(name, 4, 8);
+      Schedule s = name == kAutoSchedule ? *BuildAuto(auto_problem) : *BuildByName(name, 4, 8);
       ASSERT_TRUE(InsertComm(s, {}));
       const std::string csv = ExportTorchCsv(s, dialect);
       auto back = ImportTorchCsv(csv, "x.csv", dialect);

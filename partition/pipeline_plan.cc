@@ -45,7 +45,18 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
   const int chunks = o.chunks > 0 ? o.chunks : o.schedule.empty() || o.schedule == config.pipeline.schedule
                                                    ? config.pipeline.chunks
                                                    : 0;
-  auto built = ir::BuildByName(name, config.pipeline.stages, config.training.micro_batches, chunks);
+  const bool automatic = name == ir::kAutoSchedule;
+  if (automatic && chunks > 1) {
+    return Fail(fmt::format("{}: /pipeline/chunks: the auto schedule places 1 stage per device, not {}", config.source,
+                            chunks));
+  }
+  if (automatic && !o.build_auto) {
+    return FailRuntime(fmt::format("{}: the auto schedule needs op costs, and none were given (a caller's bug)",
+                                   config.source));
+  }
+  // `auto` is partitioned as zb-h1 (one stage per device, I and W split).
+  auto built = ir::BuildByName(automatic ? "zb-h1" : name, config.pipeline.stages, config.training.micro_batches,
+                               automatic ? 0 : chunks);
   if (!built) return Fail(fmt::format("{}: /pipeline: {}", config.source, built.error().message));
   if (built->num_stages > static_cast<int>(config.model.layers.size())) {
     return Fail(fmt::format("{}: the {} schedule has {} stages but the model only {} layers", config.source, name,
@@ -77,6 +88,14 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
     *report = std::move(skeleton.partition);
     s = std::move(skeleton.schedule);
     if (!go_on) return Fail("planning stopped by the caller");
+  }
+  if (automatic) {
+    Plan skeleton{std::move(*report), std::move(s)};
+    auto scheduled = o.build_auto(use, skeleton);
+    if (!scheduled) return tl::unexpected(scheduled.error());
+    *report = std::move(skeleton.partition);
+    s = std::move(*scheduled);
+    s.replicas = config.Replicas();
   }
   ir::InsertRecompute(s, recompute);
   if (auto ok = ir::InsertComm(s, {}); !ok) return tl::unexpected(ok.error());

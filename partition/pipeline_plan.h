@@ -35,6 +35,10 @@ struct PlanOverrides {
   // W, STEP) before recompute, comm and all-reduce are added; false stops
   // planning with an error. `search` bounds a point there and skips it.
   std::function<bool(const Plan&)> before_passes;
+  // Builds the `auto` schedule from a skeleton plan (zb-h1's compute-only
+  // schedule, which fixes the partition) and the config in use: the op times
+  // and memory come from the caller's cost model (simulate::AutoScheduler).
+  std::function<Result<ir::Schedule>(const cost::Config&, const Plan&)> build_auto;
 };
 
 Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& overrides = {});

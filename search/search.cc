@@ -78,7 +78,8 @@ struct Searcher {
   // whose input gradient its last compute op makes (-1: it makes none).
   struct Shape {
     ir::Schedule schedule;
-    std::vector<int> in_flight;
+    std::vector<int> in_flight;        // what the partition assumes
+    std::vector<int> least_in_flight;  // what the peak is at least (auto: 1; it fits its cap)
     std::vector<int> last_backward_stage;
     // Per stage, how many of each compute op kind (by ComputeSlot) it runs;
     // and whether its backwards are B's, I's or both.
@@ -133,11 +134,14 @@ struct Searcher {
     Bounds b;
     auto& shape = shapes[{c.schedule, c.stages, c.micro_batches, c.chunks}];
     if (!shape) {
-      auto built = ir::BuildByName(c.schedule, c.stages, c.micro_batches, c.chunks);
+      // `auto` runs zb-h1's ops (its last on every device a W) and partition.
+      const bool automatic = c.schedule == ir::kAutoSchedule;
+      auto built = ir::BuildByName(automatic ? "zb-h1" : c.schedule, c.stages, c.micro_batches, c.chunks);
       if (!built) return b;
       built->replicas = c.replicas;
-      Shape sh{std::move(*built), {}, {}};
+      Shape sh{std::move(*built), {}, {}, {}};
       sh.in_flight = cost::InFlightPerStage(sh.schedule);
+      sh.least_in_flight = automatic ? std::vector<int>(sh.in_flight.size(), 1) : sh.in_flight;
       sh.ops.assign(sh.schedule.num_stages, {});
       sh.has_whole.assign(sh.schedule.num_stages, 0);
       sh.has_input.assign(sh.schedule.num_stages, 0);
@@ -195,7 +199,7 @@ struct Searcher {
       before += t[F];
       const double act = costs.activation_bytes[st];
       const double held = !ir::InsertsRecompute(c.recompute) ? act : std::min(act, costs.input_bytes[st]);
-      stash[d] = std::max(stash[d], (in_flight[st] - 1) * held + act);
+      stash[d] = std::max(stash[d], (shape->least_in_flight[st] - 1) * held + act);
     }
     double step_floor = 0;
     for (int d = 0; d < s.num_devices; ++d) {
@@ -227,6 +231,7 @@ struct Searcher {
     Use(c);
     partition::PlanOverrides overrides;
     overrides.verify = false;
+    overrides.build_auto = simulate::AutoScheduler(calibration, cap);
     PlanKey key{c.stages, c.replicas, c.micro_batches, c.schedule, c.chunks, static_cast<int>(c.recompute),
                 c.tensor_parallel, c.sequence_parallel, {}};
     bool known = false;
@@ -302,7 +307,7 @@ std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_b
     if (groups % K != 0 || K > L || global_batch % R != 0) continue;
     const int64_t batch = global_batch / R;
     for (int64_t M : Divisors(batch) | std::views::reverse) {  // many micro-batches first: small bubbles, good bounds early
-      for (const std::string& name : ir::BuilderNames()) {
+      for (const std::string& name : ir::ScheduleNames()) {
         std::vector<int> chunk_counts{ir::DefaultChunks(name)};
         if (name == "interleaved") chunk_counts = {2, 4, 8};
         for (int v : chunk_counts) {
@@ -411,9 +416,16 @@ Result<SearchResult> Search(const cost::Config& config, const SearchOptions& o) 
   return r;
 }
 
-nlohmann::ordered_json CandidateConfig(const nlohmann::ordered_json& original, const Candidate& c, int devices) {
+nlohmann::ordered_json CandidateConfig(const nlohmann::ordered_json& original, const Candidate& c, int devices,
+                                       double memory_cap) {
   nlohmann::ordered_json j = original;
   auto& pipeline = j["pipeline"];
+  // The auto schedule found under the search's cap plans to it again.
+  if (c.schedule == ir::kAutoSchedule && memory_cap > 0) {
+    pipeline["memory_cap"] = memory_cap;
+  } else if (c.schedule != ir::kAutoSchedule) {
+    pipeline.erase("memory_cap");
+  }
   pipeline["stages"] = c.stages;
   if (c.tensor_parallel > 1 || pipeline.contains("tensor_parallel")) pipeline["tensor_parallel"] = c.tensor_parallel;
   if (c.sequence_parallel || pipeline.contains("sequence_parallel")) pipeline["sequence_parallel"] = c.sequence_parallel;

@@ -72,9 +72,11 @@ struct SearchResult {
 Result<SearchResult> Search(const cost::Config& config, const SearchOptions& options);
 
 // The config's JSON with the candidate's pipeline, training and cluster
-// settings written in: a config `simulate` and `execute` run as is.
+// settings written in: a config `simulate` and `execute` run as is. An
+// `auto` candidate found under a memory cap (bytes, 0: none) carries it as
+// /pipeline/memory_cap, so that it plans the same schedule again.
 nlohmann::ordered_json CandidateConfig(const nlohmann::ordered_json& original, const Candidate& candidate,
-                                       int devices);
+                                       int devices, double memory_cap = 0);
 
 struct MaxLayersRow {
   int stages = 1;

@@ -59,7 +59,7 @@ std::vector<Point> SimulateEveryPoint(const std::string& text, double cap,
     const int64_t batch = global / (D / K);
     for (int64_t M = 1; M <= batch; ++M) {
       if (batch % M) continue;
-      for (const std::string& name : ir::BuilderNames()) {
+      for (const std::string& name : ir::ScheduleNames()) {
         for (int v : {1, 2, 4, 8}) {
           const bool chunked = name == "interleaved" || name == "zb-v" || name == "dualpipev";
           if (chunked != (v > 1) || (name != "interleaved" && chunked && v != 2) || (chunked && (K == 1 || K * v > L))) {
@@ -76,7 +76,9 @@ std::vector<Point> SimulateEveryPoint(const std::string& text, double cap,
               j["training"]["microbatches"] = M;
               const cost::Config c = Load(j.dump());
               Point p{j};
-              auto plan = partition::PlanFromConfig(c);
+              partition::PlanOverrides own;
+              own.build_auto = simulate::AutoScheduler(calibration, std::isfinite(cap) ? cap : 0);
+              auto plan = partition::PlanFromConfig(c, own);
               if (plan) {
                 auto sim = simulate::Simulate(plan->schedule, simulate::CostsFromPlan(c, *plan, calibration));
                 EXPECT_TRUE(sim);
@@ -138,9 +140,11 @@ TEST(Search, BestEqualsTheBestOfSimulatingEveryPointAlone) {
     EXPECT_NEAR(r->best->throughput, best->throughput, 1e-9 * best->throughput);
     EXPECT_EQ(r->best->peak_memory_bytes, best->peak);
     // The best, written as a config, is a point the oracle simulated alike.
-    const auto written = CandidateConfig(nlohmann::ordered_json::parse(kConfig), *r->best, 4);
+    const auto written = CandidateConfig(nlohmann::ordered_json::parse(kConfig), *r->best, 4, cap);
     const cost::Config c = Load(written.dump());
-    auto plan = partition::PlanFromConfig(c);
+    partition::PlanOverrides own;
+    own.build_auto = simulate::AutoScheduler(nullptr, 0);  // the written config's cap
+    auto plan = partition::PlanFromConfig(c, own);
     ASSERT_TRUE(plan);
     auto sim = simulate::Simulate(plan->schedule, simulate::CostsFromPlan(c, *plan));
     ASSERT_TRUE(sim);

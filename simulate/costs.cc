@@ -2,8 +2,12 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "cost_models/compute_model.h"
 #include "cost_models/model.h"
+#include "ir/passes.h"
+#include "simulate/dependencies.h"
 
 namespace twinpipe::simulate {
 
@@ -73,6 +77,46 @@ SimCosts CostsFromPlan(const cost::Config& config, const partition::Plan& plan, 
   if (cal && cal->latency_s) costs.link.latency_s = *cal->latency_s;
   if (cal && cal->bandwidth) costs.link.bandwidth = *cal->bandwidth;
   return costs;
+}
+
+ir::AutoProblem AutoProblemFor(const cost::Config& config, const partition::Plan& skeleton, const Calibration* cal,
+                               double memory_cap_bytes) {
+  const SimCosts c = CostsFromPlan(config, skeleton, cal);
+  const ir::Schedule& s = skeleton.schedule;
+  const bool recompute = ir::InsertsRecompute(config.pipeline.recompute);
+  ir::AutoProblem p;
+  p.stages = s.num_stages;
+  p.micro_batches = s.num_micro_batches;
+  for (int32_t st = 0; st < s.num_stages; ++st) {
+    const auto& t = c.compute_s[st];
+    const int32_t device = s.placement[st];
+    p.forward_s.push_back(t[ComputeSlot(ir::OpKind::kForward)]);
+    p.input_s.push_back(t[ComputeSlot(ir::OpKind::kBackwardInput)] +
+                        (recompute ? t[ComputeSlot(ir::OpKind::kRecompute)] : 0.0));
+    p.weight_s.push_back(t[ComputeSlot(ir::OpKind::kBackwardWeight)]);
+    const double boundary = skeleton.partition.cells[st].boundary_bytes;
+    p.comm_s.push_back(st + 1 < s.num_stages
+                           ? TransferDuration(c.LinkBetween(device, s.placement[st + 1]), boundary)
+                           : 0.0);
+    p.activation_bytes.push_back(c.activation_bytes[st]);
+    p.kept_bytes.push_back(recompute ? c.input_bytes[st] : c.activation_bytes[st]);
+    p.pending_bytes.push_back(c.PendingBytes(st));
+    const double own = config.cluster.devices[device].memory_bytes;
+    const double cap = memory_cap_bytes > 0 ? std::min(memory_cap_bytes, own) : own;
+    const double received = st > 0 ? skeleton.partition.cells[st - 1].boundary_bytes : 0.0;
+    p.limit_bytes.push_back(cap - c.static_bytes[device] - received - boundary);
+  }
+  return p;
+}
+
+std::function<Result<ir::Schedule>(const cost::Config&, const partition::Plan&)> AutoScheduler(
+    const Calibration* cal, double memory_cap_bytes) {
+  return [cal, memory_cap_bytes](const cost::Config& config, const partition::Plan& skeleton) -> Result<ir::Schedule> {
+    const double cap = memory_cap_bytes > 0 ? memory_cap_bytes : config.pipeline.memory_cap;
+    auto s = ir::BuildAuto(AutoProblemFor(config, skeleton, cal, cap));
+    if (!s) return FailRuntime(fmt::format("{}: the auto schedule: {}", config.source, s.error().message));
+    return s;
+  };
 }
 
 std::optional<MemoryOverflow> FirstOverflow(const cost::Config& c, const SimResult& r) {

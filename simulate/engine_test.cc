@@ -443,7 +443,7 @@ TEST(Simulate, AutoScheduleStaysUnderItsMemoryLimit) {
       p.comm_s.push_back(u(rng) * 1e-4);
       const double act = u(rng), kept = act * (trial % 2 ? frac(rng) : 1.0);  // odd trials recompute
       p.activation_bytes.push_back(act), p.kept_bytes.push_back(kept);
-      p.pending_bytes.push_back(kept * frac(rng));
+      p.pending_bytes.push_back(act * frac(rng));
       p.limit_bytes.push_back(act + kept * (rng() % (2 * K + 1)) * frac(rng));
     }
     auto s = ir::BuildAuto(p);

@@ -112,7 +112,10 @@ Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source
     // The loader's messages name "<file>:<line> /config" and the path inside.
     auto config = cost::LoadConfig(c->dump(), where + ": /config");
     if (!config) return tl::unexpected(config.error());
-    auto plan = partition::PlanFromConfig(*config);
+    // A run's auto schedule is the one its config's catalogue costs give.
+    partition::PlanOverrides overrides;
+    overrides.build_auto = AutoScheduler(nullptr, 0);
+    auto plan = partition::PlanFromConfig(*config, overrides);
     if (!plan) return Fail(fmt::format("{}: {}", where, plan.error().message));
     const std::string& device = config->cluster.devices.at(0).name;
     for (const auto& d : config->cluster.devices) {

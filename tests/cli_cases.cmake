@@ -244,3 +244,16 @@ cli_case(simulate_tensor_parallel 0 "tensor parallel: each device is a group of 
          ${TP} simulate ${IN}/tp_h100.json)
 cli_case(execute_tensor_parallel_refused 2 "tensor (and sequence) parallelism is planned and simulated, not executed"
          ${TP} execute ${IN}/tp_h100.json)
+
+# The auto schedule: planned from the config's costs under a memory cap.
+cli_case(simulate_auto 0 "steps overlapped (each device's span, as with post-validation)"
+         ${TP} simulate ${SRC}/examples/transformer_h100.json --schedule auto --memory-cap 1e10)
+cli_case(simulate_auto_cap_too_small 1 "the auto schedule: stage 0: one micro-batch's activations take 1.734 GiB"
+         ${TP} simulate ${SRC}/examples/transformer_h100.json --schedule auto --memory-cap 3e9)
+cli_case(simulate_auto_bad_cap 2 "--memory-cap: expected bytes"
+         ${TP} simulate ${SRC}/examples/transformer_h100.json --schedule auto --memory-cap -5)
+cli_case(config_memory_cap_not_auto 2 "memory_cap_not_auto.json: /pipeline/memory_cap: only the auto schedule plans to a memory cap"
+         ${TP} simulate ${IN}/memory_cap_not_auto.json)
+cli_case(execute_auto 0 "parameter norm" ${TP} execute ${SRC}/examples/mlp_cpu.json --schedule auto --steps 2)
+cli_case(schedule_auto_needs_config 2 "auto needs a CONFIG"
+         ${TP} schedule --stages 4 --microbatches 8 --schedule auto)
