@@ -68,6 +68,27 @@ void BM_Search175BOn1024(benchmark::State& state) {
 }
 BENCHMARK(BM_Search175BOn1024)->Iterations(1)->Unit(benchmark::kSecond);
 
+// GPipe's Table 1 question (issue 19): the deepest Transformer-L (d_model
+// 2048, ffn 8192, 32 heads, seq 1024, vocab 32000; batch 32, M = 32, 12 bytes
+// per parameter) that fits 16 GiB TPUv3 cores, for every K dividing 128,
+// with and without recompute. Target: under 1 s.
+void BM_MaxLayersGpipeTable1(benchmark::State& state) {
+  auto c = cost::LoadConfig(R"({
+    "model": {"generator": "transformer", "layers": 8, "d_model": 2048, "ffn": 8192, "heads": 32, "seq": 1024,
+              "vocab": 32000, "dtype": "bf16"},
+    "training": {"batch": 32, "microbatches": 32, "bytes_per_param": 12},
+    "pipeline": {"stages": 1, "schedule": "gpipe", "recompute": "full"},
+    "cluster": {"device": "TPUv3", "devices": 128, "link": "tpu-ici"}})",
+                            "table1.json");
+  if (!c) throw std::runtime_error(c.error().message);
+  for (auto _ : state) {
+    auto rows = search::MaxLayers(*c, {});
+    if (!rows) state.SkipWithError(rows.error().message.c_str());
+    state.counters["K=128 full"] = rows->back().max_layers;
+  }
+}
+BENCHMARK(BM_MaxLayersGpipeTable1)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 
 BENCHMARK_MAIN();

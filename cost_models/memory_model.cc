@@ -6,21 +6,15 @@
 
 namespace twinpipe::cost {
 
-CellMemory CellPeakMemory(const Model& model, const std::vector<double>& cut_bytes, int first, int last,
-                          const MemoryInputs& in) {
+namespace {
+
+// A cell's memory from its sums: parameters, stash, the stash its recompute
+// does not rebuild (kept), and the boundary bytes in and out.
+CellMemory FromSums(double params, double stash, double kept, double input, double output, const MemoryInputs& in) {
   CellMemory m;
-  double params = 0, stash = 0, kept = 0;
-  const int end = RematerializedEnd(model, first, last);
-  for (int i = first; i <= last; ++i) {
-    params += model.layers[i].params;
-    stash += model.layers[i].stash_bytes;
-    if (i >= end) kept += model.layers[i].stash_bytes;
-  }
   // What a recomputed micro-batch keeps: its boundary input and the
   // activations of the layers recompute does not re-run.
-  const double input = first == 0 ? model.input_bytes : cut_bytes[first - 1];
   const double keeps = input + kept;
-  const double output = last + 1 < static_cast<int>(model.layers.size()) ? cut_bytes[last] : 0;
   const double b = in.micro_batch;
   m.params_bytes = params * in.bytes_per_param;
   switch (in.recompute) {
@@ -41,6 +35,44 @@ CellMemory CellPeakMemory(const Model& model, const std::vector<double>& cut_byt
   m.boundary_bytes = 2 * (input + output) * b;  // activation and gradient, in and out
   m.total_bytes = m.params_bytes + m.stash_bytes + m.working_bytes + m.boundary_bytes;
   return m;
+}
+
+}  // namespace
+
+CellMemory CellPeakMemory(const Model& model, const std::vector<double>& cut_bytes, int first, int last,
+                          const MemoryInputs& in) {
+  double params = 0, stash = 0, kept = 0;
+  const int end = RematerializedEnd(model, first, last);
+  for (int i = first; i <= last; ++i) {
+    params += model.layers[i].params;
+    stash += model.layers[i].stash_bytes;
+    if (i >= end) kept += model.layers[i].stash_bytes;
+  }
+  const double input = first == 0 ? model.input_bytes : cut_bytes[first - 1];
+  const double output = last + 1 < static_cast<int>(model.layers.size()) ? cut_bytes[last] : 0;
+  return FromSums(params, stash, kept, input, output, in);
+}
+
+CellMemoryTable::CellMemoryTable(const Model& model, std::vector<double> cut_bytes)
+    : input_bytes_(model.input_bytes), cut_(std::move(cut_bytes)) {
+  const size_t L = model.layers.size();
+  params_.assign(L + 1, 0.0);
+  stash_.assign(L + 1, 0.0);
+  last_remat_.assign(L + 1, -1);
+  for (size_t i = 0; i < L; ++i) {
+    params_[i + 1] = params_[i] + model.layers[i].params;
+    stash_[i + 1] = stash_[i] + model.layers[i].stash_bytes;
+    last_remat_[i + 1] = model.layers[i].rematerialized ? static_cast<int>(i) : last_remat_[i];
+  }
+}
+
+CellMemory CellMemoryTable::Peak(int first, int last, const MemoryInputs& in) const {
+  // RematerializedEnd: past the cell's last rematerialized layer, or its first.
+  const int end = std::max(first, last_remat_[last + 1] + 1);
+  const double input = first == 0 ? input_bytes_ : cut_[first - 1];
+  const double output = last + 1 < static_cast<int>(params_.size()) - 1 ? cut_[last] : 0;
+  return FromSums(params_[last + 1] - params_[first], stash_[last + 1] - stash_[first], stash_[last + 1] - stash_[end],
+                  input, output, in);
 }
 
 std::vector<int> InFlightPerStage(const ir::Schedule& s) {

@@ -33,6 +33,23 @@ struct CellMemory {
 CellMemory CellPeakMemory(const Model& model, const std::vector<double>& cut_bytes, int first,
                           int last, const MemoryInputs& in);
 
+// CellPeakMemory in O(1) per cell from prefix sums over the model's layers,
+// for partitioners that ask about many cells (equal to it up to rounding).
+//
+//   CellMemoryTable table(model, cut_bytes);
+//   double peak = table.Peak(0, 5, inputs).total_bytes;
+class CellMemoryTable {
+ public:
+  CellMemoryTable(const Model& model, std::vector<double> cut_bytes);
+  CellMemory Peak(int first, int last, const MemoryInputs& in) const;
+
+ private:
+  double input_bytes_;
+  std::vector<double> cut_;
+  std::vector<double> params_, stash_;  // prefix sums: [i] = layers 0..i-1
+  std::vector<int> last_remat_;         // [i]: the last rematerialized layer < i, or -1
+};
+
 // Most micro-batches of each stage in flight (forward done, activations not
 // yet freed by B or W) under a schedule: GPipe M, 1F1B min(K-s, M), naive 1.
 std::vector<int> InFlightPerStage(const ir::Schedule& schedule);

@@ -1,5 +1,7 @@
 #include "partition/plan.h"
 
+#include <memory>
+
 #include <algorithm>
 #include <map>
 
@@ -77,10 +79,10 @@ PartitionProblem BuildProblem(const Config& c, const std::vector<int>* given_in_
     for (int j = 0; j + 1 < L; ++j) p.cut_cost[j] = CutTime(c, cut[j]);
   }
   const auto in_flight = InFlight(c, given_in_flight);
-  p.memory = [&c, cut, in_flight](int a, int b, int k) {
+  p.memory = [&c, table = std::make_shared<const cost::CellMemoryTable>(c.model, cut), in_flight](int a, int b, int k) {
     cost::MemoryInputs in{c.training.bytes_per_param, static_cast<double>(c.training.MicroBatchSize()),
                           in_flight[k], c.pipeline.recompute};
-    return cost::CellPeakMemory(c.model, cut, a, b, in).total_bytes;
+    return table->Peak(a, b, in).total_bytes;
   };
   for (int k = 0; k < K; ++k) p.capacity.push_back(c.cluster.devices[k].memory_bytes);
   for (const auto& l : c.model.layers) p.layer_names.push_back(l.name);

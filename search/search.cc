@@ -481,32 +481,66 @@ Result<std::vector<MaxLayersRow>> MaxLayers(const cost::Config& config, const Se
     row.peak_memory_bytes = e->peak_memory_bytes;
     return true;
   };
+  // The answer is monotone in the layer count (a deeper model never fits
+  // where a shallower one does not), and nearly linear in K: the answers of
+  // the two previous K's predict the next one, and a gallop from the
+  // prediction brackets the exact answer in a few probes.
+  auto bisect = [&](int K, ir::RecomputeMode mode, int good, int bad, MaxLayersRow& row) {
+    MaxLayersRow probe = row;
+    while (bad - good > 1) {
+      const int mid = good + (bad - good) / 2;
+      if (fits(K, mode, mid, probe)) {
+        good = mid;
+        row = probe;
+      } else {
+        bad = mid;
+      }
+    }
+  };
   std::vector<MaxLayersRow> rows;
   const int groups = devices / config.pipeline.tensor_parallel;  // the config's t holds; K x R groups
+  std::map<ir::RecomputeMode, std::vector<std::pair<int, int>>> found;  // (K, max layers) so far, by mode
   for (int K = 1; K <= groups; ++K) {
     if (groups % K != 0) continue;
     for (auto mode : {ir::RecomputeMode::kNone, ir::RecomputeMode::kFull}) {
       MaxLayersRow row{K, mode, 0, 0};
-      int lo = min_layers;  // largest known to fit, once one does
-      while (lo < kMostLayers && !fits(K, mode, lo, row)) {
-        if (static_cast<int>(work.model.layers.size()) >= K) break;  // the smallest useful depth does not fit
-        ++lo;
-      }
-      if (row.max_layers > 0) {
-        int hi = lo;  // grow until it does not fit, then bisect
-        while (hi < kMostLayers && fits(K, mode, hi * 2, row)) hi *= 2;
-        int bad = std::min(hi * 2, kMostLayers);
-        MaxLayersRow probe = row;
-        while (bad - hi > 1) {
-          const int mid = hi + (bad - hi) / 2;
-          if (fits(K, mode, mid, probe)) {
-            hi = mid;
+      const auto& known = found[mode];
+      const int least = std::max(min_layers, K);
+      if (known.size() >= 2) {
+        const auto [k1, a1] = known[known.size() - 2];
+        const auto [k2, a2] = known.back();
+        const double slope = static_cast<double>(a2 - a1) / (k2 - k1);
+        const int guess = std::clamp(static_cast<int>(std::lround(a2 + slope * (K - k2))), least, kMostLayers - 1);
+        if (fits(K, mode, guess, row)) {
+          int good = guess, step = 1;
+          MaxLayersRow probe = row;
+          while (good + step < kMostLayers && fits(K, mode, good + step, probe)) {
+            good += step;
             row = probe;
-          } else {
-            bad = mid;
+            step *= 2;
           }
+          bisect(K, mode, good, std::min(good + step, kMostLayers), row);
+        } else {
+          int bad = guess, step = 1;
+          while (bad - step >= least && !fits(K, mode, bad - step, row)) {
+            bad -= step;
+            step *= 2;
+          }
+          if (bad - step >= least) bisect(K, mode, bad - step, bad, row);
+        }
+      } else {
+        int lo = min_layers;  // largest known to fit, once one does
+        while (lo < kMostLayers && !fits(K, mode, lo, row)) {
+          if (static_cast<int>(work.model.layers.size()) >= K) break;  // the smallest useful depth does not fit
+          ++lo;
+        }
+        if (row.max_layers > 0) {
+          int hi = lo;  // grow until it does not fit, then bisect
+          while (hi < kMostLayers && fits(K, mode, hi * 2, row)) hi *= 2;
+          bisect(K, mode, hi, std::min(hi * 2, kMostLayers), row);
         }
       }
+      if (row.max_layers > 0) found[mode].emplace_back(K, row.max_layers);
       rows.push_back(row);
     }
   }
