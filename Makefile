@@ -32,8 +32,11 @@ check: build
 demo: build
 	@bash scripts/demo.sh $(BUILD)/twinpipe
 
+# Every benchmark, each figure next to its target; recorded with the commit
+# in traces/recorded/$(BENCH_MACHINE)/bench.json.
+BENCH_MACHINE ?= cpu-2core
 bench: build
-	$(BUILD)/bench/schedule_benchmark
+	python3 scripts/bench_table.py $(BUILD) --machine $(BENCH_MACHINE)
 
 test-asan: deps
 	@[ -f build-asan/CMakeCache.txt ] || cmake -S . -B build-asan $(GENERATOR) -DCMAKE_BUILD_TYPE=Debug -DTWINPIPE_SANITIZE=address

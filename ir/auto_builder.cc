@@ -21,9 +21,10 @@ constexpr double kNever = std::numeric_limits<double>::infinity();
 
 // How a variant of the greedy rule decides.
 struct Policy {
-  // Warm-up: stage s runs forwards until the first gradient arrives. With
-  // `overrun`, one more may start while the gradient is in flight (and
-  // delay it); without, the last one must end by its arrival.
+  // Warm-up: stage s runs forwards until its first gradient arrives, as
+  // predicted from the times (with `overrun`, one more may start while the
+  // gradient is in flight); without `predict`, only memory bounds it.
+  bool predict = true;
   bool overrun = false;
   // A ready F waits for an I due within this fraction of T_F.
   double wait_for_input = 0;
@@ -33,49 +34,56 @@ struct Policy {
 
 struct Placed {
   OpKind kind;
-  int32_t micro_batch;
+  int32_t stage, micro_batch;
 };
 
 struct Outcome {
-  std::vector<std::vector<Placed>> order;  // per stage
+  std::vector<std::vector<Placed>> order;  // per device
   double overlapped = 0, step = 0;
 };
 
 class Greedy {
  public:
   Greedy(const AutoProblem& p, const Policy& policy) : p_(p), policy_(policy) {
-    const size_t K = p.stages, M = p.micro_batches;
-    f_end_.assign(K * M, kNever);
-    i_end_.assign(K * M, kNever);
-    st_.resize(K);
-    WarmUp();
+    const size_t S = p.stages, M = p.micro_batches;
+    f_end_.assign(S * M, kNever);
+    i_end_.assign(S * M, kNever);
+    st_.resize(S);
+    int32_t D = 0;
+    for (int32_t s = 0; s < p.stages; ++s) D = std::max(D, Device(s) + 1);
+    dv_.resize(D);
+    for (int32_t s = 0; s < p.stages; ++s) dv_[Device(s)].stages.push_back(s);
+    for (auto& d : dv_) std::reverse(d.stages.begin(), d.stages.end());  // later stages win ties
+    if (policy.predict) WarmUp();
   }
 
   Result<Outcome> Run() {
-    const int32_t K = p_.stages;
-    for (int32_t s = 0; s < K; ++s) Refresh(s);
-    const int64_t total = 3 * int64_t{K} * p_.micro_batches;
+    const int32_t D = static_cast<int32_t>(dv_.size());
+    for (int32_t d = 0; d < D; ++d) Refresh(d);
+    const int64_t total = 3 * int64_t{p_.stages} * p_.micro_batches;
     for (int64_t placed = 0; placed < total; ++placed) {
-      int32_t s = -1;
+      int32_t d = -1;
       while (!queue_.empty()) {
         const Entry e = queue_.top();
         queue_.pop();
-        if (e.version == st_[e.stage].version) {
-          s = e.stage;
+        if (e.version == dv_[e.device].version) {
+          d = e.device;
           break;
         }
       }
-      if (s < 0) return FailRuntime("the automatic scheduler found no op to run (a bug: the problem is feasible)");
-      Place(s);
-      for (int32_t n : {s - 1, s, s + 1}) {
-        if (n >= 0 && n < K) Refresh(n);
+      if (d < 0) return FailRuntime("the automatic scheduler found no op to run (a bug: the problem is feasible)");
+      const int32_t s = dv_[d].next_stage;
+      Place(d);
+      Refresh(d);
+      for (int32_t n : {s - 1, s + 1}) {
+        if (n >= 0 && n < p_.stages && Device(n) != d) Refresh(Device(n));
       }
     }
     Outcome out;
-    for (int32_t s = 0; s < K; ++s) {
-      out.overlapped = std::max(out.overlapped, st_[s].last_end - st_[s].first_start);
-      out.step = std::max(out.step, st_[s].last_end);
-      out.order.push_back(std::move(st_[s].order));
+    for (auto& dev : dv_) {
+      out.overlapped = std::max(out.overlapped, dev.last_end - dev.first_start);
+      out.step = std::max(out.step, dev.last_end);
+      out.order.push_back(std::move(dev.order));
     }
     return out;
   }
@@ -84,44 +92,51 @@ class Greedy {
   struct Stage {
     int32_t next_f = 0, next_i = 0;
     std::deque<int32_t> pending_w;  // I done, W not yet
+    int32_t warm = std::numeric_limits<int32_t>::max();  // forwards before the first I
+  };
+  struct Dev {
+    std::vector<int32_t> stages;  // the stages it holds, latest first
     double free_at = 0, first_start = -1, last_end = 0;
-    int32_t warm = 1;               // forwards before the first I
     // The next op and when it starts; `version` invalidates stale queue entries.
     OpKind next_kind = OpKind::kForward;
+    int32_t next_stage = 0;
     double next_start = kNever;
     uint64_t version = 0;
     std::vector<Placed> order;
   };
   struct Entry {
     double time;
-    int32_t stage;
+    int32_t device;
     uint64_t version;
-    bool operator>(const Entry& o) const { return time != o.time ? time > o.time : stage > o.stage; }
+    bool operator>(const Entry& o) const { return time != o.time ? time > o.time : device > o.device; }
   };
 
+  int32_t Device(int32_t s) const { return p_.placement.empty() ? s : p_.placement[s]; }
   double& FEnd(int32_t s, int32_t m) { return f_end_[static_cast<size_t>(s) * p_.micro_batches + m]; }
   double& IEnd(int32_t s, int32_t m) { return i_end_[static_cast<size_t>(s) * p_.micro_batches + m]; }
-  double Comm(int32_t s) const { return s < static_cast<int32_t>(p_.comm_s.size()) ? p_.comm_s[s] : 0.0; }
-
-  // Activation bytes held, from counts (no drift from adding and subtracting).
-  double Used(int32_t s) const {
-    const Stage& st = st_[s];
-    return (st.next_f - st.next_i) * p_.kept_bytes[s] + static_cast<double>(st.pending_w.size()) * p_.pending_bytes[s];
+  // A transfer from stage s to s + 1: none inside a device.
+  double Comm(int32_t s) const {
+    if (s + 1 < p_.stages && Device(s) == Device(s + 1)) return 0.0;
+    return s < static_cast<int32_t>(p_.comm_s.size()) ? p_.comm_s[s] : 0.0;
   }
 
-  // Forwards fit in memory: held plus one more activation at its peak.
-  bool FitsForward(int32_t s, int32_t count) const {
-    return (count - 1) * p_.kept_bytes[s] + p_.activation_bytes[s] <= p_.limit_bytes[s];
+  // Activation bytes a device holds, from counts (no drift from adding and subtracting).
+  double Used(int32_t d) const {
+    double used = 0;
+    for (int32_t s : dv_[d].stages) {
+      const Stage& st = st_[s];
+      used += (st.next_f - st.next_i) * p_.kept_bytes[s] + static_cast<double>(st.pending_w.size()) * p_.pending_bytes[s];
+    }
+    return used;
   }
 
   // The warm-up's forward counts from a prediction of the first gradient's
-  // trip: forwards back to back as their inputs allow, the gradient passed
-  // on without waiting.
+  // trip: each stage's forwards back to back as their inputs allow, the
+  // gradient passed on without waiting.
   void WarmUp() {
-    const int32_t K = p_.stages, M = p_.micro_batches;
-    std::vector<double> prev(M), cur(M);
-    std::vector<std::vector<double>> end(K, std::vector<double>(M));
-    for (int32_t s = 0; s < K; ++s) {
+    const int32_t S = p_.stages, M = p_.micro_batches;
+    std::vector<std::vector<double>> end(S, std::vector<double>(M));
+    for (int32_t s = 0; s < S; ++s) {
       double t = 0;
       for (int32_t m = 0; m < M; ++m) {
         const double ready = s == 0 ? 0.0 : end[s - 1][m] + Comm(s - 1);
@@ -129,12 +144,13 @@ class Greedy {
         end[s][m] = t;
       }
     }
-    double gradient = end[K - 1][0] + p_.input_s[K - 1];  // the last stage's first I ends
-    st_[K - 1].warm = 1;
-    for (int32_t s = K - 2; s >= 0; --s) {
+    double gradient = end[S - 1][0] + p_.input_s[S - 1];  // the last stage's first I ends
+    st_[S - 1].warm = 1;
+    for (int32_t s = S - 2; s >= 0; --s) {
       const double arrives = gradient + Comm(s);
+      const double limit = p_.limit_bytes[Device(s)];
       int32_t n = 1;
-      while (n < M && FitsForward(s, n + 1) &&
+      while (n < M && n * p_.kept_bytes[s] + p_.activation_bytes[s] <= limit &&
              (policy_.overrun ? end[s][n - 1] < arrives : end[s][n] <= arrives)) {
         ++n;
       }
@@ -155,104 +171,153 @@ class Greedy {
   }
 
   // When the next F of stage s can start (kNever: not known, or not allowed).
-  double ForwardReady(int32_t s) {
+  double ForwardReady(int32_t s, double used) {
     Stage& st = st_[s];
     if (st.next_f >= p_.micro_batches) return kNever;
     if (st.next_i == 0 && st.next_f >= st.warm) return kNever;
-    if (Used(s) + p_.activation_bytes[s] > p_.limit_bytes[s]) return kNever;
+    // Room stays for one micro-batch of each later stage on the device that
+    // still has forwards to run: they lead to the gradients this one awaits.
+    double reserve = 0;
+    for (int32_t later : dv_[Device(s)].stages) {
+      if (later > s && st_[later].next_f < p_.micro_batches) reserve += p_.activation_bytes[later];
+    }
+    if (used + reserve + p_.activation_bytes[s] > p_.limit_bytes[Device(s)]) return kNever;
     if (s == 0) return 0;
     const double f = FEnd(s - 1, st.next_f);
     return f == kNever ? kNever : f + Comm(s - 1);
   }
 
-  void Refresh(int32_t s) {
-    Stage& st = st_[s];
-    const double t = st.free_at;
-    const double ti = InputReady(s), tf = ForwardReady(s);
-    const bool has_w = !st.pending_w.empty();
-    // An I restores its activation (a recompute) before it frees it.
-    const bool input_fits = Used(s) - p_.kept_bytes[s] + p_.activation_bytes[s] <= p_.limit_bytes[s];
-    OpKind kind = OpKind::kForward;
-    double start = kNever;
-    if (!input_fits && has_w && ti < kNever) {
-      kind = OpKind::kBackwardWeight, start = t;  // free memory before the I
-    } else if (ti <= t) {
-      kind = OpKind::kBackwardInput, start = t;
-    } else if (tf <= t) {
-      if (ti - t <= policy_.wait_for_input * p_.forward_s[s]) {
-        kind = OpKind::kBackwardInput, start = ti;
-      } else {
-        kind = OpKind::kForward, start = t;
+  void Refresh(int32_t d) {
+    Dev& dev = dv_[d];
+    const double t = dev.free_at, used = Used(d);
+    // Per kind, the stage whose op comes first: the earliest ready (an I,
+    // ties to the lower micro-batch), and the later stage on a tie.
+    int32_t si = -1, sf = -1, sw = -1, blocked = -1;
+    double ti = kNever, tf = kNever;
+    for (int32_t s : dev.stages) {
+      const double a = InputReady(s);
+      if (a < kNever && (si < 0 || std::max(a, t) < std::max(ti, t) ||
+                         (std::max(a, t) == std::max(ti, t) && st_[s].next_i < st_[si].next_i))) {
+        si = s, ti = a;
       }
-    } else if (has_w) {
-      const double next = std::min(ti, tf);
-      if (next - t <= policy_.wait_with_weight * p_.weight_s[s]) {
-        kind = ti <= tf ? OpKind::kBackwardInput : OpKind::kForward, start = next;
+      // An I restores its activation (a recompute) before it frees it.
+      if (a < kNever && used - p_.kept_bytes[s] + p_.activation_bytes[s] > p_.limit_bytes[d]) blocked = s;
+      const double b = ForwardReady(s, used);
+      if (b < kNever && (sf < 0 || std::max(b, t) < std::max(tf, t) ||
+                         (std::max(b, t) == std::max(tf, t) && st_[s].next_f < st_[sf].next_f))) {
+        sf = s, tf = b;
+      }
+      if (!st_[s].pending_w.empty() && sw < 0) sw = s;
+    }
+    OpKind kind = OpKind::kForward;
+    int32_t stage = -1;
+    double start = kNever;
+    if (blocked >= 0 && sw >= 0) {
+      kind = OpKind::kBackwardWeight, stage = sw, start = t;  // free memory before the I
+    } else if (ti <= t) {
+      kind = OpKind::kBackwardInput, stage = si, start = t;
+    } else if (tf <= t) {
+      if (ti - t <= policy_.wait_for_input * p_.forward_s[sf]) {
+        kind = OpKind::kBackwardInput, stage = si, start = ti;
       } else {
-        kind = OpKind::kBackwardWeight, start = t;
+        kind = OpKind::kForward, stage = sf, start = t;
+      }
+    } else if (sw >= 0) {
+      const double next = std::min(ti, tf);
+      if (next - t <= policy_.wait_with_weight * p_.weight_s[sw]) {
+        if (ti <= tf) {
+          kind = OpKind::kBackwardInput, stage = si;
+        } else {
+          kind = OpKind::kForward, stage = sf;
+        }
+        start = next;
+      } else {
+        kind = OpKind::kBackwardWeight, stage = sw, start = t;
       }
     } else if (std::min(ti, tf) < kNever) {
-      kind = ti <= tf ? OpKind::kBackwardInput : OpKind::kForward, start = std::min(ti, tf);
+      if (ti <= tf) {
+        kind = OpKind::kBackwardInput, stage = si, start = ti;
+      } else {
+        kind = OpKind::kForward, stage = sf, start = tf;
+      }
     }
-    st.next_kind = kind;
-    st.next_start = start;
-    ++st.version;
-    if (start < kNever) queue_.push({start, s, st.version});
+    dev.next_kind = kind;
+    dev.next_stage = stage;
+    dev.next_start = start;
+    ++dev.version;
+    if (start < kNever) queue_.push({start, d, dev.version});
   }
 
-  void Place(int32_t s) {
+  void Place(int32_t d) {
+    Dev& dev = dv_[d];
+    const int32_t s = dev.next_stage;
     Stage& st = st_[s];
-    const double start = st.next_start;
+    const double start = dev.next_start;
     int32_t m = 0;
-    double d = 0;
-    switch (st.next_kind) {
+    double duration = 0;
+    switch (dev.next_kind) {
       case OpKind::kForward:
         m = st.next_f++;
-        d = p_.forward_s[s];
-        FEnd(s, m) = start + d;
+        duration = p_.forward_s[s];
+        FEnd(s, m) = start + duration;
         break;
       case OpKind::kBackwardInput:
         m = st.next_i++;
-        d = p_.input_s[s];
-        IEnd(s, m) = start + d;
+        duration = p_.input_s[s];
+        IEnd(s, m) = start + duration;
         st.pending_w.push_back(m);
         break;
       default:
         m = st.pending_w.front();
         st.pending_w.pop_front();
-        d = p_.weight_s[s];
+        duration = p_.weight_s[s];
         break;
     }
-    st.order.push_back({st.next_kind, m});
-    if (st.first_start < 0) st.first_start = start;
-    st.free_at = st.last_end = start + d;
+    dev.order.push_back({dev.next_kind, s, m});
+    if (dev.first_start < 0) dev.first_start = start;
+    dev.free_at = dev.last_end = start + duration;
   }
 
   const AutoProblem& p_;
   Policy policy_;
   std::vector<double> f_end_, i_end_;
   std::vector<Stage> st_;
+  std::vector<Dev> dv_;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue_;
 };
 
 Result<void> Check(const AutoProblem& p) {
-  const size_t K = p.stages;
+  const size_t S = p.stages;
   if (p.stages < 1 || p.micro_batches < 1) {
     return Fail(fmt::format("the automatic schedule needs stages and micro-batches >= 1, got {} and {}", p.stages,
                             p.micro_batches));
   }
-  for (const auto* v : {&p.forward_s, &p.input_s, &p.weight_s, &p.activation_bytes, &p.kept_bytes, &p.pending_bytes,
-                        &p.limit_bytes}) {
-    if (v->size() != K) return Fail(fmt::format("the automatic schedule's problem needs {} stages' values", K));
+  for (const auto* v : {&p.forward_s, &p.input_s, &p.weight_s, &p.activation_bytes, &p.kept_bytes, &p.pending_bytes}) {
+    if (v->size() != S) return Fail(fmt::format("the automatic schedule's problem needs {} stages' values", S));
   }
-  for (size_t s = 0; s < K; ++s) {
+  if (!p.placement.empty() && p.placement.size() != S) {
+    return Fail(fmt::format("the automatic schedule's placement needs {} stages' devices", S));
+  }
+  int32_t D = p.placement.empty() ? p.stages : 0;
+  for (int32_t d : p.placement) {
+    if (d < 0 || d >= p.stages) return Fail(fmt::format("placement: device {} is out of range", d));
+    D = std::max(D, d + 1);
+  }
+  std::vector<char> used(D, p.placement.empty());
+  for (int32_t d : p.placement) used[d] = 1;
+  if (std::find(used.begin(), used.end(), 0) != used.end()) return Fail("placement: a device holds no stage");
+  if (p.limit_bytes.size() != static_cast<size_t>(D)) {
+    return Fail(fmt::format("the automatic schedule's problem needs {} devices' limits", D));
+  }
+  for (size_t s = 0; s < S; ++s) {
     if (!(p.forward_s[s] >= 0 && p.input_s[s] >= 0 && p.weight_s[s] >= 0)) {
       return Fail(fmt::format("stage {}: op times must be finite and >= 0", s));
     }
-    if (p.activation_bytes[s] > p.limit_bytes[s]) {
+    const int32_t d = p.placement.empty() ? static_cast<int32_t>(s) : p.placement[s];
+    if (p.activation_bytes[s] > p.limit_bytes[d]) {
       return Fail(fmt::format("stage {}: one micro-batch's activations take {:.4g} GiB, more than the {:.4g} GiB the "
                               "memory limit leaves it",
-                              s, p.activation_bytes[s] / (1 << 30), p.limit_bytes[s] / (1 << 30)));
+                              s, p.activation_bytes[s] / (1 << 30), p.limit_bytes[d] / (1 << 30)));
     }
   }
   return {};
@@ -263,30 +328,36 @@ Result<void> Check(const AutoProblem& p) {
 Result<Schedule> BuildAuto(const AutoProblem& p) {
   if (auto ok = Check(p); !ok) return tl::unexpected(ok.error());
   std::optional<Outcome> best;
-  for (const bool overrun : {false, true}) {
+  std::optional<Error> failure;
+  for (const int warm_up : {0, 1, 2}) {  // predicted, predicted with an overrun, memory only
     for (const double wait_for_input : {0.0, 0.1, 0.25, 0.5, 1.0}) {
       for (const double wait_with_weight : {0.0, 0.25, 0.5, 1.0}) {
-        auto out = Greedy(p, Policy{overrun, wait_for_input, wait_with_weight}).Run();
-        if (!out) return tl::unexpected(out.error());
+        auto out = Greedy(p, Policy{warm_up < 2, warm_up == 1, wait_for_input, wait_with_weight}).Run();
+        if (!out) {
+          failure = out.error();
+          continue;
+        }
         if (!best || std::pair(out->overlapped, out->step) < std::pair(best->overlapped, best->step)) {
           best = std::move(*out);
         }
       }
     }
   }
+  if (!best) return tl::unexpected(*failure);
   Schedule s;
-  s.num_stages = s.num_devices = p.stages;
+  s.num_stages = p.stages;
+  s.num_devices = static_cast<int32_t>(best->order.size());
   s.num_micro_batches = p.micro_batches;
   s.placement.resize(p.stages);
-  s.programs.resize(p.stages);
-  for (int32_t st = 0; st < p.stages; ++st) {
-    s.placement[st] = st;
-    auto& program = s.programs[st];
-    program.reserve(best->order[st].size() + 1);
-    for (const Placed& op : best->order[st]) {
-      program.push_back(Op{.kind = op.kind, .device = st, .stage = st, .micro_batch = op.micro_batch});
+  for (int32_t st = 0; st < p.stages; ++st) s.placement[st] = p.placement.empty() ? st : p.placement[st];
+  s.programs.resize(s.num_devices);
+  for (int32_t d = 0; d < s.num_devices; ++d) {
+    auto& program = s.programs[d];
+    program.reserve(best->order[d].size() + 1);
+    for (const Placed& op : best->order[d]) {
+      program.push_back(Op{.kind = op.kind, .device = d, .stage = op.stage, .micro_batch = op.micro_batch});
     }
-    program.push_back(Op{.kind = OpKind::kStep, .device = st});
+    program.push_back(Op{.kind = OpKind::kStep, .device = d});
   }
   Renumber(s);
   return s;

@@ -67,17 +67,19 @@ Schedule BuildZbV(int32_t devices, int32_t micro_batches);
 // deferred W and B0's I; then the deferred W's. Needs M >= 2K.
 Result<Schedule> BuildDualPipeV(int32_t devices, int32_t micro_batches);
 
-// The automatic zero-bubble schedule's problem: one stage per device, in
-// order, with its op times (seconds; with recompute, I's includes its R),
+// The automatic zero-bubble schedule's problem: stages on devices (one per
+// device in order, or a placement such as zb-v's V), with their op times (seconds; with recompute, I's includes its R),
 // the transfer time to the next stage, and activation memory per
 // micro-batch: the peak while F (or R and I) runs, what it keeps from F to
-// I, and from I to W (the Zero Bubble paper's M_W); and the most the stage
-// may hold.
+// I, and from I to W (the Zero Bubble paper's M_W); and the most each
+// device may hold.
 struct AutoProblem {
   int32_t stages = 0, micro_batches = 0;
   std::vector<double> forward_s, input_s, weight_s;  // [stage]
-  std::vector<double> comm_s;                         // [stage]: to stage + 1
-  std::vector<double> activation_bytes, kept_bytes, pending_bytes, limit_bytes;  // [stage]
+  std::vector<double> comm_s;                         // [stage]: to stage + 1 (none inside a device)
+  std::vector<double> activation_bytes, kept_bytes, pending_bytes;  // [stage]
+  std::vector<double> limit_bytes;                    // [device]
+  std::vector<int32_t> placement;                     // [stage]: its device; empty: stage s on device s
 };
 
 // `auto`: list scheduling with the problem's times, in the spirit of Qi et

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Runs every Google Benchmark of bench/ and prints one table: each figure
+next to its target (issues 18 and 19), so that a regression shows on the next
+run. Writes the figures with the commit to traces/recorded/<machine>/bench.json.
+
+  python3 scripts/bench_table.py build [--machine cpu-2core] [--no-record]
+
+Each benchmark runs pinned to core 0 (taskset) when it can be, as the targets
+are stated for one core. The GPU benchmark is skipped without a GPU.
+"""
+import argparse
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+# (binary, filter, benchmark name, figure, how to read it, target, comparison)
+# figure readers: 'ms' real time in ms, 'counter:<name>', 'items' items/s.
+ROWS = [
+    ("search_benchmark", "MaxLayers", "BM_MaxLayersGpipeTable1", "max-layers, GPipe Table 1 on 128 TPUv3", "ms", 1000, "<"),
+    ("schedule_benchmark", "Build1F1B", "BM_Build1F1BInsertCommVerify/128/1024", "1F1B K=128 M=1024 build+comm+verify", "ms", 50, "<"),
+    ("schedule_benchmark", "VerifyOnly", "BM_VerifyOnly", "verify only, K=128 M=1024", "ms", None, None),
+    ("simulate_benchmark", "Simulate1F1B/", "BM_Simulate1F1B/8/32", "simulate 1F1B K=8 M=32, ops/s", "counter:ops_per_s", 10e6, ">="),
+    ("simulate_benchmark", "Simulate1F1B/", "BM_Simulate1F1B/64/512", "simulate 1F1B K=64 M=512, ops/s", "counter:ops_per_s", 10e6, ">="),
+    ("simulate_benchmark", "Simulate1F1B/", "BM_Simulate1F1B/512/4096", "simulate 1F1B K=512 M=4096 (fresh), ops/s", "counter:ops_per_s", 10e6, ">="),
+    ("simulate_benchmark", "Simulate1F1B/", "BM_Simulate1F1B/512/4096", "simulate K=512 M=4096, bytes per op", "counter:peak_bytes_per_op", 128, "<="),
+    ("search_benchmark", "BM_Search/", "BM_Search/8/64", "search 8 GPUs, configs/s", "items", None, None),
+    ("search_benchmark", "BM_Search/", "BM_Search/16/128", "search 16 GPUs, configs/s", "items", None, None),
+    ("search_benchmark", "175B", "BM_Search175BOn1024", "search 175B on 1024 A100s, configs/s", "items", 10000, ">="),
+    ("partition_benchmark", "MinMax", "BM_MinMax/100000/1024/0", "minmax 100k layers into 1024", "ms", None, None),
+    ("execute_benchmark", "TransformerStep", "BM_TransformerStep/1/1", "CPU executor, 4-block transformer, 1 mb (vs PyTorch: make bench-torch)", "ms", None, None),
+    ("execute_benchmark", "TransformerStep", "BM_TransformerStep/1/4", "CPU executor, 4-block transformer, 4 mb", "ms", None, None),
+]
+
+
+def run(binary, flt):
+    cmd = [binary, f"--benchmark_filter={flt}", "--benchmark_format=json"]
+    if shutil.which("taskset"):
+        cmd = ["taskset", "-c", "0"] + cmd
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"bench_table: {' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout)["benchmarks"]
+
+
+def figure(bench, how):
+    if how == "ms":
+        scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[bench.get("time_unit", "ns")]
+        return bench["real_time"] * scale
+    if how == "items":
+        return bench.get("items_per_second", 0.0)
+    return bench[how.split(":", 1)[1]]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("--machine", default="cpu-2core")
+    ap.add_argument("--no-record", action="store_true")
+    a = ap.parse_args()
+    cache, table = {}, []
+    for binary, flt, name, what, how, target, cmp in ROWS:
+        path = os.path.join(a.build, "bench", binary)
+        if not os.path.exists(path):
+            sys.exit(f"bench_table: {path} is missing: run make build first")
+        key = (binary, flt)
+        if key not in cache:
+            print(f"running {binary} --benchmark_filter={flt} ...", file=sys.stderr, flush=True)
+            cache[key] = run(path, flt)
+        found = [b for b in cache[key] if b["name"] == name or b.get("run_name") == name]
+        if not found:
+            sys.exit(f"bench_table: {binary} has no benchmark {name}")
+        value = figure(found[0], how)
+        met = None
+        if target is not None:
+            met = {"<": value < target, "<=": value <= target, ">=": value >= target}[cmp]
+        table.append({"benchmark": name, "what": what, "value": value, "unit": how,
+                      "target": target, "comparison": cmp, "met": met})
+    width = max(len(r["what"]) for r in table)
+    print(f"{'what':<{width}}  {'figure':>14}  {'target':>12}  met")
+    for r in table:
+        unit = "ms" if r["unit"] == "ms" else ""
+        value = f"{r['value']:.4g} {unit}".strip()
+        target = f"{r['comparison']} {r['target']:.4g}" if r["target"] is not None else "-"
+        met = "-" if r["met"] is None else ("yes" if r["met"] else "NO")
+        print(f"{r['what']:<{width}}  {value:>14}  {target:>12}  {met}")
+    if not a.no_record:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        out_dir = os.path.join("traces", "recorded", a.machine)
+        os.makedirs(out_dir, exist_ok=True)
+        record = {"commit": commit, "date": datetime.date.today().isoformat(),
+                  "command": "make bench (python3 scripts/bench_table.py build)", "rows": table}
+        with open(os.path.join(out_dir, "bench.json"), "w") as f:
+            json.dump(record, f, indent=1)
+            f.write("\n")
+        print(f"recorded in {out_dir}/bench.json (commit {commit})", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
