@@ -88,7 +88,6 @@ TEST(Execute, GPipeGuaranteeParametersDoNotDependOnKOrM) {
 TEST(Execute, AutoScheduleTrainsToTheUnpartitionedWeights) {
   const ExecuteResult reference = Train(Mlp(1, 1, "gpipe", "none"), 3);
   std::mt19937 rng(11);
-  std::uniform_real_distribution<double> u(0.2, 2.0);
   int runs = 0;
   for (int K = 1; K <= 8; ++K) {
     for (int M : {1, 4, 8}) {
@@ -99,15 +98,7 @@ TEST(Execute, AutoScheduleTrainsToTheUnpartitionedWeights) {
         own.build_auto = simulate::AutoScheduler(nullptr, 0);
         auto plan = partition::PlanFromConfig(c, own);
         ASSERT_TRUE(plan) << plan.error().message;
-        ir::AutoProblem p;
-        p.stages = K, p.micro_batches = M;
-        for (int st = 0; st < K; ++st) {
-          p.forward_s.push_back(u(rng)), p.input_s.push_back(u(rng)), p.weight_s.push_back(u(rng));
-          p.comm_s.push_back(u(rng) / 4);
-          p.activation_bytes.push_back(1), p.kept_bytes.push_back(1), p.pending_bytes.push_back(u(rng) / 2);
-          p.limit_bytes.push_back(1 + static_cast<double>(rng() % (2 * K)));
-        }
-        auto random = ir::BuildAuto(p);
+        auto random = ir::BuildAuto(ir::RandomAutoProblem(K, M, static_cast<uint32_t>(rng())));
         ASSERT_TRUE(random) << random.error().message;
         ir::InsertRecompute(*random, *ir::RecomputeModeFromName(recompute));
         ASSERT_TRUE(ir::InsertComm(*random, {}));

@@ -9,6 +9,7 @@
 #include <limits>
 #include <optional>
 #include <queue>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -324,6 +325,20 @@ Result<void> Check(const AutoProblem& p) {
 }
 
 }  // namespace
+
+AutoProblem RandomAutoProblem(int32_t stages, int32_t micro_batches, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(0.2, 2.0);
+  AutoProblem p;
+  p.stages = stages, p.micro_batches = micro_batches;
+  for (int32_t st = 0; st < stages; ++st) {
+    p.forward_s.push_back(u(rng)), p.input_s.push_back(u(rng)), p.weight_s.push_back(u(rng));
+    p.comm_s.push_back(u(rng) / 4);
+    p.activation_bytes.push_back(1), p.kept_bytes.push_back(1), p.pending_bytes.push_back(u(rng) / 2);
+    p.limit_bytes.push_back(1 + static_cast<double>(rng() % (2 * stages)));
+  }
+  return p;
+}
 
 Result<Schedule> BuildAuto(const AutoProblem& p) {
   if (auto ok = Check(p); !ok) return tl::unexpected(ok.error());

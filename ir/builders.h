@@ -95,6 +95,11 @@ struct AutoProblem {
 // error naming the stage.
 Result<Schedule> BuildAuto(const AutoProblem& problem);
 
+// A random feasible problem for tests: one stage per device, times in
+// [0.2, 2), transfers in [0.05, 0.5), unit activations with M_W in
+// [0.1, 1), limits from one micro-batch to 2K; the same for the same seed.
+AutoProblem RandomAutoProblem(int32_t stages, int32_t micro_batches, uint32_t seed);
+
 // The names accepted by BuildByName, in the order `--help` lists them.
 const std::vector<std::string>& BuilderNames();
 

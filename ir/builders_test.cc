@@ -33,20 +33,9 @@ int MaxInFlight(const std::vector<Op>& program) {
   return most;
 }
 
-// `auto` for a random problem: stage times and memory drawn from a seed of
-// (K, M), limits from one micro-batch to 2K.
+// `auto` for a random problem, seeded by (K, M).
 Result<Schedule> BuildRandomAuto(int32_t K, int32_t M) {
-  std::mt19937 rng(static_cast<uint32_t>(K * 1000 + M));
-  std::uniform_real_distribution<double> u(0.2, 2.0);
-  AutoProblem p;
-  p.stages = K, p.micro_batches = M;
-  for (int32_t st = 0; st < K; ++st) {
-    p.forward_s.push_back(u(rng)), p.input_s.push_back(u(rng)), p.weight_s.push_back(u(rng));
-    p.comm_s.push_back(u(rng) / 4);
-    p.activation_bytes.push_back(1), p.kept_bytes.push_back(1), p.pending_bytes.push_back(u(rng) / 2);
-    p.limit_bytes.push_back(1 + static_cast<double>(rng() % (2 * K)));
-  }
-  return BuildAuto(p);
+  return BuildAuto(RandomAutoProblem(K, M, static_cast<uint32_t>(K * 1000 + M)));
 }
 
 }  // namespace
