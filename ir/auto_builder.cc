@@ -8,7 +8,6 @@
 #include <deque>
 #include <limits>
 #include <optional>
-#include <queue>
 #include <random>
 
 #include <fmt/format.h>
@@ -58,23 +57,24 @@ class Greedy {
     if (policy.predict) WarmUp();
   }
 
-  Result<Outcome> Run() {
+  // The outcome, or nothing once a device's span exceeds `give_up` (a
+  // variant already found is better).
+  Result<std::optional<Outcome>> Run(double give_up) {
     const int32_t D = static_cast<int32_t>(dv_.size());
     for (int32_t d = 0; d < D; ++d) Refresh(d);
     const int64_t total = 3 * int64_t{p_.stages} * p_.micro_batches;
     for (int64_t placed = 0; placed < total; ++placed) {
+      // The device whose next op starts first (the lower device on a tie):
+      // a scan, cheaper than a heap of stale entries for pipeline widths.
       int32_t d = -1;
-      while (!queue_.empty()) {
-        const Entry e = queue_.top();
-        queue_.pop();
-        if (e.version == dv_[e.device].version) {
-          d = e.device;
-          break;
-        }
+      double first = kNever;
+      for (int32_t k = 0; k < D; ++k) {
+        if (dv_[k].next_start < first) first = dv_[k].next_start, d = k;
       }
       if (d < 0) return FailRuntime("the automatic scheduler found no op to run (a bug: the problem is feasible)");
       const int32_t s = dv_[d].next_stage;
       Place(d);
+      if (dv_[d].last_end - dv_[d].first_start > give_up) return std::optional<Outcome>();
       Refresh(d);
       for (int32_t n : {s - 1, s + 1}) {
         if (n >= 0 && n < p_.stages && Device(n) != d) Refresh(Device(n));
@@ -86,7 +86,7 @@ class Greedy {
       out.step = std::max(out.step, dev.last_end);
       out.order.push_back(std::move(dev.order));
     }
-    return out;
+    return std::optional<Outcome>(std::move(out));
   }
 
  private:
@@ -98,18 +98,11 @@ class Greedy {
   struct Dev {
     std::vector<int32_t> stages;  // the stages it holds, latest first
     double free_at = 0, first_start = -1, last_end = 0;
-    // The next op and when it starts; `version` invalidates stale queue entries.
+    // The next op and when it starts (kNever: none known yet).
     OpKind next_kind = OpKind::kForward;
     int32_t next_stage = 0;
     double next_start = kNever;
-    uint64_t version = 0;
     std::vector<Placed> order;
-  };
-  struct Entry {
-    double time;
-    int32_t device;
-    uint64_t version;
-    bool operator>(const Entry& o) const { return time != o.time ? time > o.time : device > o.device; }
   };
 
   int32_t Device(int32_t s) const { return p_.placement.empty() ? s : p_.placement[s]; }
@@ -245,8 +238,6 @@ class Greedy {
     dev.next_kind = kind;
     dev.next_stage = stage;
     dev.next_start = start;
-    ++dev.version;
-    if (start < kNever) queue_.push({start, d, dev.version});
   }
 
   void Place(int32_t d) {
@@ -284,7 +275,6 @@ class Greedy {
   std::vector<double> f_end_, i_end_;
   std::vector<Stage> st_;
   std::vector<Dev> dv_;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue_;
 };
 
 Result<void> Check(const AutoProblem& p) {
@@ -344,19 +334,33 @@ Result<Schedule> BuildAuto(const AutoProblem& p) {
   if (auto ok = Check(p); !ok) return tl::unexpected(ok.error());
   std::optional<Outcome> best;
   std::optional<Error> failure;
-  for (const int warm_up : {0, 1, 2}) {  // predicted, predicted with an overrun, memory only
-    for (const double wait_for_input : {0.0, 0.1, 0.25, 0.5, 1.0}) {
-      for (const double wait_with_weight : {0.0, 0.25, 0.5, 1.0}) {
-        auto out = Greedy(p, Policy{warm_up < 2, warm_up == 1, wait_for_input, wait_with_weight}).Run();
-        if (!out) {
-          failure = out.error();
-          continue;
-        }
-        if (!best || std::pair(out->overlapped, out->step) < std::pair(best->overlapped, best->step)) {
-          best = std::move(*out);
-        }
-      }
+  // No device can be busy for less than its own work: a variant within
+  // 0.1% of that ends the search.
+  std::vector<double> work;
+  for (int32_t st = 0; st < p.stages; ++st) {
+    const size_t d = p.placement.empty() ? st : p.placement[st];
+    if (work.size() <= d) work.resize(d + 1, 0.0);
+    work[d] += p.micro_batches * (p.forward_s[st] + p.input_s[st] + p.weight_s[st]);
+  }
+  const double floor = *std::max_element(work.begin(), work.end());
+  // The variants most often best come first, so that the others give up early.
+  std::vector<Policy> variants;
+  for (const bool overrun : {false, true}) {
+    for (const double wait_with_weight : {0.0, 0.5}) {
+      for (const double wait_for_input : {0.1, 0.25}) variants.push_back({true, overrun, wait_for_input, wait_with_weight});
     }
+  }
+  variants.push_back({false, false, 0.1, 0.0});  // memory alone bounds the warm-up
+  for (const Policy& policy : variants) {
+    auto out = Greedy(p, policy).Run(best ? best->overlapped : kNever);
+    if (!out) {
+      failure = out.error();
+      continue;
+    }
+    if (*out && (!best || std::pair((*out)->overlapped, (*out)->step) < std::pair(best->overlapped, best->step))) {
+      best = std::move(**out);
+    }
+    if (best && best->overlapped <= floor * (1 + 1e-3)) break;
   }
   if (!best) return tl::unexpected(*failure);
   Schedule s;

@@ -87,10 +87,11 @@ struct AutoProblem {
 // forwards as fit before its first gradient arrives (predicted from the
 // times), then an I as soon as its gradient is there, an F while memory
 // allows, and a deferred W when nothing else is due, or to free memory.
-// Variants of the rule (an extra warm-up forward; waiting for an I or F due
-// soon rather than starting an F or W) are all tried; the schedule with the
-// shortest overlapped step (the longest stage span) wins, then the shortest
-// step. It never holds more than `limit_bytes` of activations on a stage
+// Nine variants of the rule (an extra warm-up forward, or memory alone
+// bounding the warm-up; waiting for an I or F due soon rather than starting
+// an F or W) are tried until one is within 0.1% of the busiest device's work;
+// the schedule with the shortest overlapped step (the longest device span)
+// wins, then the shortest step. It never holds more than `limit_bytes` of activations on a stage
 // (receive buffers aside). A micro-batch that alone exceeds a limit is an
 // error naming the stage.
 Result<Schedule> BuildAuto(const AutoProblem& problem);

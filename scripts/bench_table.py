@@ -69,7 +69,7 @@ def main():
         if key not in cache:
             print(f"running {binary} --benchmark_filter={flt} ...", file=sys.stderr, flush=True)
             cache[key] = run(path, flt)
-        found = [b for b in cache[key] if b["name"] == name or b.get("run_name") == name]
+        found = [b for b in cache[key] if b["name"].split("/iterations:")[0] == name]
         if not found:
             sys.exit(f"bench_table: {binary} has no benchmark {name}")
         value = figure(found[0], how)
