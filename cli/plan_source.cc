@@ -17,15 +17,19 @@ void AddPlanOptions(CLI::App& cmd, PlanSource& s) {
                  fmt::format("override the config's schedule ({})", fmt::join(ir::ScheduleNames(), ", ")));
   cmd.add_option("--memory-cap", s.memory_cap_bytes,
                  "bytes a device may hold under the auto schedule (default: /pipeline/memory_cap, else its memory)")
-      ->check(CLI::Validator(
-          [](const std::string& text) -> std::string {
-            double v = 0;
-            return CLI::detail::lexical_cast(text, v) && v > 0 && v <= 1e18 ? "" : "expected bytes, a number in (0, 1e18]";
-          },
-          "BYTES"));
+      ->check(BytesValidator());
   cmd.add_option("--chunks,-v", s.chunks, "override the stages per device (interleaved >= 2)")->check(CLI::Range(1, 1 << 16));
   cmd.add_option("--recompute", s.recompute, "override the config's recompute mode")
       ->check(CLI::IsMember({"none", "full", "except-last"}));
+}
+
+CLI::Validator BytesValidator() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        double v = 0;
+        return CLI::detail::lexical_cast(text, v) && v >= 1 && v <= 1e18 ? "" : "expected bytes, a number in [1, 1e18]";
+      },
+      "BYTES");
 }
 
 Result<partition::Plan> MakePlan(const cost::Config& config, const PlanSource& s, const simulate::Calibration* cal) {

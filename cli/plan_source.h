@@ -30,6 +30,10 @@ struct PlanSource {
 // Adds --schedule-file, --format, --dialect, --schedule, --chunks and --recompute.
 void AddPlanOptions(CLI::App& cmd, PlanSource& source);
 
+// A memory cap in bytes (`--memory-cap` of simulate, execute, calibrate and
+// search): a number in [1, 1e18], as /pipeline/memory_cap.
+CLI::Validator BytesValidator();
+
 // Bad files and configs are bad input; a builder failure or a model that
 // does not fit in memory is a runtime error.
 // The auto schedule plans with `calibration`'s costs when one is given.

@@ -192,7 +192,7 @@ void AddSearch(CLI::App& app, int& exit_code) {
   cmd->add_option("--devices", o->devices, "devices to use (default: the cluster's); K x replicas of them")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--memory-cap", o->memory_cap, "bytes a device may hold (default: its memory)")
-      ->check(CLI::Range(1.0, 1e18));
+      ->check(BytesValidator());
   cmd->add_option("--objective", o->objective, "throughput (default) or memory")
       ->check(CLI::IsMember({"throughput", "memory"}));
   cmd->add_flag("--max-layers", o->max_layers,

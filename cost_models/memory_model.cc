@@ -88,8 +88,7 @@ std::vector<int> InFlightPerStage(const ir::Schedule& s) {
 }
 
 std::vector<int> InFlightPerStage(const std::string& schedule, int devices, int micro_batches, int chunks) {
-  // `auto` plans its own memory; its partition assumes zb-h1's.
-  auto built = ir::BuildByName(schedule == ir::kAutoSchedule ? "zb-h1" : schedule, devices, micro_batches, chunks);
+  auto built = ir::BuildShape(schedule, devices, micro_batches, chunks);
   if (!built) {
     return std::vector<int>(static_cast<size_t>(devices) * std::max(1, chunks > 0 ? chunks : ir::DefaultChunks(schedule)),
                             micro_batches);

@@ -176,6 +176,10 @@ const std::vector<std::string>& ScheduleNames() {
   return names;
 }
 
+Result<Schedule> BuildShape(std::string_view name, int32_t devices, int32_t micro_batches, int32_t chunks) {
+  return BuildByName(name == kAutoSchedule ? "zb-h1" : name, devices, micro_batches, chunks);
+}
+
 int32_t DefaultChunks(std::string_view name) {
   return name == "interleaved" || name == "zb-v" || name == "dualpipev" ? 2 : 1;
 }

@@ -109,6 +109,11 @@ inline constexpr std::string_view kAutoSchedule = "auto";
 // BuilderNames and `auto`: what a config's /pipeline/schedule may name.
 const std::vector<std::string>& ScheduleNames();
 
+// The compute-only shape a schedule name plans with (its partition, memory
+// and search bounds): BuildByName's, and for `auto`, whose order needs op
+// costs, zb-h1's (one stage per device, every backward split into I and W).
+Result<Schedule> BuildShape(std::string_view name, int32_t devices, int32_t micro_batches, int32_t chunks = 0);
+
 // Chunks per device a schedule uses when none are asked for (0): 2 for
 // interleaved and zb-v, 1 for the others.
 int32_t DefaultChunks(std::string_view name);

@@ -54,9 +54,8 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
     return FailRuntime(fmt::format("{}: the auto schedule needs op costs, and none were given (a caller's bug)",
                                    config.source));
   }
-  // `auto` is partitioned as zb-h1 (one stage per device, I and W split).
-  auto built = ir::BuildByName(automatic ? "zb-h1" : name, config.pipeline.stages, config.training.micro_batches,
-                               automatic ? 0 : chunks);
+  // `auto` is partitioned as its shape, then ordered by build_auto.
+  auto built = ir::BuildShape(name, config.pipeline.stages, config.training.micro_batches, automatic ? 0 : chunks);
   if (!built) return Fail(fmt::format("{}: /pipeline: {}", config.source, built.error().message));
   if (built->num_stages > static_cast<int>(config.model.layers.size())) {
     return Fail(fmt::format("{}: the {} schedule has {} stages but the model only {} layers", config.source, name,

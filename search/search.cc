@@ -134,9 +134,9 @@ struct Searcher {
     Bounds b;
     auto& shape = shapes[{c.schedule, c.stages, c.micro_batches, c.chunks}];
     if (!shape) {
-      // `auto` runs zb-h1's ops (its last on every device a W) and partition.
+      // `auto` runs its shape's ops (the last on every device a W) and partition.
       const bool automatic = c.schedule == ir::kAutoSchedule;
-      auto built = ir::BuildByName(automatic ? "zb-h1" : c.schedule, c.stages, c.micro_batches, c.chunks);
+      auto built = ir::BuildShape(c.schedule, c.stages, c.micro_batches, c.chunks);
       if (!built) return b;
       built->replicas = c.replicas;
       Shape sh{std::move(*built), {}, {}, {}};
