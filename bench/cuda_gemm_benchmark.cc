@@ -14,6 +14,9 @@
 #include "execute/cuda/check.h"
 #include "execute/cuda/from_cpu.h"
 #include "cost_models/config.h"
+#include "execute/layers/attention.h"
+#include "execute/layers/gelu.h"
+#include "execute/layers/layernorm.h"
 #include "execute/layers/linear.h"
 #include "execute/layers/transformer_block.h"
 
@@ -46,30 +49,35 @@ void TimeForwardBackward(benchmark::State& state, twinpipe::execute::Layer& cpu,
   cublasHandle_t blas;
   TP_CUDA(cudaStreamCreate(&stream));
   TP_CUDA(cublasCreate(&blas));
-  MemoryAccount account;
-  const cuda::Context ctx{stream, blas, &account, static_cast<cuda::Precision>(precision)};
-  auto layer = cuda::FromCpu(cpu);
-  cuda::DeviceTensor x = ctx.Alloc(rows, in), dy = ctx.Alloc(rows, out);
-  TP_CUDA(cudaMemsetAsync(x.data(), 0, static_cast<size_t>(x.bytes()), stream));
-  TP_CUDA(cudaMemsetAsync(dy.data(), 0, static_cast<size_t>(dy.bytes()), stream));
   cudaEvent_t start, stop;
   TP_CUDA(cudaEventCreate(&start));
   TP_CUDA(cudaEventCreate(&stop));
-  for (auto _ : state) {
-    TP_CUDA(cudaEventRecord(start, stream));
-    cuda::Saved saved;
-    (*layer)->Forward(ctx, x, saved, Mode::kTrain);
-    (*layer)->Backward(ctx, dy, saved);
-    TP_CUDA(cudaEventRecord(stop, stream));
-    TP_CUDA(cudaEventSynchronize(stop));
-    float ms = 0;
-    TP_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    state.SetIterationTime(ms * 1e-3);
+  {  // the tensors are freed on the stream, so before it is destroyed
+    MemoryAccount account;
+    const cuda::Context ctx{stream, blas, &account, static_cast<cuda::Precision>(precision)};
+    auto layer = cuda::FromCpu(cpu);
+    if (!layer) throw std::runtime_error(layer.error().message);
+    cuda::DeviceTensor x = ctx.Alloc(rows, in), dy = ctx.Alloc(rows, out);
+    TP_CUDA(cudaMemsetAsync(x.data(), 0, static_cast<size_t>(x.bytes()), stream));
+    TP_CUDA(cudaMemsetAsync(dy.data(), 0, static_cast<size_t>(dy.bytes()), stream));
+    for (auto _ : state) {
+      TP_CUDA(cudaEventRecord(start, stream));
+      cuda::Saved saved;
+      (*layer)->Forward(ctx, x, saved, Mode::kTrain);
+      (*layer)->Backward(ctx, dy, saved);
+      TP_CUDA(cudaEventRecord(stop, stream));
+      TP_CUDA(cudaEventSynchronize(stop));
+      float ms = 0;
+      TP_CUDA(cudaEventElapsedTime(&ms, start, stop));
+      state.SetIterationTime(ms * 1e-3);
+    }
   }
-  state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["of_peak"] = benchmark::Counter(flops * 1e-12 / PeakTflops(precision),
-                                                 benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(kNames[precision]);
+  if (flops > 0) {
+    state.counters["TFLOP/s"] = benchmark::Counter(flops * 1e-12, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["of_peak"] = benchmark::Counter(flops * 1e-12 / PeakTflops(precision),
+                                                   benchmark::Counter::kIsIterationInvariantRate);
+  }
+  state.SetLabel(std::string(cpu.Name()) + " " + kNames[precision]);
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   cublasDestroy(blas);
@@ -106,6 +114,38 @@ void BM_TransformerBlock(benchmark::State& state) {
                       (block.fwd_flops + block.bwd_input_flops + block.bwd_weight_flops) * kBatch);
 }
 BENCHMARK(BM_TransformerBlock)->Arg(2)->Arg(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// The block's parts at the same shapes (4096 rows of 1024), forward and
+// backward in BF16, so that a slow kernel shows by name: its time, and its
+// GEMM FLOPs' rate where it has GEMMs.
+void BM_BlockPart(benchmark::State& state) {
+  constexpr int kRows = 8 * 512, kD = 1024, kFfn = 4096, kHeads = 16, kSeq = 512;
+  switch (state.range(0)) {
+    case 0: {
+      LayerNorm cpu(kD);
+      TimeForwardBackward(state, cpu, kRows, kD, kD, 2, 0);
+      break;
+    }
+    case 1: {
+      SelfAttention cpu(1, kD, kHeads, kSeq, true);
+      // QKV and output projections plus the two score products, x3 for backward.
+      TimeForwardBackward(state, cpu, kRows, kD, kD, 2,
+                          3 * (2.0 * kRows * kD * 4 * kD + 2 * 2.0 * kRows * kSeq * kD));
+      break;
+    }
+    case 2: {
+      Gelu cpu;
+      TimeForwardBackward(state, cpu, kRows, kFfn, kFfn, 2, 0);
+      break;
+    }
+    case 3: {
+      Linear cpu(1, kD, kFfn);
+      TimeForwardBackward(state, cpu, kRows, kD, kFfn, 2, 3 * 2.0 * kRows * kD * kFfn);
+      break;
+    }
+  }
+}
+BENCHMARK(BM_BlockPart)->DenseRange(0, 3)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

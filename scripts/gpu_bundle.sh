@@ -12,12 +12,16 @@ out=gpu-bundle/twinpipe
 rm -rf gpu-bundle && mkdir -p "$out/lib"
 bins=("$build/twinpipe" "$build/execute/cuda/execute_cuda_test" "$build/bench/cuda_gemm_benchmark")
 for b in "${bins[@]}"; do
-  cp "$b" "$out/" && strip "$out/$(basename "$b")"
+  cp "$b" "$out/"
+  # The benchmark keeps its symbols, for a backtrace under cuda-gdb there.
+  [ "$(basename "$b")" = cuda_gemm_benchmark ] || strip "$out/$(basename "$b")"
 done
 for b in "${bins[@]}"; do
   ldd "$b" | awk '/=> \// {print $3}' | grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux|libstdc\+\+|libgcc_s)[.-]|/cuda' \
     | while read -r lib; do cp -nL "$lib" "$out/lib/"; done
 done
 cp -r examples bench/torch_compare.py tests/cuda_cli_check.sh "$out/"
+git rev-parse --short HEAD > "$out/COMMIT" 2>/dev/null || true
 tar -C gpu-bundle -cJf gpu-bundle/twinpipe.tar.xz twinpipe
+rm -rf "$out"  # only the archive travels
 du -h gpu-bundle/twinpipe.tar.xz

@@ -289,28 +289,45 @@ TEST(CudaExecute, ThreeStepsMatchCpuAcrossStagesAndTransports) {
 }
 
 // Issue 11's guarantee on the GPU: a 4-block transformer and a small CNN,
-// K in {1, 2, 4}, M in {1, 4}: 3 steps end with the CPU backend's parameters.
+// K in {1, 2, 4}, M in {1, 4}: 3 steps end with the CPU backend's parameters
+// under SGD with momentum. Under Adam the losses agree, but not every
+// parameter can: some have a gradient that is zero in exact arithmetic (the
+// key projection's bias, as softmax ignores a shift shared by a row of
+// scores; a convolution's bias ahead of batch norm), so each backend's
+// rounding noise there is all Adam sees, and it scales noise to a full step.
+// Those parameters change no output, so the losses still hold to 1e-4.
+// The CNN's batch norm sees micro-batches of 4 samples or more: over 2 (batch
+// 8 in 4 micro-batches) the H100 ended 3 SGD steps 1.5e-3 from the CPU, the
+// losses 1.4e-4 apart, while 8 samples agreed to 1e-4.
 TEST(CudaExecute, TransformerAndCnnMatchCpu) {
   REQUIRE_GPU(1);
   for (const char* model : {R"("generator": "transformer", "layers": 4, "d_model": 32, "ffn": 64, "heads": 4,
                                "seq": 8, "vocab": 20, "causal": true)",
                             R"("generator": "cnn", "layers": 5, "channels": 4, "image": 8, "in_channels": 3,
                                "classes": 5)"}) {
-    for (int K : {1, 2, 4}) {
-      for (int M : {1, 4}) {
-        SCOPED_TRACE(fmt::format("{} K={} M={}", model, K, M));
-        auto c = cost::LoadConfig(fmt::format(R"({{"model": {{{}}},
-          "training": {{"batch": 8, "microbatches": {}, "optimizer": "adam", "learning_rate": 0.01, "seed": 2}},
-          "pipeline": {{"stages": {}, "schedule": "1f1b", "recompute": "full"}},
-          "cluster": {{"device": "H100-SXM", "devices": {}, "link": "nvlink4"}}}})", model, M, K, K), "t.json");
-        ASSERT_TRUE(c) << c.error().message;
-        auto plan = partition::PlanFromConfig(*c);
-        ASSERT_TRUE(plan) << plan.error().message;
-        auto cpu = ExecuteCpu(*c, *plan, {.steps = 3});
-        ASSERT_TRUE(cpu) << cpu.error().message;
-        auto gpu = ExecuteCuda(*c, *plan, {.steps = 3});
-        ASSERT_TRUE(gpu) << gpu.error().message;
-        ExpectClose(gpu->parameters, cpu->parameters, cpu->parameters.size(), 1e-4, "parameters after 3 steps");
+    for (const char* optimizer : {"sgd", "adam"}) {
+      for (int K : {1, 2, 4}) {
+        for (int M : {1, 4}) {
+          SCOPED_TRACE(fmt::format("{} {} K={} M={}", model, optimizer, K, M));
+          const int batch = std::string(model).find("cnn") != std::string::npos ? 16 : 8;
+          auto c = cost::LoadConfig(fmt::format(R"({{"model": {{{}}},
+            "training": {{"batch": {}, "microbatches": {}, "optimizer": "{}", "learning_rate": 0.01, "seed": 2}},
+            "pipeline": {{"stages": {}, "schedule": "1f1b", "recompute": "full"}},
+            "cluster": {{"device": "H100-SXM", "devices": {}, "link": "nvlink4"}}}})", model, batch, M, optimizer, K,
+                                                K),
+                                        "t.json");
+          ASSERT_TRUE(c) << c.error().message;
+          auto plan = partition::PlanFromConfig(*c);
+          ASSERT_TRUE(plan) << plan.error().message;
+          auto cpu = ExecuteCpu(*c, *plan, {.steps = 3});
+          ASSERT_TRUE(cpu) << cpu.error().message;
+          auto gpu = ExecuteCuda(*c, *plan, {.steps = 3});
+          ASSERT_TRUE(gpu) << gpu.error().message;
+          for (int s = 0; s < 3; ++s) EXPECT_NEAR(gpu->losses[s], cpu->losses[s], 1e-4 * std::abs(cpu->losses[s]));
+          if (std::string(optimizer) == "sgd") {
+            ExpectClose(gpu->parameters, cpu->parameters, cpu->parameters.size(), 1e-4, "parameters after 3 steps");
+          }
+        }
       }
     }
   }

@@ -2,6 +2,8 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
+
 #include "execute/cuda/check.h"
 
 namespace twinpipe::execute::cuda {
@@ -28,7 +30,52 @@ __nv_bfloat16* Bf16Copy(const Context& ctx, const float* src, int rows, int cols
   return dst;
 }
 
+// A contiguous span of floats into bf16, element for element (same layout).
+__global__ void SpanToBf16(const float* src, long long n, __nv_bfloat16* dst) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    dst[i] = __float2bfloat16(src[i]);
+  }
+}
+
+__nv_bfloat16* Bf16Span(const Context& ctx, const float* src, long long n) {
+  void* p = nullptr;
+  TP_CUDA(cudaMallocAsync(&p, static_cast<size_t>(std::max<long long>(1, n)) * sizeof(__nv_bfloat16), ctx.stream));
+  auto* dst = static_cast<__nv_bfloat16*>(p);
+  SpanToBf16<<<Blocks(n), 256, 0, ctx.stream>>>(src, n, dst);
+  TP_CUDA(cudaGetLastError());
+  return dst;
+}
+
+// The elements a strided batch of (rows x cols, ld) operands reaches.
+long long Span(int rows, int cols, int ld, long long stride, int count) {
+  return static_cast<long long>(count - 1) * stride + static_cast<long long>(rows - 1) * ld + cols;
+}
+
 }  // namespace
+
+void GemmStridedBatched(const Context& ctx, bool ta, bool tb, int m, int n, int k, float alpha, const float* a,
+                        int lda, long long stride_a, const float* b, int ldb, long long stride_b, float beta,
+                        float* c, int ldc, long long stride_c, int count) {
+  if (m == 0 || n == 0 || count == 0) return;
+  const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  TP_CUDA(cublasSetStream(ctx.blas, ctx.stream));
+  if (ctx.precision != Precision::kBf16) {
+    TP_CUDA(cublasGemmStridedBatchedEx(ctx.blas, op_b, op_a, n, m, k, &alpha, b, CUDA_R_32F, ldb, stride_b, a,
+                                       CUDA_R_32F, lda, stride_a, &beta, c, CUDA_R_32F, ldc, stride_c, count,
+                                       ctx.precision == Precision::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                         : CUBLAS_COMPUTE_32F,
+                                       CUBLAS_GEMM_DEFAULT));
+    return;
+  }
+  __nv_bfloat16* a16 = Bf16Span(ctx, a, Span(ta ? k : m, ta ? m : k, lda, stride_a, count));
+  __nv_bfloat16* b16 = Bf16Span(ctx, b, Span(tb ? n : k, tb ? k : n, ldb, stride_b, count));
+  TP_CUDA(cublasGemmStridedBatchedEx(ctx.blas, op_b, op_a, n, m, k, &alpha, b16, CUDA_R_16BF, ldb, stride_b, a16,
+                                     CUDA_R_16BF, lda, stride_a, &beta, c, CUDA_R_32F, ldc, stride_c, count,
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  TP_CUDA(cudaFreeAsync(a16, ctx.stream));
+  TP_CUDA(cudaFreeAsync(b16, ctx.stream));
+}
 
 void Gemm(const Context& ctx, bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc) {
@@ -38,7 +85,7 @@ void Gemm(const Context& ctx, bool ta, bool tb, int m, int n, int k, float alpha
   switch (ctx.precision) {
     case Precision::kFp32:
       TP_CUDA(cublasGemmEx(ctx.blas, op_b, op_a, n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c,
-                           CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT));
+                           CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       return;
     case Precision::kTf32:
       TP_CUDA(cublasGemmEx(ctx.blas, op_b, op_a, n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c,

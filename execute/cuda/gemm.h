@@ -13,6 +13,15 @@ namespace twinpipe::execute::cuda {
 void Gemm(const Context& ctx, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc);
 
+// `count` independent products, the i-th with its operands at a + i * stride_a,
+// b + i * stride_b and c + i * stride_c (elements): one cuBLAS call, as
+// attention's per-head products need (a call per head would be bound by the
+// host's launch rate, not the GPU). In BF16 each operand's whole span is
+// converted once, keeping its layout.
+void GemmStridedBatched(const Context& ctx, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                        const float* a, int lda, long long stride_a, const float* b, int ldb, long long stride_b,
+                        float beta, float* c, int ldc, long long stride_c, int count);
+
 // Packed operands (leading dimensions from the shapes).
 inline void Gemm(const Context& ctx, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
                  const float* b, float beta, float* c) {

@@ -58,23 +58,22 @@ DeviceTensor SelfAttention::Forward(const Context& ctx, const DeviceTensor& x, S
   DeviceTensor qkv = qkv_.Forward(ctx, x, saved.inner[0], mode);
   DeviceTensor probs = ctx.Alloc(B * heads_ * S, S), attn = ctx.Alloc(B * S, d_);
   const int ld = 3 * d_;
+  // A batched product per sample over its heads: head h's Q, K and V are
+  // columns [h dh, (h+1) dh) of the sample's rows of qkv.
+  const long long SS = static_cast<long long>(S) * S;
   for (int b = 0; b < B; ++b) {
-    for (int h = 0; h < heads_; ++h) {
-      const float* q = qkv.data() + static_cast<int64_t>(b) * S * ld + h * dh;
-      Gemm(ctx, false, true, S, S, dh, scale, q, ld, q + d_, ld, 0.f,
-           probs.data() + static_cast<int64_t>(b * heads_ + h) * S * S, S);
-    }
+    const float* q = qkv.data() + static_cast<int64_t>(b) * S * ld;
+    GemmStridedBatched(ctx, false, true, S, S, dh, scale, q, ld, dh, q + d_, ld, dh, 0.f,
+                       probs.data() + b * heads_ * SS, S, SS, heads_);  // Q K^T
   }
   if (probs.rows() > 0) {
     SoftmaxRows<<<probs.rows(), kThreads, 0, ctx.stream>>>(probs.data(), S, causal_);
     Launched("attention softmax");
   }
   for (int b = 0; b < B; ++b) {
-    for (int h = 0; h < heads_; ++h) {
-      const float* v = qkv.data() + static_cast<int64_t>(b) * S * ld + 2 * d_ + h * dh;
-      Gemm(ctx, false, false, S, dh, S, 1.f, probs.data() + static_cast<int64_t>(b * heads_ + h) * S * S, S, v, ld,
-           0.f, attn.data() + static_cast<int64_t>(b) * S * d_ + h * dh, d_);
-    }
+    const float* v = qkv.data() + static_cast<int64_t>(b) * S * ld + 2 * d_;
+    GemmStridedBatched(ctx, false, false, S, dh, S, 1.f, probs.data() + b * heads_ * SS, S, SS, v, ld, dh, 0.f,
+                       attn.data() + static_cast<int64_t>(b) * S * d_, d_, dh, heads_);  // P V
   }
   DeviceTensor y = out_.Forward(ctx, attn, saved.inner[1], mode);
   if (mode != Mode::kEval) {
@@ -91,29 +90,30 @@ DeviceTensor SelfAttention::CoreBackward(const Context& ctx, const DeviceTensor&
   const int S = seq_, B = qkv.rows() / S, dh = d_ / heads_, ld = 3 * d_;
   const float scale = 1.f / std::sqrt(static_cast<float>(dh));
   DeviceTensor dqkv = ctx.Alloc(B * S, ld), dp = ctx.Alloc(B * heads_ * S, S);
+  const long long SS = static_cast<long long>(S) * S;
   for (int b = 0; b < B; ++b) {
-    for (int h = 0; h < heads_; ++h) {
-      const float* base = qkv.data() + static_cast<int64_t>(b) * S * ld + h * dh;
-      const float* p = probs.data() + static_cast<int64_t>(b * heads_ + h) * S * S;
-      const float* dout = d_attn.data() + static_cast<int64_t>(b) * S * d_ + h * dh;
-      float* g = dp.data() + static_cast<int64_t>(b * heads_ + h) * S * S;
-      float* dbase = dqkv.data() + static_cast<int64_t>(b) * S * ld + h * dh;
-      Gemm(ctx, false, true, S, S, dh, 1.f, dout, d_, base + 2 * d_, ld, 0.f, g, S);          // dP = dO V^T
-      Gemm(ctx, true, false, S, dh, S, 1.f, p, S, dout, d_, 0.f, dbase + 2 * d_, ld);         // dV = P^T dO
-    }
+    const float* base = qkv.data() + static_cast<int64_t>(b) * S * ld;
+    const float* p = probs.data() + b * heads_ * SS;
+    const float* dout = d_attn.data() + static_cast<int64_t>(b) * S * d_;
+    float* g = dp.data() + b * heads_ * SS;
+    float* dbase = dqkv.data() + static_cast<int64_t>(b) * S * ld;
+    GemmStridedBatched(ctx, false, true, S, S, dh, 1.f, dout, d_, dh, base + 2 * d_, ld, dh, 0.f, g, S, SS,
+                       heads_);  // dP = dO V^T
+    GemmStridedBatched(ctx, true, false, S, dh, S, 1.f, p, S, SS, dout, d_, dh, 0.f, dbase + 2 * d_, ld, dh,
+                       heads_);  // dV = P^T dO
   }
   if (dp.rows() > 0) {
     SoftmaxBackwardRows<<<dp.rows(), kThreads, 0, ctx.stream>>>(probs.data(), dp.data(), S);
     Launched("attention softmax backward");
   }
   for (int b = 0; b < B; ++b) {
-    for (int h = 0; h < heads_; ++h) {
-      const float* base = qkv.data() + static_cast<int64_t>(b) * S * ld + h * dh;
-      const float* g = dp.data() + static_cast<int64_t>(b * heads_ + h) * S * S;
-      float* dbase = dqkv.data() + static_cast<int64_t>(b) * S * ld + h * dh;
-      Gemm(ctx, false, false, S, dh, S, scale, g, S, base + d_, ld, 0.f, dbase, ld);  // dQ = dS K
-      Gemm(ctx, true, false, S, dh, S, scale, g, S, base, ld, 0.f, dbase + d_, ld);   // dK = dS^T Q
-    }
+    const float* base = qkv.data() + static_cast<int64_t>(b) * S * ld;
+    const float* g = dp.data() + b * heads_ * SS;
+    float* dbase = dqkv.data() + static_cast<int64_t>(b) * S * ld;
+    GemmStridedBatched(ctx, false, false, S, dh, S, scale, g, S, SS, base + d_, ld, dh, 0.f, dbase, ld, dh,
+                       heads_);  // dQ = dS K
+    GemmStridedBatched(ctx, true, false, S, dh, S, scale, g, S, SS, base, ld, dh, 0.f, dbase + d_, ld, dh,
+                       heads_);  // dK = dS^T Q
   }
   return dqkv;
 }

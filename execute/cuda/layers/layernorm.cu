@@ -1,5 +1,6 @@
 #include "execute/cuda/layers/layernorm.h"
 
+#include "execute/cuda/elementwise.h"
 #include "execute/cuda/kernels.cuh"
 
 namespace twinpipe::execute::cuda {
@@ -39,20 +40,6 @@ __global__ void LayerNormBackward(const float* dy, const float* xhat, const floa
   }
 }
 
-// dgamma[c] += sum_r dy xhat, dbeta[c] += sum_r dy: a thread per column.
-__global__ void ScaleShiftGrads(const float* dy, const float* xhat, int rows, int cols, float* dgamma, float* dbeta) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
-  double g = 0, b = 0;
-  for (int r = 0; r < rows; ++r) {
-    const long long i = static_cast<long long>(r) * cols + c;
-    g += static_cast<double>(dy[i]) * xhat[i];
-    b += dy[i];
-  }
-  dgamma[c] += static_cast<float>(g);
-  dbeta[c] += static_cast<float>(b);
-}
-
 }  // namespace
 
 LayerNorm::LayerNorm(int features, float eps, const std::vector<Param*>& init)
@@ -79,9 +66,8 @@ DeviceTensor LayerNorm::Backward(const Context& ctx, const DeviceTensor& dy, con
                                                       c_, dx.data());
     Launched("layernorm backward");
   }
-  ScaleShiftGrads<<<Blocks(c_), kThreads, 0, ctx.stream>>>(dy.data(), xhat.data(), B, c_, gamma_.grad.get(),
-                                                           beta_.grad.get());
-  Launched("layernorm scale and shift gradients");
+  ColumnSums(ctx, dy.data(), xhat.data(), B, c_, gamma_.grad.get());  // dgamma += sum_r dy xhat
+  ColumnSums(ctx, dy.data(), nullptr, B, c_, beta_.grad.get());       // dbeta += sum_r dy
   return dx;
 }
 

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# On a GPU machine lent by the device tool (no Debian packages, no network):
+# unpacks gpu-bundle/twinpipe.tar.xz (scripts/gpu_bundle.sh), points the
+# loader at the CUDA libraries of the machine's Python environment, and runs
+# the CUDA backend's tests, its benchmarks, the comparison with PyTorch and
+# the measured half of the closed loop (execute --backend cuda with traces
+# for examples/mlp_h100.json and examples/transformer_h100.json at K in
+# {1, 2, 4} under GPipe and 1F1B). Each stage runs under a time limit, so
+# one failure does not hide the rest. Everything lands in $OUT/gpu.tgz; the
+# summary is printed. Calibrating, predicting and comparing need no GPU:
+# scripts/gpu_loop.sh does them afterwards on the traces.
+#   bash scripts/gpu_session.sh [stages...]   (default: all)
+set -u
+OUT=${OUT:-/tmp/gpu-out}
+here=$(pwd)
+work=/tmp/twinpipe-gpu
+rm -rf "$work" && mkdir -p "$work" && tar -C "$work" -xJf gpu-bundle/twinpipe.tar.xz
+cd "$work/twinpipe"
+sp=$(python3 -c 'import site; print(site.getsitepackages()[0])')
+nv=$(find "$sp/nvidia" -name 'lib*.so*' -printf '%h\n' 2>/dev/null | sort -u | paste -sd:)
+export LD_LIBRARY_PATH=$PWD/lib:$nv:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+log=$work/log && mkdir -p "$log"
+summary=$log/summary.txt
+budget=${GPU_SESSION_BUDGET:-570}  # seconds for the whole session: later stages are skipped
+run() {  # run NAME SECONDS COMMAND...
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  if [ $((SECONDS + 10)) -ge "$budget" ]; then echo "$name: skipped, out of time" | tee -a "$summary"; return; fi
+  [ $((SECONDS + limit)) -le "$budget" ] || limit=$((budget - SECONDS))
+  timeout "$limit" "$@" >"$log/$name.log" 2>&1
+  local rc=$?
+  printf '%-34s rc=%-3s %4ss  %s\n' "$name" "$rc" $((SECONDS - t0)) "$(tail -1 "$log/$name.log" | cut -c1-120)" | tee -a "$summary"
+  tar -C "$log" -czf "$OUT/gpu.tgz" .  # after every stage: a later one killed at the limit loses nothing
+}
+want() { [ -z "$stages" ] || [[ " $stages " == *" $1 "* ]]; }
+stages="$*"
+
+{ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv; nvcc --version | tail -1
+  python3 -c 'import torch; print("torch", torch.__version__)'; echo "commit $(cat COMMIT 2>/dev/null)"
+  for b in twinpipe execute_cuda_test cuda_gemm_benchmark; do ldd $b | grep 'not found'; done; } >"$log/env.log" 2>&1
+cat "$log/env.log" | tee -a "$summary"
+
+want tests && run cuda_test 200 ./execute_cuda_test --gtest_output=json:"$log/cuda_test.json"
+want tests && run cli_check 60 bash cuda_cli_check.sh ./twinpipe examples/quickstart.json
+if want bench; then
+  run gemm_bench 100 ./cuda_gemm_benchmark --benchmark_out="$log/gemm.json" --benchmark_out_format=json
+  grep -q '^gemm_bench .*rc=0 ' "$summary" ||
+    run gemm_backtrace 60 cuda-gdb -q -batch -ex run -ex bt --args ./cuda_gemm_benchmark
+fi
+if want torch; then
+  for p in ${TORCH_PRECISIONS:-fp32 tf32 bf16}; do
+    run "torch_compare_$p" 60 env PYTHONUNBUFFERED=1 python3 torch_compare.py ./twinpipe examples/mlp_h100.json \
+      --steps 20 --precision "$p" --out "$log/torch_compare_$p.json"
+  done
+fi
+if want loop; then
+  mkdir -p "$log/loop"
+  for model in mlp_h100 transformer_h100; do
+    precision=fp32; steps=10
+    [ $model = transformer_h100 ] && precision=bf16 && steps=6
+    for K in 1 2 4; do
+      python3 - "examples/$model.json" "$K" >"$log/loop/$model.k$K.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); k = int(sys.argv[2])
+c["pipeline"]["stages"] = k; c["cluster"]["devices"] = k
+print(json.dumps(c, indent=1))
+PY
+      for s in gpipe 1f1b; do
+        run "loop_${model}_k${K}_$s" ${LOOP_LIMIT:-90} ./twinpipe execute "$log/loop/$model.k$K.json" -s $s --backend cuda \
+          --precision $precision --steps $steps --force --json --trace "$log/loop/$model.k$K.$s.measured.json"
+      done
+    done
+  done
+fi
+tar -C "$log" -czf "$OUT/gpu.tgz" .
+cp "$summary" "$OUT/summary.txt"
