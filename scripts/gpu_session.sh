@@ -53,23 +53,44 @@ if want torch; then
       --steps 20 --precision "$p" --out "$log/torch_compare_$p.json"
   done
 fi
-if want loop; then
-  mkdir -p "$log/loop"
-  for model in mlp_h100 transformer_h100; do
-    precision=fp32; steps=10
-    [ $model = transformer_h100 ] && precision=bf16 && steps=6
-    for K in 1 2 4; do
-      python3 - "examples/$model.json" "$K" >"$log/loop/$model.k$K.json" <<'PY'
+# config MODEL K [key=value...]: examples/MODEL.json with K stages on K
+# devices and training.microbatches / pipeline.recompute overridden.
+config() {
+  python3 - "examples/$1.json" "${@:2}" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1])); k = int(sys.argv[2])
 c["pipeline"]["stages"] = k; c["cluster"]["devices"] = k
+for kv in sys.argv[3:]:
+    key, value = kv.split("=")
+    section = "training" if key == "microbatches" else "pipeline"
+    c[section][key] = int(value) if value.isdigit() else value
 print(json.dumps(c, indent=1))
 PY
-      for s in gpipe 1f1b; do
-        run "loop_${model}_k${K}_$s" ${LOOP_LIMIT:-90} ./twinpipe execute "$log/loop/$model.k$K.json" -s $s --backend cuda \
-          --precision $precision --steps $steps --force --json --trace "$log/loop/$model.k$K.$s.measured.json"
-      done
+}
+execute() {  # execute NAME MODEL CONFIG SCHEDULE
+  local precision=fp32 steps=10
+  [ "$2" = transformer_h100 ] && precision=bf16 && steps=6
+  run "loop_$1_$4" ${LOOP_LIMIT:-90} ./twinpipe execute "$3" -s "$4" --backend cuda --precision $precision \
+    --steps $steps --force --json --trace "$log/loop/$1.$4.measured.json"
+}
+mkdir -p "$log/loop"
+if want loop; then
+  for model in mlp_h100 transformer_h100; do
+    for K in 1 2 4; do
+      config $model $K >"$log/loop/$model.k$K.json"
+      for s in gpipe 1f1b; do execute "$model.k$K" $model "$log/loop/$model.k$K.json" $s; done
     done
+  done
+fi
+# One GPU, one device: other micro-batch counts and recompute modes, which
+# a calibration fitted to K=1 M=default GPipe must predict.
+if want cross; then
+  for v in "mlp_h100 microbatches=4" "mlp_h100 microbatches=16" "mlp_h100 recompute=none" \
+           "transformer_h100 microbatches=8" "transformer_h100 microbatches=32"; do
+    set -- $v
+    name="$1.k1.$(echo "$2" | tr = -)"
+    config $1 1 "$2" >"$log/loop/$name.json"
+    execute "$name" $1 "$log/loop/$name.json" gpipe
   done
 fi
 tar -C "$log" -czf "$OUT/gpu.tgz" .
