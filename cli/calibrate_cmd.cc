@@ -1,4 +1,5 @@
 // `twinpipe calibrate`: fit the cost models to measured traces.
+#include <algorithm>
 #include <memory>
 
 #include <fmt/format.h>
@@ -15,7 +16,7 @@ namespace {
 struct CalibrateOptions {
   std::vector<std::string> measured;
   std::string runs;  // a table of runs instead of traces
-  std::string config;
+  std::vector<std::string> configs;  // one for every trace, or one for all
   PlanSource source;
   std::string output;
   std::string command;
@@ -70,36 +71,57 @@ int RunTable(const CalibrateOptions& o) {
 
 int Run(const CalibrateOptions& o) {
   if (!o.runs.empty()) {
-    if (!o.measured.empty() || !o.config.empty()) {
+    if (!o.measured.empty() || !o.configs.empty()) {
       fmt::print(stderr, "twinpipe calibrate: --runs fits a table of runs; give it without traces or --config\n");
       return kExitBadInput;
     }
     return RunTable(o);
   }
-  if (o.measured.empty() || o.config.empty()) {
+  if (o.measured.empty() || o.configs.empty()) {
     fmt::print(stderr, "twinpipe calibrate: give measured traces and --config, or --runs RUNS.jsonl\n");
     return kExitBadInput;
   }
-  auto config = cost::LoadConfigFile(o.config);
-  if (!config) {
-    fmt::print(stderr, "twinpipe calibrate: {}\n", config.error().message);
+  if (o.configs.size() != 1 && o.configs.size() != o.measured.size()) {
+    fmt::print(stderr, "twinpipe calibrate: {} traces and {} configs: give one --config for all traces, or one per "
+                       "trace, in order\n", o.measured.size(), o.configs.size());
     return kExitBadInput;
   }
-  auto plan = MakePlan(*config, o.source);
-  if (!plan) {
-    fmt::print(stderr, "twinpipe calibrate: {}\n", plan.error().message);
-    return ExitCodeOf(plan.error());
-  }
-  std::vector<traces::Trace> traces;
-  for (const auto& path : o.measured) {
-    auto t = LoadTrace(path);
+  // A config (and its plan) per distinct --config, each with its traces.
+  std::vector<cost::Config> configs;
+  std::vector<partition::Plan> plans;
+  std::vector<std::vector<traces::Trace>> traces;
+  std::vector<std::string> seen;
+  configs.reserve(o.configs.size());
+  plans.reserve(o.configs.size());
+  for (size_t i = 0; i < o.measured.size(); ++i) {
+    const std::string& path = o.configs[o.configs.size() == 1 ? 0 : i];
+    auto at = std::find(seen.begin(), seen.end(), path) - seen.begin();
+    if (at == static_cast<long>(seen.size())) {
+      auto config = cost::LoadConfigFile(path);
+      if (!config) {
+        fmt::print(stderr, "twinpipe calibrate: {}\n", config.error().message);
+        return kExitBadInput;
+      }
+      auto plan = MakePlan(*config, o.source);
+      if (!plan) {
+        fmt::print(stderr, "twinpipe calibrate: {}\n", plan.error().message);
+        return ExitCodeOf(plan.error());
+      }
+      seen.push_back(path);
+      configs.push_back(std::move(*config));
+      plans.push_back(std::move(*plan));
+      traces.emplace_back();
+    }
+    auto t = LoadTrace(o.measured[i]);
     if (!t) {
       fmt::print(stderr, "twinpipe calibrate: {}\n", t.error().message);
       return kExitBadInput;
     }
-    traces.push_back(std::move(*t));
+    traces[at].push_back(std::move(*t));
   }
-  auto cal = simulate::FitCalibration(*config, *plan, traces);
+  std::vector<simulate::MeasuredRuns> runs;
+  for (size_t i = 0; i < configs.size(); ++i) runs.push_back({&configs[i], &plans[i], std::move(traces[i])});
+  auto cal = simulate::FitCalibration(runs);
   if (!cal) {
     fmt::print(stderr, "twinpipe calibrate: {}\n", cal.error().message);
     return kExitBadInput;
@@ -113,7 +135,10 @@ void AddCalibrate(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<CalibrateOptions>();
   CLI::App* cmd = app.add_subcommand("calibrate", "Fit compute, link and step coefficients to measured traces");
   cmd->add_option("measured", o->measured, "measured traces (execute --trace), of the config's plan");
-  cmd->add_option("--config", o->config, "the config the traces were measured with");
+  cmd->add_option("--config", o->configs,
+                  "the config the traces were measured with: once for all, or once per trace in order (runs of "
+                  "several micro-batch sizes tell a fixed cost per op from a cost per sample)")
+      ->allow_extra_args(false);
   cmd->add_option("--runs", o->runs,
                   "instead of traces: a table of runs (JSONL, {\"config\": {...}, \"step_time_s\": t} per line) "
                   "to fit the device profile to");
@@ -122,7 +147,7 @@ void AddCalibrate(CLI::App& app, int& exit_code) {
   cmd->callback([o, cmd, &exit_code] {
     o->command = "twinpipe calibrate";
     for (const auto& m : o->measured) o->command += " " + m;
-    if (!o->config.empty()) o->command += " --config " + o->config;
+    for (const auto& c : o->configs) o->command += " --config " + c;
     if (!o->runs.empty()) o->command += " --runs " + o->runs;
     exit_code = Run(*o);
   });

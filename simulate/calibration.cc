@@ -87,45 +87,61 @@ double CalibratedOpTime(const cost::Config& c, const Calibration* cal, int first
 
 Result<Calibration> FitCalibration(const cost::Config& c, const partition::Plan& plan,
                                    const std::vector<traces::Trace>& measured) {
-  const ir::Schedule& s = plan.schedule;
+  return FitCalibration({MeasuredRuns{&c, &plan, measured}});
+}
+
+Result<Calibration> FitCalibration(const std::vector<MeasuredRuns>& runs) {
+  if (runs.empty()) return Fail("no measured runs to calibrate from");
   Calibration cal;
-  cal.device = c.cluster.devices[0].name;
+  const cost::Config& first = *runs.front().config;
+  cal.device = first.cluster.devices[0].name;
   std::vector<std::string> kinds;  // layer kinds, in first-seen order
-  for (const auto& l : c.model.layers) {
-    if (std::find(kinds.begin(), kinds.end(), l.kind) == kinds.end()) kinds.push_back(l.kind);
-  }
-  for (const auto& t : measured) {
-    if (t.stages != s.num_stages || t.micro_batches != s.num_micro_batches || t.placement != s.placement) {
-      return Fail(fmt::format("a trace of {} stages and {} micro-batches does not fit the config's plan ({} and {})",
-                              t.stages, t.micro_batches, s.num_stages, s.num_micro_batches));
+  for (const MeasuredRuns& run : runs) {
+    const ir::Schedule& s = run.plan->schedule;
+    for (const auto& d : run.config->cluster.devices) {
+      if (d.name != cal.device) {
+        return Fail(fmt::format("runs on {} and on {}: a calibration is of one device kind", cal.device, d.name));
+      }
+    }
+    for (const auto& l : run.config->model.layers) {
+      if (std::find(kinds.begin(), kinds.end(), l.kind) == kinds.end()) kinds.push_back(l.kind);
+    }
+    for (const auto& t : run.traces) {
+      if (t.stages != s.num_stages || t.micro_batches != s.num_micro_batches || t.placement != s.placement) {
+        return Fail(fmt::format("a trace of {} stages and {} micro-batches does not fit the config's plan ({} and {})",
+                                t.stages, t.micro_batches, s.num_stages, s.num_micro_batches));
+      }
     }
   }
   for (ir::OpKind kind : {ir::OpKind::kForward, ir::OpKind::kBackward, ir::OpKind::kBackwardInput,
                           ir::OpKind::kBackwardWeight, ir::OpKind::kRecompute}) {
-    // One row per stage: the median duration of its ops of this kind (a
-    // preempted op on a busy machine would drag a mean), weighted by count.
-    std::map<int32_t, std::vector<double>> durations;
-    for (const auto& t : measured) {
-      for (const auto& e : t.events) {
-        if (e.kind == kind) durations[e.stage].push_back(e.end_s - e.start_s);
-      }
-    }
+    // One row per run and stage: the median duration of its ops of this kind
+    // (a preempted op on a busy machine would drag a mean), weighted by count.
     std::vector<std::vector<double>> X;
     std::vector<double> y;
-    for (auto& [stage, d] : durations) {
-      std::sort(d.begin(), d.end());
-      const double median = d.size() % 2 ? d[d.size() / 2] : (d[d.size() / 2 - 1] + d[d.size() / 2]) / 2;
-      const auto& cell = plan.partition.cells[stage];
-      const cost::Device& dev = c.cluster.devices[s.placement[stage]];
-      std::vector<double> row(kinds.size() + 1, 0.0);
-      for (int i = cell.first_layer; i <= cell.last_layer; ++i) {
-        const auto j = std::find(kinds.begin(), kinds.end(), c.model.layers[i].kind) - kinds.begin();
-        row[j] += Roofline(c, i, kind, dev);
+    for (const MeasuredRuns& run : runs) {
+      const cost::Config& c = *run.config;
+      std::map<int32_t, std::vector<double>> durations;
+      for (const auto& t : run.traces) {
+        for (const auto& e : t.events) {
+          if (e.kind == kind) durations[e.stage].push_back(e.end_s - e.start_s);
+        }
       }
-      row.back() = 1;
-      for (size_t k = 0; k < d.size(); ++k) {
-        X.push_back(row);
-        y.push_back(median);
+      for (auto& [stage, d] : durations) {
+        std::sort(d.begin(), d.end());
+        const double median = d.size() % 2 ? d[d.size() / 2] : (d[d.size() / 2 - 1] + d[d.size() / 2]) / 2;
+        const auto& cell = run.plan->partition.cells[stage];
+        const cost::Device& dev = c.cluster.devices[run.plan->schedule.placement[stage]];
+        std::vector<double> row(kinds.size() + 1, 0.0);
+        for (int i = cell.first_layer; i <= cell.last_layer; ++i) {
+          const auto j = std::find(kinds.begin(), kinds.end(), c.model.layers[i].kind) - kinds.begin();
+          row[j] += Roofline(c, i, kind, dev);
+        }
+        row.back() = 1;
+        for (size_t k = 0; k < d.size(); ++k) {
+          X.push_back(row);
+          y.push_back(median);
+        }
       }
     }
     if (X.empty()) continue;
@@ -148,21 +164,19 @@ Result<Calibration> FitCalibration(const cost::Config& c, const partition::Plan&
     std::vector<std::vector<double>> X;
     std::vector<double> y;
     std::set<int64_t> sizes;
-    for (const auto& t : measured) {
-      for (const auto& e : t.events) {
-        if (!ir::IsSend(e.kind) || e.bytes <= 0) continue;
-        X.push_back({static_cast<double>(e.bytes), 1.0});
-        y.push_back(e.end_s - e.start_s);
-        sizes.insert(e.bytes);
+    for (const MeasuredRuns& run : runs) {
+      for (const auto& t : run.traces) {
+        for (const auto& e : t.events) {
+          if (!ir::IsSend(e.kind) || e.bytes <= 0) continue;
+          X.push_back({static_cast<double>(e.bytes), 1.0});
+          y.push_back(e.end_s - e.start_s);
+          sizes.insert(e.bytes);
+        }
       }
     }
     if (!X.empty()) {
-      double mean_t = 0, mean_b = 0;
-      for (size_t r = 0; r < y.size(); ++r) {
-        mean_t += y[r];
-        mean_b += X[r][0];
-      }
-      mean_t /= y.size();
+      double mean_b = 0;
+      for (size_t r = 0; r < y.size(); ++r) mean_b += X[r][0];
       mean_b /= y.size();
       if (sizes.size() >= 2) {
         const auto theta = Solve(X, y, 0, 0);
@@ -171,7 +185,7 @@ Result<Calibration> FitCalibration(const cost::Config& c, const partition::Plan&
       } else {  // one size: keep the catalogue bandwidth, fit the latency to the median
         std::vector<double> sorted = y;
         std::sort(sorted.begin(), sorted.end());
-        cal.latency_s = std::max(0.0, sorted[sorted.size() / 2] - mean_b / c.cluster.link.bandwidth);
+        cal.latency_s = std::max(0.0, sorted[sorted.size() / 2] - mean_b / first.cluster.link.bandwidth);
       }
     }
   }
@@ -179,12 +193,16 @@ Result<Calibration> FitCalibration(const cost::Config& c, const partition::Plan&
   // of time per parameter over the steps measured (a line through the origin:
   // the few devices' parameter counts are too alike to fit an intercept).
   {
-    std::vector<double> params(s.num_devices, 0.0);
-    for (const auto& cell : plan.partition.cells) params[cell.device] += cell.params;
     std::vector<double> ratios;
-    for (const auto& t : measured) {
-      for (const auto& e : t.events) {
-        if (e.kind == ir::OpKind::kStep && params[e.device] > 0) ratios.push_back((e.end_s - e.start_s) / params[e.device]);
+    for (const MeasuredRuns& run : runs) {
+      std::vector<double> params(run.plan->schedule.num_devices, 0.0);
+      for (const auto& cell : run.plan->partition.cells) params[cell.device] += cell.params;
+      for (const auto& t : run.traces) {
+        for (const auto& e : t.events) {
+          if (e.kind == ir::OpKind::kStep && params[e.device] > 0) {
+            ratios.push_back((e.end_s - e.start_s) / params[e.device]);
+          }
+        }
       }
     }
     if (!ratios.empty()) {

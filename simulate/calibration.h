@@ -51,10 +51,21 @@ struct Calibration {
 // catalogue's, for every device of the calibrated kind.
 cost::Config WithProfile(const cost::Config& config, const Calibration& calibration);
 
+// Traces measured with one config's plan.
+struct MeasuredRuns {
+  const cost::Config* config = nullptr;
+  const partition::Plan* plan = nullptr;
+  std::vector<traces::Trace> traces;
+};
+
 // Fits from traces measured with `plan` (every trace must be of its stages
 // and micro-batches). Fails (bad input) when a trace does not fit the plan.
 Result<Calibration> FitCalibration(const cost::Config& config, const partition::Plan& plan,
                                    const std::vector<traces::Trace>& measured);
+// Fits one calibration to runs of several configs of one device kind (bad
+// input otherwise). Runs of different micro-batch sizes tell a fixed cost
+// per op (launches) from a cost per sample, which one size cannot.
+Result<Calibration> FitCalibration(const std::vector<MeasuredRuns>& runs);
 
 std::string WriteCalibration(const Calibration& calibration);
 Result<Calibration> ReadCalibration(std::string_view text, std::string_view source);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "simulate/costs.h"
 #include "simulate/report.h"
 #include "ir/builders.h"
@@ -67,6 +69,70 @@ TEST(Calibration, RecoversTheCoefficientsThatMadeATrace) {
   // Uncalibrated, the same simulation is far off: the fit did the work.
   auto plain = Simulate(plan->schedule, CostsFromPlan(c, *plan));
   EXPECT_GT(std::abs(plain->step_time_s - measured->step_time_s), 0.2 * measured->step_time_s);
+}
+
+// A fixed cost per op (launches) and a cost per sample: one micro-batch size
+// cannot tell them apart, two can. "Measured" with overhead 0.4 ms and scale
+// 2.5 on every layer kind, at M=4 and M=16 (micro-batches of 16 and 4), on
+// one device (one cell: its layer kinds' scales cannot be told apart, their
+// sum can).
+cost::Config OneCell(int micro_batches) {
+  auto c = cost::LoadConfig(fmt::format(R"({{
+    "model": {{"generator": "mlp", "layers": 8, "width": 128, "input": 32, "classes": 10, "norm": "layernorm"}},
+    "training": {{"batch": 64, "microbatches": {}, "optimizer": "adam"}},
+    "pipeline": {{"stages": 1, "schedule": "gpipe", "recompute": "full"}},
+    "cluster": {{"device": "CPU", "devices": 1, "link": "inproc"}}}})", micro_batches), "t.json");
+  EXPECT_TRUE(c) << c.error().message;
+  return *c;
+}
+
+TEST(Calibration, RunsOfTwoMicroBatchSizesSeparateOverheadFromScale) {
+  cost::Config c4 = OneCell(4), c16 = OneCell(16);
+  Calibration truth;
+  for (const char* kind : {"F", "B", "R"}) {
+    OpFit fit;
+    fit.overhead_s = 4e-4;
+    for (const char* layer : {"linear", "residual_block", "head"}) fit.scale[layer] = 2.5;
+    truth.compute[kind] = fit;
+  }
+  auto measure = [&](const cost::Config& c, partition::Plan& plan) {
+    auto p = partition::PlanFromConfig(c);
+    EXPECT_TRUE(p);
+    plan = std::move(*p);
+    auto r = Simulate(plan.schedule, CostsFromPlan(c, plan, &truth));
+    EXPECT_TRUE(r);
+    return ToTrace(plan.schedule, *r, "execute:cpu");
+  };
+  partition::Plan p4, p16;
+  const traces::Trace t4 = measure(c4, p4), t16 = measure(c16, p16);
+  auto both = FitCalibration({MeasuredRuns{&c4, &p4, {t4}}, MeasuredRuns{&c16, &p16, {t16}}});
+  ASSERT_TRUE(both) << both.error().message;
+  for (const char* kind : {"F", "B"}) EXPECT_NEAR(both->compute[kind].overhead_s, 4e-4, 2e-5) << kind;  // the ridge on the scales pulls a little
+  // A third size, M=8, predicted by the two-size fit; the fit to M=4 alone
+  // folds the overhead into the scale and misses it.
+  cost::Config c8 = OneCell(8);
+  auto p8 = partition::PlanFromConfig(c8);
+  ASSERT_TRUE(p8);
+  auto truth8 = Simulate(p8->schedule, CostsFromPlan(c8, *p8, &truth));
+  auto from_both = Simulate(p8->schedule, CostsFromPlan(c8, *p8, &*both));
+  auto one = FitCalibration(c4, p4, {t4});
+  ASSERT_TRUE(one);
+  auto from_one = Simulate(p8->schedule, CostsFromPlan(c8, *p8, &*one));
+  ASSERT_TRUE(truth8 && from_both && from_one);
+  EXPECT_NEAR(from_both->step_time_s, truth8->step_time_s, 5e-3 * truth8->step_time_s);
+  EXPECT_GT(std::abs(from_one->step_time_s - truth8->step_time_s), 0.05 * truth8->step_time_s)
+      << from_one->step_time_s << " vs " << truth8->step_time_s;
+  // Runs of two device kinds make no one calibration.
+  cost::Config gpu = cost::LoadConfig(R"({
+    "model": {"generator": "mlp", "layers": 8, "width": 128, "input": 32, "classes": 10},
+    "training": {"batch": 64, "microbatches": 8},
+    "pipeline": {"stages": 2, "schedule": "gpipe"},
+    "cluster": {"device": "H100-SXM", "devices": 2, "link": "nvlink4"}})", "g.json").value();
+  auto gp = partition::PlanFromConfig(gpu);
+  ASSERT_TRUE(gp);
+  auto mixed = FitCalibration({MeasuredRuns{&c4, &p4, {t4}}, MeasuredRuns{&gpu, &*gp, {}}});
+  ASSERT_FALSE(mixed);
+  EXPECT_NE(mixed.error().message.find("one device kind"), std::string::npos) << mixed.error().message;
 }
 
 TEST(Calibration, FileRoundTripsAndBadFilesNameThePath) {

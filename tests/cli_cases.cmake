@@ -149,6 +149,13 @@ cli_case(render_bad_trace 2 "config_truncated.json: not valid JSON" ${TP} render
 cli_case(calibrate_then_simulate 0 "step time"
          bash -c "${TP} execute \"$0\" --steps 3 --trace \"$1.prof\" >/dev/null && ${TP} calibrate \"$1.prof\" --config \"$0\" -o \"$1.cal\" && grep -q twinpipe-calibration \"$1.cal\" && ${TP} simulate \"$0\" --calibration \"$1.cal\""
          ${SRC}/examples/mlp_cpu.json ${CMAKE_CURRENT_BINARY_DIR}/calibration)
+cli_case(calibrate_configs_do_not_pair 2 "give one --config for all traces, or one per trace"
+         ${TP} calibrate ${EXP}/sim_gpipe_recompute.trace.json ${EXP}/sim_gpipe_recompute.trace.json
+         --config ${SRC}/examples/mlp_cpu.json --config ${SRC}/examples/mlp_cpu.json --config ${SRC}/examples/mlp_cpu.json)
+# Two runs of different micro-batch counts, each with its config.
+cli_case(calibrate_two_configs 0 "step time"
+         bash -c "sed 's/\"microbatches\": 8/\"microbatches\": 4/' \"$0\" > \"$1.m2.json\" && ${TP} execute \"$0\" --steps 3 --trace \"$1.a\" >/dev/null && ${TP} execute \"$1.m2.json\" --steps 3 --trace \"$1.b\" >/dev/null && ${TP} calibrate \"$1.a\" --config \"$0\" \"$1.b\" --config \"$1.m2.json\" -o \"$1.cal\" && ${TP} simulate \"$0\" --calibration \"$1.cal\""
+         ${SRC}/examples/mlp_cpu.json ${CMAKE_CURRENT_BINARY_DIR}/calibrate_two)
 cli_case(calibrate_wrong_plan 2 "does not fit the config's plan"
          ${TP} calibrate ${EXP}/sim_gpipe_recompute.trace.json --config ${SRC}/examples/mlp_cpu.json)
 cli_case(simulate_calibration_of_another_device 2 "/device: fitted on 'CPU', but"
