@@ -1,6 +1,7 @@
 // Row-major GEMM on the GPU through cuBLAS, C (m x n) = alpha op(A) op(B) +
 // beta C, in the context's precision (fp32, TF32, or BF16 inputs with fp32
-// accumulation). Row-major operands are handed to column-major cuBLAS as
+// accumulation: each operand's span converted on the stream, keeping its
+// layout). Row-major operands are handed to column-major cuBLAS as
 // their transposes: C^T = op(B)^T op(A)^T.
 //
 //   Gemm(ctx, false, true, B, out, in, 1.f, x, in, W, in, 0.f, y, out);  // y = x W^T
@@ -17,7 +18,7 @@ void Gemm(const Context& ctx, bool trans_a, bool trans_b, int m, int n, int k, f
 // b + i * stride_b and c + i * stride_c (elements): one cuBLAS call, as
 // attention's per-head products need (a call per head would be bound by the
 // host's launch rate, not the GPU). In BF16 each operand's whole span is
-// converted once, keeping its layout.
+// converted once.
 void GemmStridedBatched(const Context& ctx, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                         const float* a, int lda, long long stride_a, const float* b, int ldb, long long stride_b,
                         float beta, float* c, int ldc, long long stride_c, int count);
