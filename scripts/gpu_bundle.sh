@@ -21,7 +21,7 @@ for b in "${bins[@]}"; do
     | while read -r lib; do cp -nL "$lib" "$out/lib/"; done
 done
 cp -r examples bench/torch_compare.py tests/cuda_cli_check.sh "$out/"
-git rev-parse --short HEAD > "$out/COMMIT" 2>/dev/null || true
+git describe --always --dirty > "$out/COMMIT" 2>/dev/null || true  # -dirty: built from uncommitted work
 tar -C gpu-bundle -cJf gpu-bundle/twinpipe.tar.xz twinpipe
 rm -rf "$out"  # only the archive travels
 du -h gpu-bundle/twinpipe.tar.xz

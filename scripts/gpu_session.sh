@@ -12,7 +12,6 @@
 #   bash scripts/gpu_session.sh [stages...]   (default: all)
 set -u
 OUT=${OUT:-/tmp/gpu-out}
-here=$(pwd)
 work=/tmp/twinpipe-gpu
 rm -rf "$work" && mkdir -p "$work" && tar -C "$work" -xJf gpu-bundle/twinpipe.tar.xz
 cd "$work/twinpipe"
