@@ -1,11 +1,35 @@
 #include "cost_models/comm_model.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace twinpipe::cost {
 
 double TransferTime(const Link& link, double bytes) {
-  if (bytes <= 0) return 0;
-  const double one_copy = link.latency_s + bytes / link.bandwidth;
+  const double one_copy = link.latency_s + std::max(bytes, 0.0) / link.bandwidth;
   return link.host_staged ? 2 * one_copy : one_copy;
+}
+
+double CollectiveTime(Kernel::Collective kind, double bytes, const CollectiveGroup& g) {
+  const double n = g.ranks;
+  if (kind == Kernel::Collective::kNone || n <= 1) return 0;
+  const double nodes = std::clamp(g.nodes, 1.0, n);
+  const Link& inter = nodes > 1 && g.inter ? *g.inter : *g.intra;
+  const Link& slowest = nodes > 1 && inter.bandwidth * inter.collective_efficiency <
+                                         g.intra->bandwidth * g.intra->collective_efficiency
+                            ? inter
+                            : *g.intra;
+  const double bus_bandwidth = slowest.bandwidth * slowest.collective_efficiency;
+  const double phases = kind == Kernel::Collective::kAllReduce ? 2 : 1;
+  // Ring: n - 1 steps a phase, nodes - 1 of them crossing between nodes.
+  const double ring = phases * ((n - 1) / n * bytes / bus_bandwidth + (n - nodes) * g.intra->latency_s +
+                                (nodes - 1) * inter.latency_s);
+  if (kind != Kernel::Collective::kAllReduce) return ring;
+  // NCCL's tree: a chain inside each node, a binary tree between nodes.
+  constexpr double kTreeBandwidthFactor = 0.9;
+  const double tree = 2 * bytes / (kTreeBandwidthFactor * bus_bandwidth) +
+                      2 * ((n / nodes - 1) * g.intra->latency_s + std::floor(std::log2(nodes)) * inter.latency_s);
+  return std::min(ring, tree);
 }
 
 }  // namespace twinpipe::cost

@@ -54,15 +54,6 @@ double LayerOpFlops(const Layer& l, ir::OpKind kind) {
   }
 }
 
-double CollectiveTime(Kernel::Collective kind, double bytes, double group, const Link& link) {
-  if (kind == Kernel::Collective::kNone || group <= 1) return 0;
-  // NCCL's ring: an all-reduce is a reduce-scatter and an all-gather, each
-  // moving (n-1)/n of the bytes through every GPU's link in n-1 steps.
-  const double phases = kind == Kernel::Collective::kAllReduce ? 2 : 1;
-  return phases * ((group - 1) / group * bytes / (link.bandwidth * link.collective_efficiency) +
-                   (group - 1) * link.latency_s);
-}
-
 double KernelTime(const Kernel& kn, double samples, const Device& d, Dtype dtype, double efficiency,
                   const Link* link) {
   const double e = DtypeBytes(dtype);

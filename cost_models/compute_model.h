@@ -11,6 +11,7 @@
 #pragma once
 
 #include "cost_models/catalogue.h"
+#include "cost_models/comm_model.h"
 #include "cost_models/model.h"
 #include "ir/op.h"
 
@@ -26,11 +27,6 @@ double LayerOpFlops(const Layer& layer, ir::OpKind kind);
 // allocation and dispatch (an estimate for PyTorch eager code such as
 // Megatron-LM; calibration fits the launch overhead they multiply).
 inline constexpr double kOpsPerKernel = 4;
-
-// Seconds of a ring collective (all-reduce, reduce-scatter or all-gather) of
-// `bytes` over `group` GPUs on `link`: (n-1)/n of the bytes at the link's
-// achievable bus bandwidth and n-1 latencies, twice for an all-reduce.
-double CollectiveTime(Kernel::Collective kind, double bytes, double group, const Link& link);
 
 // Seconds of one kernel over `samples` samples on the device's GPU alone
 // (no launch): `efficiency` is the GEMM's achievable fraction of peak; a

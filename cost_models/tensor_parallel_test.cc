@@ -164,5 +164,31 @@ TEST(TensorParallel, ConfigPlacesGroupsAndNamesWhatIsWrong) {
   }
 }
 
+// NCCL's all-reduce across nodes: a ring pays 2 (n - 1) latencies, a tree
+// 2 (ranks per node - 1) intra-node and 2 log2(nodes) inter-node ones but
+// moves the bytes at 0.9 of the bus bandwidth, twice. The faster is taken.
+TEST(Collectives, AllReduceAcrossNodesTakesTheFasterOfRingAndTree) {
+  const Link nvlink{.name = "nv", .latency_s = 2e-6, .bandwidth = 200e9, .collective_efficiency = 0.8};
+  const Link ib{.name = "ib", .latency_s = 10e-6, .bandwidth = 25e9, .collective_efficiency = 0.8};
+  const CollectiveGroup group{.ranks = 1024, .nodes = 128, .intra = &nvlink, .inter = &ib};
+  const double bus = 25e9 * 0.8;
+  auto ring = [&](double bytes) { return 2 * (1023.0 / 1024 * bytes / bus + 896 * 2e-6 + 127 * 10e-6); };
+  auto tree = [&](double bytes) { return 2 * bytes / (0.9 * bus) + 2 * (7 * 2e-6 + 7 * 10e-6); };
+  // Small buffer: latency-bound, the tree wins.
+  EXPECT_LT(tree(1e6), ring(1e6));
+  EXPECT_DOUBLE_EQ(CollectiveTime(Kernel::Collective::kAllReduce, 1e6, group), tree(1e6));
+  // Large buffer: bandwidth-bound, the ring wins.
+  EXPECT_LT(ring(4e9), tree(4e9));
+  EXPECT_DOUBLE_EQ(CollectiveTime(Kernel::Collective::kAllReduce, 4e9, group), ring(4e9));
+  // Inside one node the tree is a chain: never faster than the ring.
+  for (double bytes : {1e3, 1e6, 1e9}) {
+    EXPECT_DOUBLE_EQ(CollectiveTime(Kernel::Collective::kAllReduce, bytes, 8, nvlink),
+                     2 * (7.0 / 8 * bytes / (200e9 * 0.8) + 7 * 2e-6));
+  }
+  // Gathers and scatters are rings only.
+  EXPECT_DOUBLE_EQ(CollectiveTime(Kernel::Collective::kAllGather, 1e6, group),
+                   1023.0 / 1024 * 1e6 / bus + 896 * 2e-6 + 127 * 10e-6);
+}
+
 }  // namespace
 }  // namespace twinpipe::cost

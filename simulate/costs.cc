@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "cost_models/comm_model.h"
 #include "cost_models/compute_model.h"
 #include "cost_models/model.h"
 #include "ir/passes.h"
@@ -30,9 +31,10 @@ SimCosts CostsFromPlan(const cost::Config& config, const partition::Plan& plan, 
     costs.inter_node_link = c.cluster.inter_node_link;
     for (int32_t d = 0; d < D; ++d) {
       costs.node.push_back(static_cast<int32_t>(t * d / per_node));
-      for (int32_t r = 1; r < s.replicas; ++r) {
-        costs.replicas_cross_nodes = costs.replicas_cross_nodes || t * (d + int64_t{D} * r) / per_node != t * d / per_node;
-      }
+      std::vector<int64_t> nodes;
+      for (int32_t r = 0; r < s.replicas; ++r) nodes.push_back(t * (d + int64_t{D} * r) / per_node);
+      nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());  // ascending already
+      costs.replica_nodes = std::max(costs.replica_nodes, static_cast<int32_t>(nodes.size()));
     }
   }
   // The CPU executor's workers do their own sends and receives.
@@ -96,7 +98,7 @@ ir::AutoProblem AutoProblemFor(const cost::Config& config, const partition::Plan
     p.weight_s.push_back(t[ComputeSlot(ir::OpKind::kBackwardWeight)]);
     const double boundary = skeleton.partition.cells[st].boundary_bytes;
     p.comm_s.push_back(st + 1 < s.num_stages
-                           ? TransferDuration(c.LinkBetween(device, s.placement[st + 1]), boundary)
+                           ? cost::TransferTime(c.LinkBetween(device, s.placement[st + 1]), boundary)
                            : 0.0);
     p.activation_bytes.push_back(c.activation_bytes[st]);
     p.kept_bytes.push_back(recompute ? c.input_bytes[st] : c.activation_bytes[st]);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "cost_models/comm_model.h"
+
 namespace twinpipe::simulate {
 
 using ir::OpKind;
@@ -94,19 +96,13 @@ int32_t FinishStep(SimResult& r, int32_t devices) {
 double OpDuration(const ir::Op& op, const SimCosts& c, int32_t replicas) {
   if (op.kind == OpKind::kStep) return c.step_s[op.device];
   if (op.kind == OpKind::kAllReduce) {
-    const double n = replicas;
-    if (n <= 1) return 0;
-    // NCCL's ring: 2(n-1)/n of the bytes at the link's achievable bus bandwidth.
-    const cost::Link& link = c.ReplicaLink();
-    return 2 * (n - 1) / n * static_cast<double>(op.bytes) / (link.bandwidth * link.collective_efficiency) +
-           2 * (n - 1) * link.latency_s;
+    return cost::CollectiveTime(cost::Kernel::Collective::kAllReduce, static_cast<double>(op.bytes),
+                                {.ranks = static_cast<double>(replicas),
+                                 .nodes = static_cast<double>(c.replica_nodes),
+                                 .intra = &c.link,
+                                 .inter = &c.inter_node_link});
   }
   return c.compute_s[op.stage][ComputeSlot(op.kind)];
-}
-
-double TransferDuration(const cost::Link& link, double bytes) {
-  const double copy = link.latency_s + (bytes > 0 ? bytes / link.bandwidth : 0.0);
-  return link.host_staged ? 2 * copy : copy;
 }
 
 }  // namespace twinpipe::simulate

@@ -110,8 +110,7 @@ inline void TouchSpan(DeviceStats& d, double start, double end) {
   d.last_end_s = std::max(d.last_end_s, end);
 }
 
-// Seconds of a compute, STEP or ALLREDUCE op; of one transfer over the link.
+// Seconds of a compute, STEP or ALLREDUCE op. (A transfer: cost::TransferTime.)
 double OpDuration(const ir::Op& op, const SimCosts& costs, int32_t replicas);
-double TransferDuration(const cost::Link& link, double bytes);
 
 }  // namespace twinpipe::simulate

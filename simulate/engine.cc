@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "cost_models/comm_model.h"
 #include "simulate/dependencies.h"
 #include "simulate/huge_page_allocator.h"
 
@@ -338,7 +339,7 @@ void Simulator::StartPhase(int32_t t) {
     // A channel is its own domain and carries one transfer at a time: no
     // sharing, so the whole transfer is one event.
     tr.phase = link.host_staged ? 3 : 1;
-    Push(now_ + TransferDuration(link, tr.bytes), kPhaseEnd, t);
+    Push(now_ + cost::TransferTime(link, tr.bytes), kPhaseEnd, t);
     return;
   }
   if (tr.phase == (link.host_staged ? 4 : 2)) {

@@ -38,13 +38,12 @@ struct SimCosts {
   // domain (a sender's port, for InfiniBand). Empty: one node.
   std::vector<int32_t> node;
   cost::Link inter_node_link;
-  // The replicas of some device sit in different nodes: the data-parallel
-  // all-reduce runs on `inter_node_link` (one port per GPU).
-  bool replicas_cross_nodes = false;
+  // Nodes the replicas of a pipeline device span: above 1, the data-parallel
+  // all-reduce crosses `inter_node_link` (one port per GPU).
+  int32_t replica_nodes = 1;
   const cost::Link& LinkBetween(int32_t src, int32_t dst) const {
     return !node.empty() && node[src] != node[dst] ? inter_node_link : link;
   }
-  const cost::Link& ReplicaLink() const { return replicas_cross_nodes ? inter_node_link : link; }
   // Every channel carries one transfer at a time, sharing with none.
   bool Unshared() const;
   std::vector<double> activation_bytes;          // [stage]: what F keeps per micro-batch without recompute

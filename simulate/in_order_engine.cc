@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "cost_models/comm_model.h"
 #include "simulate/dependencies.h"
 #include "simulate/engine.h"
 
@@ -166,7 +167,7 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
           break;
         }
         const int32_t recv = ch.recvs[ch.next++];
-        const double end = start + TransferDuration(c.LinkBetween(d, op.peer), static_cast<double>(op.bytes));
+        const double end = start + cost::TransferTime(c.LinkBetween(d, op.peer), static_cast<double>(op.bytes));
         r.start_s[id] = r.start_s[recv] = start;
         r.end_s[id] = r.end_s[recv] = end;
         done[id] = 1;

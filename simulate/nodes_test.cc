@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cost_models/catalogue.h"
+#include "cost_models/comm_model.h"
 #include "partition/pipeline_plan.h"
 #include "simulate/costs.h"
 #include "simulate/dependencies.h"
@@ -44,7 +45,7 @@ void ExpectSendsOn(const Placed& run, const cost::Link& link) {
   for (const auto& program : run.plan.schedule.programs) {
     for (const ir::Op& op : program) {
       if (!ir::IsSend(op.kind)) continue;
-      EXPECT_NEAR(run.result.end_s[op.id] - run.result.start_s[op.id], TransferDuration(link, op.bytes), 1e-12)
+      EXPECT_NEAR(run.result.end_s[op.id] - run.result.start_s[op.id], cost::TransferTime(link, op.bytes), 1e-12)
           << ir::OpToken(op);
       ++sends;
     }
@@ -72,7 +73,7 @@ TEST(Nodes, AllReducesOverReplicasInOtherNodesUseTheInterNodeLink) {
   for (int per_node : {4, 2}) {
     const Placed run = Simulate(4, per_node);
     const bool crosses = per_node == 2;
-    EXPECT_EQ(run.costs.replicas_cross_nodes, crosses);
+    EXPECT_EQ(run.costs.replica_nodes, crosses ? 2 : 1);
     const cost::Link& link = *cost::FindLink(crosses ? "ib-hdr" : "nvlink3");
     int all_reduces = 0;
     for (const auto& program : run.plan.schedule.programs) {
