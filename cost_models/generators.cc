@@ -110,6 +110,10 @@ std::vector<Kernel> BlockKernels(double S, double d, double f, double h, double 
   tp.Gather(k, "fc2.reduce.bwd", P::kInput, act);
   tp.Reduce(k, "qkv.dgrad.reduce", P::kInput, act);
   tp.Reduce(k, "fc1.dgrad.reduce", P::kInput, act);
+  // Sequence parallel: a column-parallel GEMM keeps only its shard of the
+  // (layernormed) input, so Megatron gathers it again for the weight gradient.
+  tp.Gather(k, "qkv.wgrad.allgather", P::kWeight, act);
+  tp.Gather(k, "fc1.wgrad.allgather", P::kWeight, act);
   k.push_back(Memory("bias.wgrad", P::kWeight, S * (6 * d + f) / t * e));
   return k;
 }
@@ -164,16 +168,23 @@ Model GenerateTransformer(const TransformerSpec& spec) {
   // sum (8), log-softmax at the labels (4); backward: the softmax less the
   // one-hot (4 + 4) cast back to half (4 + 2). Activation checkpointing
   // wraps the blocks only: the head keeps its activations. Vocabulary-
-  // parallel: each GPU holds V/t logits (the softmax's max and sum are
-  // all-reduced as S scalars, not modelled).
+  // parallel: each GPU holds V/t logits; the row maxima, the sums of
+  // exponentials and the target logits are all-reduced across the group as
+  // S fp32 scalars each (Megatron's vocab-parallel cross-entropy).
   std::vector<Kernel> head{Memory("ln_f", P::kForward, 2 * act / n),
                            Memory("cross_entropy", P::kForward, S * V / t * 22),
                            Memory("cross_entropy.bwd", P::kInput, S * V / t * 14),
                            Memory("ln_f.bwd", P::kInput, 3 * act / n)};
   tp.Gather(head, "ln_f.allgather", P::kForward, act);
+  if (t > 1) {
+    for (const char* name : {"cross_entropy.max", "cross_entropy.sum", "cross_entropy.target"}) {
+      head.push_back(Collective(name, P::kForward, Kernel::Collective::kAllReduce, S * 4, t));
+    }
+  }
   AddLinear(head, "logits", S, d, V / t);
   // The input gradient of the column-parallel logits: reduced across the group.
   tp.Reduce(head, "logits.dgrad.reduce", P::kInput, act);
+  tp.Gather(head, "logits.wgrad.allgather", P::kWeight, act);
   m.layers.push_back(Layer{.name = "head",
                            .kind = "head",
                            .fwd_flops = 2 * S * d * V / t,

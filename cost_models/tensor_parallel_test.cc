@@ -70,12 +70,24 @@ TEST(TensorParallel, ABlockHasMegatronsCollectives) {
         EXPECT_EQ(Count(block, pass, C::kReduceScatter), rs);
         EXPECT_EQ(Count(block, pass, C::kAllGather), ag);
       }
-      EXPECT_EQ(Count(block, P::kWeight, C::kAllReduce) + Count(block, P::kWeight, C::kAllGather), 0);
+      // Sequence parallel: QKV's and FC1's inputs are kept as shards and
+      // gathered again for their weight gradients.
+      EXPECT_EQ(Count(block, P::kWeight, C::kAllReduce), 0);
+      EXPECT_EQ(Count(block, P::kWeight, C::kAllGather), sp ? 2 : 0);
       for (const Kernel& k : block.kernels) {
         if (k.collective == C::kNone) continue;
         EXPECT_DOUBLE_EQ(k.bytes, 512.0 * 1024 * 2) << k.name;
         EXPECT_DOUBLE_EQ(k.group, t) << k.name;
       }
+      // The head: the vocabulary-parallel cross-entropy all-reduces three
+      // rows of S fp32 scalars in forward; the logits GEMM is column-parallel.
+      const Layer head = GenerateTransformer(Spec(t, sp, false)).layers.back();
+      int scalars = 0;
+      for (const Kernel& k : head.kernels) scalars += k.collective == C::kAllReduce && k.bytes == 512.0 * 4;
+      EXPECT_EQ(scalars, t > 1 ? 3 : 0);
+      EXPECT_EQ(Count(head, P::kForward, C::kAllGather), sp ? 1 : 0);
+      EXPECT_EQ(Count(head, P::kInput, C::kAllReduce) + Count(head, P::kInput, C::kReduceScatter), t > 1 ? 1 : 0);
+      EXPECT_EQ(Count(head, P::kWeight, C::kAllGather), sp ? 1 : 0);
     }
   }
 }
