@@ -52,9 +52,12 @@ Schedule BuildZbH2(int32_t stages, int32_t micro_batches);
 
 // ZB-V: 2 chunks per device in a V (stage s on device s for s < K, on device
 // 2K-1-s after), so device 0 holds the first and the last stage. The order is
-// found by list scheduling with unit F, I and W times: each idle device runs a
-// ready I first, then a ready F while it keeps at most 2K chunk activations
-// (1F1B's peak in whole stages), then a deferred W.
+// the Zero Bubble authors' timed greedy with unit F, I and W times and at
+// most 2K chunk activations per device (1F1B's peak in whole stages): with
+// equal times no device idles between its first op and its last, and the
+// step is the least a V allows, 3tM + (K-1)t_F per chunk time t. (Should the
+// greedy not complete, list scheduling orders it: an idle device runs a
+// ready I, else a ready F within the cap, else a deferred W.)
 Schedule BuildZbV(int32_t devices, int32_t micro_batches);
 
 // DualPipeV (DeepSeek-V3's DualPipe folded into a V, as torch.distributed.

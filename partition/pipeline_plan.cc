@@ -55,7 +55,9 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
                                    config.source));
   }
   // `auto` is partitioned as its shape, then ordered by build_auto.
-  auto built = ir::BuildShape(name, config.pipeline.stages, config.training.micro_batches, automatic ? 0 : chunks);
+  auto built = o.shape && !automatic
+                   ? Result<ir::Schedule>(*o.shape)
+                   : ir::BuildShape(name, config.pipeline.stages, config.training.micro_batches, automatic ? 0 : chunks);
   if (!built) return Fail(fmt::format("{}: /pipeline: {}", config.source, built.error().message));
   if (built->num_stages > static_cast<int>(config.model.layers.size())) {
     return Fail(fmt::format("{}: the {} schedule has {} stages but the model only {} layers", config.source, name,

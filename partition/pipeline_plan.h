@@ -39,6 +39,9 @@ struct PlanOverrides {
   // schedule, which fixes the partition) and the config in use: the op times
   // and memory come from the caller's cost model (simulate::AutoScheduler).
   std::function<Result<ir::Schedule>(const cost::Config&, const Plan&)> build_auto;
+  // The compute-only schedule ir::BuildShape gives for this schedule, K, M
+  // and chunks, already built (search keeps one per shape); null: build it.
+  const ir::Schedule* shape = nullptr;
 };
 
 Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& overrides = {});

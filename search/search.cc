@@ -232,6 +232,9 @@ struct Searcher {
     partition::PlanOverrides overrides;
     overrides.verify = false;
     overrides.build_auto = simulate::AutoScheduler(calibration, cap);
+    if (auto it = shapes.find({c.schedule, c.stages, c.micro_batches, c.chunks}); it != shapes.end() && it->second) {
+      overrides.shape = &it->second->schedule;
+    }
     PlanKey key{c.stages, c.replicas, c.micro_batches, c.schedule, c.chunks, static_cast<int>(c.recompute),
                 c.tensor_parallel, c.sequence_parallel, {}};
     bool known = false;
