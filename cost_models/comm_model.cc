@@ -24,7 +24,8 @@ double CollectiveTime(Kernel::Collective kind, double bytes, const CollectiveGro
   // Ring: n - 1 steps a phase, nodes - 1 of them crossing between nodes.
   const double ring = phases * ((n - 1) / n * bytes / bus_bandwidth + (n - nodes) * g.intra->latency_s +
                                 (nodes - 1) * inter.latency_s);
-  if (kind != Kernel::Collective::kAllReduce) return ring;
+  // Inside one node the tree is a chain: the ring's latency at less bandwidth.
+  if (kind != Kernel::Collective::kAllReduce || nodes == 1) return ring;
   // NCCL's tree: a chain inside each node, a binary tree between nodes.
   constexpr double kTreeBandwidthFactor = 0.9;
   const double tree = 2 * bytes / (kTreeBandwidthFactor * bus_bandwidth) +
