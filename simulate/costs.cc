@@ -31,10 +31,11 @@ SimCosts CostsFromPlan(const cost::Config& config, const partition::Plan& plan, 
     costs.inter_node_link = c.cluster.inter_node_link;
     for (int32_t d = 0; d < D; ++d) {
       costs.node.push_back(static_cast<int32_t>(t * d / per_node));
-      std::vector<int64_t> nodes;
-      for (int32_t r = 0; r < s.replicas; ++r) nodes.push_back(t * (d + int64_t{D} * r) / per_node);
-      nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());  // ascending already
-      costs.replica_nodes = std::max(costs.replica_nodes, static_cast<int32_t>(nodes.size()));
+      int32_t nodes = 1;  // the replicas' nodes ascend: count the changes
+      for (int32_t r = 1; r < s.replicas; ++r) {
+        nodes += t * (d + int64_t{D} * r) / per_node != t * (d + int64_t{D} * (r - 1)) / per_node;
+      }
+      costs.replica_nodes = std::max(costs.replica_nodes, nodes);
     }
   }
   // The CPU executor's workers do their own sends and receives.
