@@ -133,7 +133,10 @@ const std::vector<Device>& DeviceCatalogue() {
       // units at ~3 GHz gives 2 x 8 x 2 x 3e9 = 96 GFLOP/s fp32 peak (Intel
       // optimization manual, Haswell and later); no fast half precision. A
       // DDR4 channel share of ~10 GB/s; 16 GiB. Estimates: calibrate.
-      {"CPU", 96 * kG, 96 * kG, 96 * kG, 10 * kG, 16 * kGiB, 1 * kUs},
+      // Its workers do their own sends and receives.
+      Device{.name = "CPU", .fp32_flops = 96 * kG, .tf32_flops = 96 * kG, .half_flops = 96 * kG,
+             .memory_bandwidth = 10 * kG, .memory_bytes = 16 * kGiB, .launch_overhead_s = 1 * kUs,
+             .comm_on_compute = true},
   };
   return devices;
 }

@@ -34,6 +34,9 @@ struct Device {
   double simt_half_flops = 0;     // fp16/bf16 peak without tensor cores (GEMMs whose shapes they cannot take)
   double gemm_efficiency = 0.5;   // achievable fraction of peak by a large, aligned GEMM
   double bandwidth_efficiency = 0.8;  // achievable fraction of memory bandwidth by streaming kernels
+  // Its executor runs sends and receives on the compute stream, between
+  // compute ops, as the CPU backend's workers do; otherwise they overlap.
+  bool comm_on_compute = false;
 
   double PeakFlops(Dtype dtype) const;
 };

@@ -37,6 +37,8 @@ TEST(Catalogue, FiguresFollowTheDataSheets) {
   EXPECT_DOUBLE_EQ(FindDevice("A100-80GB")->PeakFlops(Dtype::kTf32), 156e12);
   EXPECT_DOUBLE_EQ(FindDevice("V100")->PeakFlops(Dtype::kFp16), 125e12);
   EXPECT_DOUBLE_EQ(FindDevice("P100-PCIe")->PeakFlops(Dtype::kTf32), 9.3e12);  // no TF32: fp32 path
+  // Only the CPU backend runs its sends and receives between compute ops.
+  for (const Device& d : DeviceCatalogue()) EXPECT_EQ(d.comm_on_compute, d.name == "CPU") << d.name;
   EXPECT_TRUE(FindLink("pcie3-host-staged")->host_staged);
   EXPECT_EQ(FindLink("pcie3-host-staged")->contention, Contention::kHost);
   EXPECT_LT(FindLink("nvlink1")->bandwidth, FindLink("nvlink4")->bandwidth);

@@ -249,7 +249,8 @@ void LoadModel(const Reader& r, const json& root, Config& c) {
 Device ReadCustomDevice(const Reader& r, const json& d, const std::string& p) {
   if (!d.is_object()) r.Fail(p, "expected a device object");
   r.Keys(d, p, {"name", "fp32_flops", "tf32_flops", "half_flops", "memory_bandwidth", "memory_bytes",
-                "launch_overhead_s", "sm_count", "simt_half_flops", "gemm_efficiency", "bandwidth_efficiency"});
+                "launch_overhead_s", "sm_count", "simt_half_flops", "gemm_efficiency", "bandwidth_efficiency",
+                "comm_on_compute"});
   Device dev;
   dev.name = r.String(d, "name", p, {}, std::nullopt);
   dev.fp32_flops = r.Number(d, "fp32_flops", p, 0, 1e20, std::nullopt, true);
@@ -262,6 +263,7 @@ Device ReadCustomDevice(const Reader& r, const json& d, const std::string& p) {
   dev.simt_half_flops = r.Number(d, "simt_half_flops", p, 0, 1e20, 0.0);
   dev.gemm_efficiency = r.Number(d, "gemm_efficiency", p, 0, 1, dev.gemm_efficiency, true);
   dev.bandwidth_efficiency = r.Number(d, "bandwidth_efficiency", p, 0, 1, dev.bandwidth_efficiency, true);
+  dev.comm_on_compute = r.Bool(d, "comm_on_compute", p, false);
   return dev;
 }
 

@@ -33,7 +33,8 @@ TEST(LoadConfig, ExplicitLayersCustomDevicesAndHeterogeneousClusters) {
     "training": {"batch": 8, "microbatches": 4},
     "pipeline": {"stages": 2, "partition": "manual", "first_layers": [0, 2]},
     "cluster": {"device": ["mine", "V100"], "link": "slow",
-                "custom_devices": [{"name": "mine", "fp32_flops": 1e12, "memory_bandwidth": 1e11, "memory_bytes": 1e9}],
+                "custom_devices": [{"name": "mine", "fp32_flops": 1e12, "memory_bandwidth": 1e11, "memory_bytes": 1e9,
+                                    "comm_on_compute": true}],
                 "custom_links": [{"name": "slow", "latency_s": 1e-4, "bandwidth": 1e9, "contention": "host"}]}
   })", "x.json");
   ASSERT_TRUE(c) << c.error().message;
@@ -42,6 +43,8 @@ TEST(LoadConfig, ExplicitLayersCustomDevicesAndHeterogeneousClusters) {
   EXPECT_EQ(*c->model.layers[2].cost, 3);
   EXPECT_EQ(c->cluster.devices[0].name, "mine");
   EXPECT_EQ(c->cluster.devices[1].name, "V100");
+  EXPECT_TRUE(c->cluster.devices[0].comm_on_compute);
+  EXPECT_FALSE(c->cluster.devices[1].comm_on_compute);
   EXPECT_EQ(c->cluster.link.contention, Contention::kHost);
   EXPECT_EQ(c->pipeline.first_layers, (std::vector<int>{0, 2}));
 }

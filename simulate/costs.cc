@@ -38,9 +38,9 @@ SimCosts CostsFromPlan(const cost::Config& config, const partition::Plan& plan, 
       costs.replica_nodes = std::max(costs.replica_nodes, nodes);
     }
   }
-  // The CPU executor's workers do their own sends and receives.
+  // Devices whose executor runs its own sends and receives (the CPU's workers).
   costs.comm_on_compute_stream = std::all_of(c.cluster.devices.begin(), c.cluster.devices.end(),
-                                             [](const cost::Device& d) { return d.name == "CPU"; });
+                                             [](const cost::Device& d) { return d.comm_on_compute; });
   costs.compute_s.assign(K, {});
   costs.activation_bytes.assign(K, 0.0);
   costs.input_bytes.assign(K, 0.0);
