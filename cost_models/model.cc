@@ -4,6 +4,12 @@
 
 namespace twinpipe::cost {
 
+bool SameCosts(const Layer& a, const Layer& b) {
+  return a.kind == b.kind && a.fwd_flops == b.fwd_flops && a.bwd_input_flops == b.bwd_input_flops &&
+         a.bwd_weight_flops == b.bwd_weight_flops && a.params == b.params && a.out_bytes == b.out_bytes &&
+         a.stash_bytes == b.stash_bytes && a.rematerialized == b.rematerialized && a.kernels == b.kernels;
+}
+
 int RematerializedEnd(const Model& model, int first, int last) {
   int end = first;
   for (int i = first; i <= last; ++i) {

@@ -36,6 +36,7 @@ struct Kernel {
   std::string name;                       // "qkv", "softmax", ... for reports
 
   double Flops() const { return gemm ? 2 * m * n * k * batch : 0; }  // per sample
+  bool operator==(const Kernel&) const = default;
 };
 
 struct Layer {
@@ -56,6 +57,10 @@ struct Layer {
   // FLOPs and bytes above with the roofline.
   std::vector<Kernel> kernels;
 };
+
+// The two layers cost the same (all but the name and the user's c_i agree):
+// a model's identical blocks are timed once.
+bool SameCosts(const Layer& a, const Layer& b);
 
 struct Model {
   std::vector<Layer> layers;

@@ -4,6 +4,7 @@
 
 #include "cost_models/comm_model.h"
 #include "cost_models/compute_model.h"
+#include "cost_models/generators.h"
 #include "cost_models/memory_model.h"
 #include "cost_models/model.h"
 
@@ -40,6 +41,25 @@ Model Chain() {
     m.layers.push_back(Layer{.name = "l", .params = 100.0 * (i + 1), .out_bytes = 20.0 + i, .stash_bytes = 50});
   }
   return m;
+}
+
+// A generated transformer's blocks cost alike (they are timed once); the
+// embedding, the head, and a block with any field changed do not.
+TEST(ModelLayers, IdenticalBlocksAreTheSameCost) {
+  const Model m = GenerateTransformer({.layers = 3, .d_model = 256, .ffn = 1024, .heads = 4, .seq = 64, .vocab = 1000});
+  EXPECT_TRUE(SameCosts(m.layers[1], m.layers[2]));
+  EXPECT_TRUE(SameCosts(m.layers[2], m.layers[3]));
+  EXPECT_FALSE(SameCosts(m.layers[0], m.layers[1]));
+  EXPECT_FALSE(SameCosts(m.layers[3], m.layers[4]));
+  Layer other = m.layers[2];
+  other.name = "renamed";
+  other.cost = 7;  // the user's c_i is the partitioner's, not the time's
+  EXPECT_TRUE(SameCosts(m.layers[1], other));
+  other.kernels.back().bytes += 1;
+  EXPECT_FALSE(SameCosts(m.layers[1], other));
+  other = m.layers[2];
+  other.stash_bytes += 1;
+  EXPECT_FALSE(SameCosts(m.layers[1], other));
 }
 
 TEST(CutBytes, ChainIsEachLayersOutput) {

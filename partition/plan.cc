@@ -67,8 +67,13 @@ PartitionProblem BuildProblem(const Config& c, const std::vector<int>* given_in_
   for (const cost::Device* d : classes) {
     std::vector<double> prefix(L + 1, 0.0);
     const double slowdown = reference_peak / d->PeakFlops(c.model.dtype);
+    double layer = 0;
     for (int i = 0; i < L; ++i) {
-      const double layer = user ? *c.model.layers[i].cost * slowdown : LayerStepTime(c, *d, i);
+      if (user) {
+        layer = *c.model.layers[i].cost * slowdown;
+      } else if (i == 0 || !cost::SameCosts(c.model.layers[i], c.model.layers[i - 1])) {  // identical blocks: once
+        layer = LayerStepTime(c, *d, i);
+      }
       prefix[i + 1] = prefix[i] + layer;
     }
     p.prefix.push_back(std::move(prefix));
