@@ -6,7 +6,7 @@ CMAKE_ARGS ?=
 
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps build test check demo bench test-asan test-tsan fuzz clean
+.PHONY: all deps build test check demo bench bench-torch test-asan test-tsan fuzz clean
 
 all: build
 
@@ -37,6 +37,14 @@ demo: build
 BENCH_MACHINE ?= cpu-2core
 bench: build
 	python3 scripts/bench_table.py $(BUILD) --machine $(BENCH_MACHINE)
+
+# The CPU executor against PyTorch eager on one core (bench/torch_cpu_compare.py).
+# Debian's python3-torch goes into /usr/bin/python3, which need not be the
+# first python3 on PATH: the script looks there too.
+bench-torch: build
+	@/usr/bin/python3 -c "import torch" 2>/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get install -y -q python3-torch; else sudo apt-get install -y -q python3-torch; fi; }
+	python3 bench/torch_cpu_compare.py $(BUILD)/twinpipe --json $(BUILD)/torch_cpu_compare.json
 
 test-asan: deps
 	@[ -f build-asan/CMakeCache.txt ] || cmake -S . -B build-asan $(GENERATOR) -DCMAKE_BUILD_TYPE=Debug -DTWINPIPE_SANITIZE=address
