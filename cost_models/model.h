@@ -36,7 +36,6 @@ struct Kernel {
   std::string name;                       // "qkv", "softmax", ... for reports
 
   double Flops() const { return gemm ? 2 * m * n * k * batch : 0; }  // per sample
-  bool operator==(const Kernel&) const = default;
 };
 
 struct Layer {
@@ -58,7 +57,7 @@ struct Layer {
   std::vector<Kernel> kernels;
 };
 
-// The two layers cost the same (all but the name and the user's c_i agree):
+// The two layers cost the same (all but the names and the user's c_i agree):
 // a model's identical blocks are timed once.
 bool SameCosts(const Layer& a, const Layer& b);
 
