@@ -166,7 +166,7 @@ Result<Calibration> FitCalibration(const std::vector<MeasuredRuns>& runs) {
   // Link: duration of sends against their bytes.
   {
     std::vector<std::vector<double>> X;
-    std::vector<double> y;
+    std::vector<double> y, waits;  // waits: each send's time beyond its bytes at its run's catalogue bandwidth
     std::set<int64_t> sizes;
     for (const MeasuredRuns& run : runs) {
       for (const auto& t : run.traces) {
@@ -174,23 +174,18 @@ Result<Calibration> FitCalibration(const std::vector<MeasuredRuns>& runs) {
           if (!ir::IsSend(e.kind) || e.bytes <= 0) continue;
           X.push_back({static_cast<double>(e.bytes), 1.0});
           y.push_back(e.end_s - e.start_s);
+          waits.push_back(y.back() - static_cast<double>(e.bytes) / run.config->cluster.link.bandwidth);
           sizes.insert(e.bytes);
         }
       }
     }
-    if (!X.empty()) {
-      double mean_b = 0;
-      for (size_t r = 0; r < y.size(); ++r) mean_b += X[r][0];
-      mean_b /= y.size();
-      if (sizes.size() >= 2) {
-        const auto theta = Solve(X, y, 0, 0);
-        if (theta[0] > 0) cal.bandwidth = 1 / theta[0];
-        cal.latency_s = std::max(0.0, theta[1]);
-      } else {  // one size: keep the catalogue bandwidth, fit the latency to the median
-        std::vector<double> sorted = y;
-        std::sort(sorted.begin(), sorted.end());
-        cal.latency_s = std::max(0.0, sorted[sorted.size() / 2] - mean_b / first.cluster.link.bandwidth);
-      }
+    if (sizes.size() >= 2) {
+      const auto theta = Solve(X, y, 0, 0);
+      if (theta[0] > 0) cal.bandwidth = 1 / theta[0];
+      cal.latency_s = std::max(0.0, theta[1]);
+    } else if (!waits.empty()) {  // one size: keep the catalogue bandwidth, fit the latency to the median
+      std::sort(waits.begin(), waits.end());
+      cal.latency_s = std::max(0.0, waits[waits.size() / 2]);
     }
   }
   // Optimizer step: its time grows with the device's parameters; the median

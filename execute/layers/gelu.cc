@@ -14,8 +14,9 @@ constexpr float kCubic = 0.044715f;
 // k = round(x / ln 2), r = x - k ln 2 in [-ln2/2, ln2/2] (ln 2 split in two
 // for exactness), p the Taylor polynomial to r^7 (error < 2e-8 relative),
 // 2^k built in the exponent bits: plain arithmetic, no libm call (libm's
-// tanhf took a fifth of a CPU training step; this takes about a third of
-// that). Within float rounding of std::tanh (checked in the layer tests).
+// tanhf took a fifth of a CPU training step; with this, GELU's forward and
+// backward went from 28% to 20% of it). Within float rounding of std::tanh
+// (checked in the layer tests).
 inline float Tanh(float u) {
   const float a = std::fabs(u);
   const float x = -2.f * (a < 43.f ? a : 43.f);  // exp(-86) ~ 4e-38: still normal; tanh is 1 in float
