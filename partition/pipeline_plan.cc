@@ -80,16 +80,9 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
     named->pipeline.recompute = recompute;
   }
   const cost::Config& use = named ? *named : config;
-  const std::vector<int> in_flight = cost::InFlightPerStage(s);
-  auto report = PartitionForSchedule(use, s, in_flight);
+  auto report = o.partition ? Result<PartitionReport>(*o.partition)
+                            : PartitionForSchedule(use, s, cost::InFlightPerStage(s));
   if (!report) return tl::unexpected(report.error());
-  if (o.before_passes) {
-    Plan skeleton{std::move(*report), std::move(s)};
-    const bool go_on = o.before_passes(skeleton);
-    *report = std::move(skeleton.partition);
-    s = std::move(skeleton.schedule);
-    if (!go_on) return Fail("planning stopped by the caller");
-  }
   if (automatic) {
     Plan skeleton{std::move(*report), std::move(s)};
     auto scheduled = o.build_auto(use, skeleton);

@@ -31,10 +31,6 @@ struct PlanOverrides {
   // Verify the built schedule (a builder bug is a runtime error). `search`
   // skips it: every builder's output is verified over a grid by the tests.
   bool verify = true;
-  // Called with the partition and the compute-only schedule (F, B or I and
-  // W, STEP) before recompute, comm and all-reduce are added; false stops
-  // planning with an error. `search` bounds a point there and skips it.
-  std::function<bool(const Plan&)> before_passes;
   // Builds the `auto` schedule from a skeleton plan (zb-h1's compute-only
   // schedule, which fixes the partition) and the config in use: the op times
   // and memory come from the caller's cost model (simulate::AutoScheduler).
@@ -42,6 +38,9 @@ struct PlanOverrides {
   // The compute-only schedule ir::BuildShape gives for this schedule, K, M
   // and chunks, already built (search keeps one per shape); null: build it.
   const ir::Schedule* shape = nullptr;
+  // What PartitionForSchedule gives for this config and that shape, already
+  // computed (search keeps one per cut); null: compute it.
+  const PartitionReport* partition = nullptr;
 };
 
 Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& overrides = {});

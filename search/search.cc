@@ -59,6 +59,17 @@ struct Outcome {
 // keys have the same plan, costs and so simulation.
 using PlanKey = std::tuple<int, int, int, std::string, int, int, int, bool, std::vector<int>>;
 
+// A partition and the costs of the plans it makes (which read only the
+// cells and the placement), shared by the points whose cut cannot differ.
+struct Cut {
+  partition::PartitionReport report;
+  simulate::SimCosts costs;
+};
+// What a cut depends on: tensor and sequence parallelism, recompute, the
+// replica's batch and micro-batches, the algorithm, and the shape's class
+// (its placement and in-flight counts: see Searcher::Shape).
+using CutKey = std::tuple<int, bool, int, int64_t, int, std::string, int>;
+
 // A point's lower bounds (or why it cannot be run at all).
 struct Bounds {
   bool runs = false;          // its shape builds and its partition exists
@@ -85,8 +96,11 @@ struct Searcher {
     // and whether its backwards are B's, I's or both.
     std::vector<std::array<int, 5>> ops;
     std::vector<char> has_whole, has_input;
+    int cut_class = 0;  // shapes with equal placement and in-flight counts are cut alike
   };
   std::map<std::tuple<std::string, int, int, int>, std::optional<Shape>> shapes;  // by (schedule, K, M, chunks)
+  std::map<std::pair<std::vector<int>, std::vector<int>>, int> cut_classes;      // (placement, in flight)
+  std::map<CutKey, std::optional<Cut>> cuts;  // nothing: no partition exists
   std::map<PlanKey, Outcome> memo;
   std::vector<std::pair<double, double>> front;  // (throughput, peak) of fitting points, none dominating another
   int64_t simulated = 0;
@@ -129,45 +143,68 @@ struct Searcher {
   // down, whichever is longer; it holds its static bytes plus,
   // on each stage, the stash of its most in-flight micro-batches while the
   // last one's forward runs.
+  // The point's compute-only shape (built once per schedule, K, M and
+  // chunks); null when the schedule refuses it.
+  const Shape* ShapeOf(const Candidate& c) {
+    auto& shape = shapes[{c.schedule, c.stages, c.micro_batches, c.chunks}];
+    if (shape) return &*shape;
+    // `auto` runs its shape's ops (the last on every device a W) and partition.
+    const bool automatic = c.schedule == ir::kAutoSchedule;
+    auto built = ir::BuildShape(c.schedule, c.stages, c.micro_batches, c.chunks);
+    if (!built) return nullptr;
+    Shape sh{std::move(*built), {}, {}, {}};
+    sh.in_flight = cost::InFlightPerStage(sh.schedule);
+    sh.least_in_flight = automatic ? std::vector<int>(sh.in_flight.size(), 1) : sh.in_flight;
+    sh.ops.assign(sh.schedule.num_stages, {});
+    sh.has_whole.assign(sh.schedule.num_stages, 0);
+    sh.has_input.assign(sh.schedule.num_stages, 0);
+    for (const auto& program : sh.schedule.programs) {
+      int last = -1;
+      for (const ir::Op& op : program) {
+        const int slot = simulate::ComputeSlot(op.kind);
+        if (slot < 0) continue;  // STEP: no stage
+        last = ir::IsInputBackward(op.kind) ? op.stage : -1;
+        ++sh.ops[op.stage][slot];
+        sh.has_whole[op.stage] |= op.kind == ir::OpKind::kBackward;
+        sh.has_input[op.stage] |= op.kind == ir::OpKind::kBackwardInput;
+      }
+      sh.last_backward_stage.push_back(last);
+    }
+    sh.cut_class = cut_classes.try_emplace({sh.schedule.placement, sh.in_flight}, static_cast<int>(cut_classes.size()))
+                       .first->second;
+    shape = std::move(sh);
+    return &*shape;
+  }
+
+  // The point's partition and costs (Use(c) first), computed once per cut
+  // key; null when no partition exists.
+  const Cut* CutOf(const Candidate& c, const Shape& shape) {
+    auto [it, fresh] = cuts.try_emplace(CutKey{c.tensor_parallel, c.sequence_parallel, static_cast<int>(c.recompute),
+                                               c.batch, c.micro_batches, c.partition, shape.cut_class});
+    if (fresh) {
+      const ir::Schedule& s = shape.schedule;
+      auto report = partition::PartitionForSchedule(work, s, shape.in_flight);
+      if (report) {
+        // The costs need the placement only: a shape without programs.
+        partition::Plan shape_only{std::move(*report), ir::Schedule{s.num_stages, s.num_micro_batches, s.num_devices,
+                                                                    c.replicas, s.placement, {}}};
+        simulate::SimCosts costs = simulate::CostsFromPlan(work, shape_only, calibration);
+        it->second = Cut{std::move(shape_only.partition), std::move(costs)};
+      }
+    }
+    return it->second ? &*it->second : nullptr;
+  }
+
   Bounds Bound(const Candidate& c) {
     Use(c);
     Bounds b;
-    auto& shape = shapes[{c.schedule, c.stages, c.micro_batches, c.chunks}];
-    if (!shape) {
-      // `auto` runs its shape's ops (the last on every device a W) and partition.
-      const bool automatic = c.schedule == ir::kAutoSchedule;
-      auto built = ir::BuildShape(c.schedule, c.stages, c.micro_batches, c.chunks);
-      if (!built) return b;
-      built->replicas = c.replicas;
-      Shape sh{std::move(*built), {}, {}, {}};
-      sh.in_flight = cost::InFlightPerStage(sh.schedule);
-      sh.least_in_flight = automatic ? std::vector<int>(sh.in_flight.size(), 1) : sh.in_flight;
-      sh.ops.assign(sh.schedule.num_stages, {});
-      sh.has_whole.assign(sh.schedule.num_stages, 0);
-      sh.has_input.assign(sh.schedule.num_stages, 0);
-      for (const auto& program : sh.schedule.programs) {
-        int last = -1;
-        for (const ir::Op& op : program) {
-          const int slot = simulate::ComputeSlot(op.kind);
-          if (slot < 0) continue;  // STEP: no stage
-          last = ir::IsInputBackward(op.kind) ? op.stage : -1;
-          ++sh.ops[op.stage][slot];
-          sh.has_whole[op.stage] |= op.kind == ir::OpKind::kBackward;
-          sh.has_input[op.stage] |= op.kind == ir::OpKind::kBackwardInput;
-        }
-        sh.last_backward_stage.push_back(last);
-      }
-      shape = std::move(sh);
-    }
-    const ir::Schedule& s = shape->schedule;
-    const std::vector<int>& in_flight = shape->in_flight;
-    auto cut = partition::PartitionForSchedule(work, s, in_flight);
+    const Shape* shape = ShapeOf(c);
+    if (!shape) return b;
+    const Cut* cut = CutOf(c, *shape);
     if (!cut) return b;
     b.runs = true;
-    // The costs need the placement only: a shape without programs.
-    partition::Plan shape_only{std::move(*cut), ir::Schedule{s.num_stages, s.num_micro_batches, s.num_devices,
-                                                             s.replicas, s.placement, {}}};
-    const simulate::SimCosts costs = simulate::CostsFromPlan(work, shape_only, calibration);
+    const ir::Schedule& s = shape->schedule;
+    const simulate::SimCosts& costs = cut->costs;
     const int F = simulate::ComputeSlot(ir::OpKind::kForward), R = simulate::ComputeSlot(ir::OpKind::kRecompute);
     const int B = simulate::ComputeSlot(ir::OpKind::kBackward), I = simulate::ComputeSlot(ir::OpKind::kBackwardInput),
               W = simulate::ComputeSlot(ir::OpKind::kBackwardWeight);
@@ -229,25 +266,23 @@ struct Searcher {
   // shape the schedule refuses, drops the point.
   std::optional<Candidate> Simulate(Candidate c) {
     Use(c);
-    partition::PlanOverrides overrides;
-    overrides.verify = false;
-    overrides.build_auto = simulate::AutoScheduler(calibration, cap);
-    if (auto it = shapes.find({c.schedule, c.stages, c.micro_batches, c.chunks}); it != shapes.end() && it->second) {
-      overrides.shape = &it->second->schedule;
-    }
+    const Shape* shape = ShapeOf(c);
+    if (!shape) return std::nullopt;
+    const Cut* cut = CutOf(c, *shape);
+    if (!cut) return std::nullopt;
     PlanKey key{c.stages, c.replicas, c.micro_batches, c.schedule, c.chunks, static_cast<int>(c.recompute),
                 c.tensor_parallel, c.sequence_parallel, {}};
-    bool known = false;
-    overrides.before_passes = [&](const partition::Plan& skeleton) {
-      for (const auto& cell : skeleton.partition.cells) std::get<8>(key).push_back(cell.first_layer);
-      known = memo.count(key) > 0;
-      return !known;
-    };
-    auto plan = partition::PlanFromConfig(work, overrides);
-    if (!plan && !known) return std::nullopt;
+    for (const auto& cell : cut->report.cells) std::get<8>(key).push_back(cell.first_layer);
     auto it = memo.find(key);
     if (it == memo.end()) {
-      auto sim = simulate::Simulate(plan->schedule, simulate::CostsFromPlan(work, *plan, calibration));
+      partition::PlanOverrides overrides;
+      overrides.verify = false;
+      overrides.build_auto = simulate::AutoScheduler(calibration, cap);
+      overrides.shape = &shape->schedule;
+      overrides.partition = &cut->report;
+      auto plan = partition::PlanFromConfig(work, overrides);
+      if (!plan) return std::nullopt;
+      auto sim = simulate::Simulate(plan->schedule, cut->costs);
       if (!sim) return std::nullopt;
       ++simulated;
       Outcome o{sim->step_time_s, sim->bubble_fraction, {}};
@@ -474,6 +509,7 @@ Result<std::vector<MaxLayersRow>> MaxLayers(const cost::Config& config, const Se
     // layers) where that overflows and the model is small enough.
     c.partition = "minmax";
     searcher.memo.clear();  // the model changed under the keys
+    searcher.cuts.clear();
     auto e = searcher.Simulate(c);
     if ((!e || !e->fits) && layers <= kMemoryPartitionLayers) {
       c.partition = "memory";
