@@ -1,6 +1,7 @@
 #include "execute/layers/linear.h"
 
 #include <cmath>
+#include <vector>
 
 #include "execute/gemm.h"
 
@@ -39,12 +40,17 @@ void Linear::AddWeightGradients(const Tensor& dy, const Tensor& x) {
   const int B = x.rows();
   float* dw = weight_.scratch.data();
   Gemm(true, false, out_, in_, B, 1.f, dy.data(), x.data(), 0.f, dw);  // dy^T x, then into fp64
-  for (size_t i = 0; i < weight_.grad.size(); ++i) weight_.grad[i] += dw[i];
-  for (int c = 0; c < out_; ++c) {
-    float s = 0;
-    for (int r = 0; r < B; ++r) s += dy.at(r, c);
-    bias_.grad[c] += s;
+  double* __restrict grad = weight_.grad.data();
+  for (size_t i = 0; i < weight_.grad.size(); ++i) grad[i] += dw[i];
+  // Each column's sum in row order, the rows read in memory order (a float
+  // per column, as before, so the sums are unchanged).
+  std::vector<float> sums(out_, 0.f);
+  for (int r = 0; r < B; ++r) {
+    const float* __restrict row = dy.ptr(r, 0);
+    float* __restrict s = sums.data();
+    for (int c = 0; c < out_; ++c) s[c] += row[c];
   }
+  for (int c = 0; c < out_; ++c) bias_.grad[c] += sums[c];
 }
 
 }  // namespace twinpipe::execute
