@@ -43,7 +43,7 @@ inline float Tanh(float u) {
 }  // namespace
 
 Tensor Gelu::Forward(const Tensor& x, Saved& saved, Mode mode) {
-  Tensor y(x.account(), x.rows(), x.cols());
+  auto y = Tensor::Uninitialized(x.account(), x.rows(), x.cols());
   const size_t n = static_cast<size_t>(x.rows()) * x.cols();
   const float* __restrict xs = x.data();
   float* __restrict ys = y.data();
@@ -60,7 +60,7 @@ Tensor Gelu::Forward(const Tensor& x, Saved& saved, Mode mode) {
 
 Tensor Gelu::Backward(const Tensor& dy, const Saved& saved) {
   const Tensor& x = saved.t.at(0);
-  Tensor dx(dy.account(), dy.rows(), dy.cols());
+  auto dx = Tensor::Uninitialized(dy.account(), dy.rows(), dy.cols());
   const size_t n = static_cast<size_t>(dy.rows()) * dy.cols();
   const float* __restrict xs = x.data();
   const float* __restrict dys = dy.data();

@@ -10,7 +10,8 @@ LayerNorm::LayerNorm(int features, float eps) : c_(features), eps_(eps), gamma_(
 
 Tensor LayerNorm::Forward(const Tensor& x, Saved& saved, Mode mode) {
   const int B = x.rows();
-  Tensor y(x.account(), B, c_), xhat(x.account(), B, c_), rstd(x.account(), B, 1);
+  auto y = Tensor::Uninitialized(x.account(), B, c_), xhat = Tensor::Uninitialized(x.account(), B, c_),
+       rstd = Tensor::Uninitialized(x.account(), B, 1);
   for (int r = 0; r < B; ++r) {
     double mean = 0, var = 0;
     for (int c = 0; c < c_; ++c) mean += x.at(r, c);
@@ -36,7 +37,7 @@ Tensor LayerNorm::Backward(const Tensor& dy, const Saved& saved) {
   const Tensor& xhat = saved.t.at(0);
   const Tensor& rstd = saved.t.at(1);
   const int B = dy.rows();
-  Tensor dx(dy.account(), B, c_);
+  auto dx = Tensor::Uninitialized(dy.account(), B, c_);
   for (int r = 0; r < B; ++r) {
     double mean_g = 0, mean_gx = 0;
     for (int c = 0; c < c_; ++c) {

@@ -18,7 +18,7 @@ Linear::Linear(uint64_t seed, int in, int out) : in_(in), out_(out) {
 
 Tensor Linear::Forward(const Tensor& x, Saved& saved, Mode mode) {
   const int B = x.rows();
-  Tensor y(x.account(), B, out_);
+  auto y = Tensor::Uninitialized(x.account(), B, out_);  // the bias, then += x W^T
   for (int r = 0; r < B; ++r) {
     for (int c = 0; c < out_; ++c) y.at(r, c) = bias_.value[c];
   }
@@ -31,7 +31,7 @@ Tensor Linear::Forward(const Tensor& x, Saved& saved, Mode mode) {
 }
 
 Tensor Linear::InputGradient(const Tensor& dy) const {
-  Tensor dx(dy.account(), dy.rows(), in_);
+  auto dx = Tensor::Uninitialized(dy.account(), dy.rows(), in_);
   Gemm(false, false, dy.rows(), in_, out_, 1.f, dy.data(), weight_.value.data(), 0.f, dx.data());  // dy W
   return dx;
 }

@@ -3,7 +3,7 @@
 namespace twinpipe::execute {
 
 Tensor Relu::Forward(const Tensor& x, Saved& saved, Mode mode) {
-  Tensor y(x.account(), x.rows(), x.cols());
+  auto y = Tensor::Uninitialized(x.account(), x.rows(), x.cols());
   const size_t n = static_cast<size_t>(x.rows()) * x.cols();
   for (size_t i = 0; i < n; ++i) y.data()[i] = x.data()[i] > 0 ? x.data()[i] : 0.f;
   if (mode != Mode::kEval) {
@@ -15,7 +15,7 @@ Tensor Relu::Forward(const Tensor& x, Saved& saved, Mode mode) {
 
 Tensor Relu::Backward(const Tensor& dy, const Saved& saved) {
   const Tensor& y = saved.t.at(0);
-  Tensor dx(dy.account(), dy.rows(), dy.cols());
+  auto dx = Tensor::Uninitialized(dy.account(), dy.rows(), dy.cols());
   const size_t n = static_cast<size_t>(dy.rows()) * dy.cols();
   for (size_t i = 0; i < n; ++i) dx.data()[i] = y.data()[i] > 0 ? dy.data()[i] : 0.f;
   return dx;
