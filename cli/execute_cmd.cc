@@ -18,6 +18,7 @@
 #include "simulate/engine.h"
 #include "partition/pipeline_plan.h"
 #include "traces/trace.h"
+#include "ir/units.h"
 
 namespace twinpipe::cli {
 namespace {
@@ -64,12 +65,9 @@ int Run(const ExecuteCmdOptions& o) {
   if (!o.force) {
     auto sim = simulate::Simulate(plan->schedule, simulate::CostsFromPlan(*config, *plan));
     if (auto over = sim ? simulate::FirstOverflow(*config, *sim) : std::nullopt) {
-      auto size = [](double b) {
-        return b >= (1 << 30) ? fmt::format("{:.3f} GiB", b / (1 << 30)) : fmt::format("{:.1f} KiB", b / 1024);
-      };
       fmt::print(stderr, "twinpipe execute: device {} is predicted to need {} at peak but holds {}; "
-                         "not run (--force runs it anyway)\n", over->device, size(over->peak_bytes),
-                 size(over->capacity_bytes));
+                         "not run (--force runs it anyway)\n", over->device, Bytes(over->peak_bytes),
+                 Bytes(over->capacity_bytes));
       return kExitRuntime;
     }
   }

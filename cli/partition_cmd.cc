@@ -10,6 +10,7 @@
 #include "cli/schedule_io.h"
 #include "cost_models/config.h"
 #include "partition/plan.h"
+#include "ir/units.h"
 
 namespace twinpipe::cli {
 namespace {
@@ -30,7 +31,6 @@ std::string Human(double v, const char* unit) {
   return fmt::format("{:.3g} {}{}", v, prefixes[i], unit);
 }
 
-std::string GiB(double bytes) { return fmt::format("{:.3f} GiB", bytes / (1024.0 * 1024.0 * 1024.0)); }
 
 int Run(const PartitionOptions& o) {
   auto config = cost::LoadConfigFile(o.config);

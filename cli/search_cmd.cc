@@ -14,6 +14,7 @@
 #include "cli/plan_source.h"
 #include "cli/schedule_io.h"
 #include "search/search.h"
+#include "ir/units.h"
 
 namespace twinpipe::cli {
 namespace {
@@ -29,7 +30,6 @@ struct SearchCmdOptions {
   std::string calibration;
 };
 
-std::string GiB(double b) { return fmt::format("{:.3f} GiB", b / (1024.0 * 1024.0 * 1024.0)); }
 
 nlohmann::ordered_json CandidateJson(const search::Candidate& c) {
   return {{"tensor_parallel", c.tensor_parallel},

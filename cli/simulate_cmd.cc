@@ -14,6 +14,7 @@
 #include "simulate/engine.h"
 #include "simulate/report.h"
 #include "traces/trace.h"
+#include "ir/units.h"
 
 namespace twinpipe::cli {
 namespace {
@@ -71,8 +72,8 @@ int Run(const SimulateOptions& o) {
                config->cluster.gpus_per_node);
   }
   if (auto over = simulate::FirstOverflow(*config, *result)) {
-    fmt::print(stderr, "twinpipe simulate: device {} is predicted to run out of memory: peak {:.3f} GiB, capacity {:.3f} GiB\n",
-               over->device, over->peak_bytes / 1073741824.0, over->capacity_bytes / 1073741824.0);
+    fmt::print(stderr, "twinpipe simulate: device {} is predicted to run out of memory: peak {}, capacity {}\n",
+               over->device, GiB(over->peak_bytes), GiB(over->capacity_bytes));
     return kExitRuntime;
   }
   return kExitOk;

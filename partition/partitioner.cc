@@ -1,4 +1,5 @@
 #include "partition/partitioner.h"
+#include "ir/units.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,7 +21,6 @@ Result<void> CheckShape(const PartitionProblem& p) {
   return {};
 }
 
-std::string Bytes(double b) { return fmt::format("{:.3f} GiB", b / (1024.0 * 1024.0 * 1024.0)); }
 
 std::string LayerName(const PartitionProblem& p, int i) {
   return i < static_cast<int>(p.layer_names.size()) ? fmt::format("layer {} ({})", i, p.layer_names[i])
@@ -260,8 +260,8 @@ Result<Partition> MinMaxUnderMemory(const PartitionProblem& p) {
       }
       if (best_over > 0) {
         return FailRuntime(fmt::format("{} alone needs {} but device {} holds {}: {} over", LayerName(p, i),
-                                Bytes(p.memory(i, i, best_k)), best_k, Bytes(p.capacity[best_k]),
-                                Bytes(best_over)));
+                                GiB(p.memory(i, i, best_k)), best_k, GiB(p.capacity[best_k]),
+                                GiB(best_over)));
       }
     }
     auto mm = MinMax(p);
@@ -278,8 +278,8 @@ Result<Partition> MinMaxUnderMemory(const PartitionProblem& p) {
     const int a = mm->first_layers[worst], b = worst + 1 < K ? mm->first_layers[worst + 1] - 1 : L - 1;
     return FailRuntime(fmt::format("no partition into {} cells fits in memory; in the fastest partition cell {} "
                             "(layers {}..{}) needs {} on device {}, which holds {}: {} over",
-                            K, worst, a, b, Bytes(p.memory(a, b, worst)), worst, Bytes(p.capacity[worst]),
-                            Bytes(worst_over)));
+                            K, worst, a, b, GiB(p.memory(a, b, worst)), worst, GiB(p.capacity[worst]),
+                            GiB(worst_over)));
   }
   std::vector<int> firsts(K, 0);
   for (int k = K - 1, b = L - 1; k > 0; --k) {

@@ -1,4 +1,5 @@
 #include "simulate/report.h"
+#include "ir/units.h"
 
 #include <array>
 #include <map>
@@ -31,7 +32,6 @@ std::string Seconds(double s) {
   return fmt::format("{:.4g} us", s * 1e6);
 }
 
-std::string GiB(double b) { return fmt::format("{:.3f} GiB", b / (1024.0 * 1024.0 * 1024.0)); }
 
 }  // namespace
 

@@ -1,4 +1,5 @@
 #include "traces/svg_timeline.h"
+#include "ir/units.h"
 
 #include <algorithm>
 #include <cmath>
@@ -58,11 +59,6 @@ std::string TimeLabel(double s) {
   return fmt::format("{:g} us", s * 1e6);
 }
 
-std::string Bytes(double b) {
-  if (b >= 1 << 30) return fmt::format("{:.2f} GiB", b / (1 << 30));
-  if (b >= 1 << 20) return fmt::format("{:.1f} MiB", b / (1 << 20));
-  return fmt::format("{:.0f} KiB", b / 1024);
-}
 
 }  // namespace
 
