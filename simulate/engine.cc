@@ -294,11 +294,10 @@ void Simulator::TryCompute(int32_t device) {
   OpState& st = st_[id];
   if (st.unmet > 0) return;
   e.busy = true;
-  const Info& op = info_[id];
   r_.start_s[id] = now_;
   st.pred = Later(e.head > 0 ? e.ops[e.head - 1] : kNone, st.last_dep);
   if (const double m = MemoryAtStart(deps_, c_, id); m != 0) Memory(device, m, id);
-  const double d = op.kind == OpKind::kStep ? c_.step_s[device] : c_.compute_s[op.stage][ComputeSlot(op.kind)];
+  const double d = Duration(*op_[id]);
   r_.devices[device].busy_s += d;
   TouchSpan(r_.devices[device], now_, now_ + d);
   Push(now_ + d, kComputeEnd, id);
