@@ -135,14 +135,6 @@ struct Searcher {
     work.training.micro_batches = c.micro_batches;
   }
 
-  // Lower bounds on the step time and the peak, without building comm or
-  // simulating: device d starts no earlier than micro-batch 0's forward
-  // reaches its first stage, is then busy for its ops' summed time, and
-  // then takes its optimizer step or, when its last op made the input
-  // gradient of stage s, waits for the stages below s to pass that gradient
-  // down, whichever is longer; it holds its static bytes plus,
-  // on each stage, the stash of its most in-flight micro-batches while the
-  // last one's forward runs.
   // The point's compute-only shape (built once per schedule, K, M and
   // chunks); null when the schedule refuses it.
   const Shape* ShapeOf(const Candidate& c) {
@@ -195,6 +187,14 @@ struct Searcher {
     return it->second ? &*it->second : nullptr;
   }
 
+  // Lower bounds on the step time and the peak, without building comm or
+  // simulating: device d starts no earlier than micro-batch 0's forward
+  // reaches its first stage, is then busy for its ops' summed time, and
+  // then takes its optimizer step or, when its last op made the input
+  // gradient of stage s, waits for the stages below s to pass that gradient
+  // down, whichever is longer; it holds its static bytes plus,
+  // on each stage, the stash of its most in-flight micro-batches while the
+  // last one's forward runs.
   Bounds Bound(const Candidate& c) {
     Use(c);
     Bounds b;
