@@ -14,11 +14,11 @@
 #include "cost_models/config.h"
 #include "execute/mpi.h"
 #include "execute/runtime.h"
+#include "ir/units.h"
 #include "simulate/costs.h"
 #include "simulate/engine.h"
 #include "partition/pipeline_plan.h"
 #include "traces/trace.h"
-#include "ir/units.h"
 
 namespace twinpipe::cli {
 namespace {

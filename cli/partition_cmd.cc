@@ -9,8 +9,8 @@
 #include "cli/commands.h"
 #include "cli/schedule_io.h"
 #include "cost_models/config.h"
-#include "partition/plan.h"
 #include "ir/units.h"
+#include "partition/plan.h"
 
 namespace twinpipe::cli {
 namespace {
@@ -30,7 +30,6 @@ std::string Human(double v, const char* unit) {
   }
   return fmt::format("{:.3g} {}{}", v, prefixes[i], unit);
 }
-
 
 int Run(const PartitionOptions& o) {
   auto config = cost::LoadConfigFile(o.config);

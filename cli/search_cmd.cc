@@ -13,8 +13,8 @@
 #include "cli/commands.h"
 #include "cli/plan_source.h"
 #include "cli/schedule_io.h"
-#include "search/search.h"
 #include "ir/units.h"
+#include "search/search.h"
 
 namespace twinpipe::cli {
 namespace {
@@ -29,7 +29,6 @@ struct SearchCmdOptions {
   std::string output;
   std::string calibration;
 };
-
 
 nlohmann::ordered_json CandidateJson(const search::Candidate& c) {
   return {{"tensor_parallel", c.tensor_parallel},

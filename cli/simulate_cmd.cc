@@ -8,13 +8,13 @@
 #include "cli/plan_source.h"
 #include "cli/schedule_io.h"
 #include "cost_models/config.h"
+#include "ir/units.h"
 #include "partition/pipeline_plan.h"
 #include "simulate/calibration.h"
 #include "simulate/costs.h"
 #include "simulate/engine.h"
 #include "simulate/report.h"
 #include "traces/trace.h"
-#include "ir/units.h"
 
 namespace twinpipe::cli {
 namespace {

@@ -1,11 +1,12 @@
 #include "partition/partitioner.h"
-#include "ir/units.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
+
+#include "ir/units.h"
 
 namespace twinpipe::partition {
 namespace {
@@ -20,7 +21,6 @@ Result<void> CheckShape(const PartitionProblem& p) {
   }
   return {};
 }
-
 
 std::string LayerName(const PartitionProblem& p, int i) {
   return i < static_cast<int>(p.layer_names.size()) ? fmt::format("layer {} ({})", i, p.layer_names[i])

@@ -1,11 +1,12 @@
 #include "simulate/report.h"
-#include "ir/units.h"
 
 #include <array>
 #include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "ir/units.h"
 
 namespace twinpipe::simulate {
 namespace {
@@ -31,7 +32,6 @@ std::string Seconds(double s) {
   if (s >= 1e-3) return fmt::format("{:.4g} ms", s * 1e3);
   return fmt::format("{:.4g} us", s * 1e6);
 }
-
 
 }  // namespace
 

@@ -1,10 +1,11 @@
 #include "traces/svg_timeline.h"
-#include "ir/units.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
+
+#include "ir/units.h"
 
 namespace twinpipe::traces {
 namespace {
@@ -58,7 +59,6 @@ std::string TimeLabel(double s) {
   if (s >= 1e-3) return fmt::format("{:g} ms", s * 1e3);
   return fmt::format("{:g} us", s * 1e6);
 }
-
 
 }  // namespace
 
