@@ -73,12 +73,14 @@ class Greedy {
       }
       if (d < 0) return FailRuntime("the automatic scheduler found no op to run (a bug: the problem is feasible)");
       const int32_t s = dv_[d].next_stage;
+      const OpKind kind = dv_[d].next_kind;
       Place(d);
       if (dv_[d].last_end - dv_[d].first_start > give_up) return std::optional<Outcome>();
       Refresh(d);
-      for (int32_t n : {s - 1, s + 1}) {
-        if (n >= 0 && n < p_.stages && Device(n) != d) Refresh(Device(n));
-      }
+      // What else the op changes: an F the next stage's forward input, an I
+      // the previous stage's gradient; a W only its own device's memory.
+      const int32_t n = kind == OpKind::kForward ? s + 1 : kind == OpKind::kBackwardInput ? s - 1 : -1;
+      if (n >= 0 && n < p_.stages && Device(n) != d) Refresh(Device(n));
     }
     Outcome out;
     for (auto& dev : dv_) {

@@ -15,11 +15,12 @@ Dependencies::Dependencies(const ir::Schedule& s)
   for (const auto& program : s.programs) {
     for (const auto& op : program) ops_[op.id] = &op;
   }
-  constexpr int kKinds = 9;  // F, B, I, W, R, SEND_F, RECV_F, SEND_B, RECV_B
-  where_.assign(static_cast<size_t>(kKinds) * k_ * m_, -1);
+  where_.assign(kKinds * k_ * m_, -1);
   for (int32_t id = 0; id < size(); ++id) {
     const ir::Op& op = *ops_[id];
-    if (static_cast<int>(op.kind) < kKinds) where_[(static_cast<size_t>(op.kind) * k_ + op.stage) * m_ + op.micro_batch] = id;
+    if (static_cast<size_t>(op.kind) < kKinds) {
+      where_[(static_cast<size_t>(op.stage) * m_ + op.micro_batch) * kKinds + static_cast<size_t>(op.kind)] = id;
+    }
     if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardInput || op.kind == OpKind::kBackwardWeight) {
       last_backward_[op.stage] = id;  // ids follow program order on a device
     }

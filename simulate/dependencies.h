@@ -25,7 +25,7 @@ class Dependencies {
 
   // The op of (kind, stage, micro-batch), or -1. Kinds F..RECV_B only.
   int32_t Find(ir::OpKind kind, int32_t stage, int32_t micro_batch) const {
-    return where_[(static_cast<size_t>(kind) * k_ + stage) * m_ + micro_batch];
+    return where_[(static_cast<size_t>(stage) * m_ + micro_batch) * kKinds + static_cast<size_t>(kind)];
   }
   bool Recomputed(int32_t stage, int32_t micro_batch) const {
     return Find(ir::OpKind::kRecompute, stage, micro_batch) >= 0;
@@ -80,6 +80,10 @@ class Dependencies {
     return b >= 0 ? b : Find(ir::OpKind::kBackwardInput, stage, micro_batch);
   }
 
+  // F, B, I, W, R, SEND_F, RECV_F, SEND_B, RECV_B: the kinds Find knows,
+  // stored together per (stage, micro-batch) so that an op's dependencies
+  // (mostly its own stage and micro-batch's other kinds) share a cache line.
+  static constexpr size_t kKinds = 9;
   int32_t k_, m_;
   std::vector<int32_t> placement_;
   BigVector<const ir::Op*> ops_;
