@@ -52,7 +52,8 @@ int Run(const SimulateOptions& o) {
   }
   const double samples = static_cast<double>(config->training.batch) * plan->schedule.replicas;
   if (!o.trace.empty() || !o.chrome.empty()) {
-    const traces::Trace trace = simulate::ToTrace(plan->schedule, *result, "simulate");
+    traces::Trace trace = simulate::ToTrace(plan->schedule, *result, "simulate");
+    trace.tensor_parallel = config->pipeline.tensor_parallel;
     for (const auto& [path, text] : {std::pair{o.trace, &traces::WriteTraceJson},
                                      std::pair{o.chrome, &traces::WriteChromeTrace}}) {
       if (path.empty()) continue;

@@ -109,7 +109,9 @@ TEST(Simulate, ZeroBubbleVHasNoBubbleWithEqualTimes) {
       const Schedule h1 = Build("zb-h1", K, M);
       auto b = Simulate(h1, UniformCosts(h1, 2 * t, 4 * t));
       ASSERT_TRUE(b);
-      if (K > 1) EXPECT_LT(a->bubble_fraction, b->bubble_fraction);
+      if (K > 1) {
+        EXPECT_LT(a->bubble_fraction, b->bubble_fraction);
+      }
     }
   }
 }
@@ -375,7 +377,9 @@ TEST(Simulate, ZeroBubbleH2IsAParallelogram) {
     const double span = work + (row.K - 1) * std::max(0.0, row.f + row.b + 2 * row.comm - 2 * row.w) * 1e-3;
     EXPECT_NEAR(r->overlapped_step_s, span, 1e-9 * step) << "K=" << row.K << " M=" << row.M;
     EXPECT_NEAR(r->overlapped_bubble_fraction, 1 - work / span, 1e-9);
-    if (row.paper >= 0) EXPECT_NEAR(r->overlapped_bubble_fraction, row.paper, 5e-5) << "K=" << row.K;
+    if (row.paper >= 0) {
+      EXPECT_NEAR(r->overlapped_bubble_fraction, row.paper, 5e-5) << "K=" << row.K;
+    }
   }
 }
 

@@ -97,9 +97,13 @@ std::string RenderTimelineSvg(const Trace& a, const Trace* b, const std::string&
                    lx, Colour(kind), lx + 16, text);
     lx += 16 + 8 * std::string_view(text).size() + 14;
   }
-  fmt::format_to(it, "<text x=\"10\" y=\"18\" font-size=\"13\" font-weight=\"bold\">{}{}: {} devices, {} stages, "
+  fmt::format_to(it, "<text x=\"10\" y=\"18\" font-size=\"13\" font-weight=\"bold\">{}{}: {} devices{}, {} stages, "
                  "{} micro-batches</text>\n",
-                 label, b ? " vs " + vs_label : "", a.devices, a.stages, a.micro_batches);
+                 label, b ? " vs " + vs_label : "", a.devices,
+                 a.tensor_parallel > 1 ? fmt::format(" of {} GPUs each (device d: GPUs {} d .. {} d + {})", a.tensor_parallel,
+                                                     a.tensor_parallel, a.tensor_parallel, a.tensor_parallel - 1)
+                                       : "",
+                 a.stages, a.micro_batches);
   // Time axis with grid lines.
   const double step = TickStep(span);
   for (double t = 0; t <= span * 1.0001; t += step) {

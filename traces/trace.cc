@@ -29,15 +29,21 @@ std::optional<Stream> StreamFromName(std::string_view n) {
 
 }  // namespace
 
+std::pair<int32_t, int32_t> GpusOf(const Trace& t, int32_t device) {
+  return {t.tensor_parallel * device, t.tensor_parallel * (device + 1) - 1};
+}
+
 std::string WriteTraceJson(const Trace& t) {
   std::string out;
   out.reserve(t.events.size() * 160 + 256);
   auto it = std::back_inserter(out);
   fmt::format_to(it,
                  "{{\n  \"format\": \"twinpipe-trace\",\n  \"version\": 1,\n  \"source\": \"{}\",\n"
-                 "  \"stages\": {},\n  \"microbatches\": {},\n  \"devices\": {},\n  \"replicas\": {},\n"
+                 "  \"stages\": {},\n  \"microbatches\": {},\n  \"devices\": {},\n  \"replicas\": {},\n{}"
                  "  \"placement\": [{}],\n  \"events\": [",
-                 t.source, t.stages, t.micro_batches, t.devices, t.replicas, fmt::join(t.placement, ", "));
+                 t.source, t.stages, t.micro_batches, t.devices, t.replicas,
+                 t.tensor_parallel > 1 ? fmt::format("  \"tensor_parallel\": {},\n", t.tensor_parallel) : "",
+                 fmt::join(t.placement, ", "));
   for (size_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
     fmt::format_to(it,
@@ -96,6 +102,7 @@ Result<Trace> ReadTraceJson(std::string_view text, std::string_view source) {
     t.micro_batches = IntegerAt<int32_t>(doc, "microbatches");
     t.devices = IntegerAt<int32_t>(doc, "devices");
     t.replicas = IntegerAt<int32_t>(doc, "replicas");
+    if (doc.contains("tensor_parallel")) t.tensor_parallel = IntegerAt<int32_t>(doc, "tensor_parallel");
     const json& placement = doc.at("placement");
     if (!placement.is_array()) throw std::invalid_argument("placement: expected an array of devices");
     for (size_t i = 0; i < placement.size(); ++i) {
@@ -111,6 +118,7 @@ Result<Trace> ReadTraceJson(std::string_view text, std::string_view source) {
   if (t.devices < 1 || t.stages < 1 || t.micro_batches < 1 || static_cast<int32_t>(t.placement.size()) != t.stages) {
     return bad("/", "expected stages, microbatches and devices >= 1 and one placement entry per stage");
   }
+  if (t.tensor_parallel < 1) return bad("/tensor_parallel", "expected an integer >= 1 (GPUs per device)");
   const json& events = doc.contains("events") ? doc["events"] : json();
   if (!events.is_array()) return bad("/events", "expected an array of events");
   for (size_t i = 0; i < events.size(); ++i) {
@@ -164,7 +172,9 @@ std::string WriteChromeTrace(const Trace& t) {
   };
   for (int32_t d = 0; d < t.devices; ++d) {
     sep();
-    fmt::format_to(it, R"({{"ph": "M", "name": "process_name", "pid": {}, "tid": 0, "args": {{"name": "device {}"}}}})", d, d);
+    const auto [first_gpu, last_gpu] = GpusOf(t, d);
+    fmt::format_to(it, R"({{"ph": "M", "name": "process_name", "pid": {}, "tid": 0, "args": {{"name": "device {}{}"}}}})", d, d,
+                   t.tensor_parallel > 1 ? fmt::format(" (GPUs {}..{})", first_gpu, last_gpu) : "");
     for (Stream s : {Stream::kCompute, Stream::kSend, Stream::kRecv, Stream::kAllReduce}) {
       sep();
       fmt::format_to(it, R"({{"ph": "M", "name": "thread_name", "pid": {}, "tid": {}, "args": {{"name": "{}"}}}})", d,

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ir/op.h"
@@ -40,12 +41,20 @@ struct MemorySample {
   bool operator==(const MemorySample&) const = default;
 };
 
+struct Trace;
+// The first and last GPU of a device's tensor-parallel group (replica 0).
+std::pair<int32_t, int32_t> GpusOf(const Trace& trace, int32_t device);
+
 struct Trace {
   std::string source;  // "simulate" or "execute:<backend>"
   int32_t stages = 0;
   int32_t micro_batches = 0;
   int32_t devices = 0;
   int32_t replicas = 1;
+  // GPUs per device, a tensor-parallel group in Megatron's order: device d
+  // of replica r is GPUs t (d + devices r) .. t (d + devices r) + t - 1.
+  // Written only when above 1.
+  int32_t tensor_parallel = 1;
   std::vector<int32_t> placement;
   std::vector<Event> events;                       // in op id order
   std::vector<std::vector<MemorySample>> memory;   // per device, time-ordered

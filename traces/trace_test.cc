@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 namespace twinpipe::traces {
@@ -56,6 +58,28 @@ TEST(Trace, ChromeTraceHasProcessesThreadsFlowsAndCounters) {
   EXPECT_EQ(flow_start.begin()->first, flow_end.begin()->first);  // the arrow joins send and receive
   EXPECT_EQ(flow_start.begin()->second, "0");
   EXPECT_EQ(flow_end.begin()->second, "1");
+}
+
+// A device that is a tensor-parallel group says which GPUs form it, in the
+// trace (read back as written) and in Chrome's process names.
+TEST(Trace, TensorParallelGroupsNameTheirGpus) {
+  Trace t = Small();
+  t.tensor_parallel = 8;
+  const std::string text = WriteTraceJson(t);
+  EXPECT_NE(text.find("\"tensor_parallel\": 8"), std::string::npos);
+  auto back = ReadTraceJson(text, "t.json");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, t);
+  EXPECT_EQ(WriteTraceJson(Small()).find("tensor_parallel"), std::string::npos);  // t = 1: as before
+  std::vector<std::string> names;
+  const auto chrome = nlohmann::json::parse(WriteChromeTrace(t));
+  for (const auto& e : chrome["traceEvents"]) {
+    if (e["name"] == "process_name") names.push_back(e["args"]["name"]);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"device 0 (GPUs 0..7)", "device 1 (GPUs 8..15)"}));
+  std::string bad = text;
+  bad.replace(bad.find("\"tensor_parallel\": 8"), 20, "\"tensor_parallel\": 0");
+  EXPECT_EQ(ReadTraceJson(bad, "t.json").error().message, "t.json: /tensor_parallel: expected an integer >= 1 (GPUs per device)");
 }
 
 TEST(Trace, BadTracesNameThePath) {
