@@ -18,6 +18,7 @@
 #include "simulate/costs.h"
 #include "simulate/engine.h"
 #include "partition/pipeline_plan.h"
+#include "traces/compare.h"
 #include "traces/trace.h"
 
 namespace twinpipe::cli {
@@ -37,11 +38,6 @@ struct ExecuteCmdOptions {
   std::string trace;
   std::string chrome;
 };
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 int Run(const ExecuteCmdOptions& o) {
   auto config = cost::LoadConfigFile(o.config);
@@ -117,21 +113,36 @@ int Run(const ExecuteCmdOptions& o) {
       return kExitRuntime;
     }
   }
+  // The kept step (the lower median, whose trace was recorded), described
+  // with simulate --json's names (DESIGN.md section 7).
+  const double step = result->step_time_s[execute::MedianStep(result->step_time_s)];
   if (o.json) {
+    const traces::TraceSummary kept = traces::Summarize(result->trace);
+    double busy = 0;
+    for (double b : kept.busy_s) busy += b;
+    const double samples = static_cast<double>(config->training.batch) * plan->schedule.replicas;
     nlohmann::ordered_json j;
     j["losses"] = result->losses;
     j["final_loss"] = result->losses.back();
     j["param_norm"] = result->param_norm;
-    j["step_time_s"] = Median(result->step_time_s);
+    j["step_time_s"] = step;
+    j["throughput_samples_per_s"] = step > 0 ? samples / step : 0.0;
+    j["bubble_fraction"] = step > 0 ? 1 - busy / (static_cast<double>(kept.busy_s.size()) * step) : 0.0;
     j["executor_overhead"] = execute::ExecutorOverhead(*result);
     j["devices"] = nlohmann::ordered_json::array();
     for (size_t d = 0; d < result->peak_memory_bytes.size(); ++d) {
-      nlohmann::ordered_json dev{{"device", d}, {"peak_memory_bytes", result->peak_memory_bytes[d]}};
+      nlohmann::ordered_json dev{{"device", d}};
+      if (d < kept.busy_s.size()) dev["busy_s"] = kept.busy_s[d];  // replica 0's devices
+      dev["peak_memory_bytes"] = result->peak_memory_bytes[d];
       if (d < result->allocator_peak_bytes.size()) dev["allocator_peak_bytes"] = result->allocator_peak_bytes[d];
       if (d < result->device_used_bytes.size()) dev["device_used_bytes"] = result->device_used_bytes[d];
       j["devices"].push_back(dev);
     }
-    if (!result->links.empty()) j["links"] = result->links;
+    j["links"] = nlohmann::ordered_json::array();
+    for (const auto& l : kept.links) {
+      j["links"].push_back({{"src", l.src}, {"dst", l.dst}, {"bytes", l.bytes}, {"busy_s", l.busy_s}});
+    }
+    if (!result->links.empty()) j["transports"] = result->links;
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
@@ -139,8 +150,8 @@ int Run(const ExecuteCmdOptions& o) {
     fmt::print("step {:>4}  loss {:.6f}  time {:.3f} ms\n", i + 1, result->losses[i], result->step_time_s[i] * 1e3);
   }
   fmt::print("parameter norm {:.6f}; median step {:.3f} ms (executor overhead {:.1f}%); peak memory per device:",
-             result->param_norm, Median(result->step_time_s) * 1e3, 100 * execute::ExecutorOverhead(*result));
-  for (double b : result->peak_memory_bytes) fmt::print(" {:.1f} KiB", b / 1024);
+             result->param_norm, step * 1e3, 100 * execute::ExecutorOverhead(*result));
+  for (double b : result->peak_memory_bytes) fmt::print(" {}", Bytes(b));
   fmt::print("\n");
   if (!result->links.empty()) fmt::print("links: {}\n", fmt::join(result->links, ", "));
   return kExitOk;
@@ -163,7 +174,9 @@ void AddExecute(CLI::App& app, int& exit_code) {
   cmd->add_option("--timeout", o->timeout_s, "seconds a receive may wait before the run fails")->check(CLI::Range(0.001, 1e6));
   AddPlanOptions(*cmd, o->source);
   cmd->add_flag("--force", o->force, "run even when the simulator predicts a device will run out of memory");
-  cmd->add_flag("--json", o->json, "print losses[], final_loss, param_norm, step_time_s, devices[]");
+  cmd->add_flag("--json", o->json, "print losses[], final_loss, param_norm, and the kept step's step_time_s, "
+                                   "throughput_samples_per_s, bubble_fraction, devices[] and links[] (as simulate "
+                                   "--json names them)");
   cmd->add_option("--trace", o->trace, "write the measured trace of the median step (native JSON)");
   cmd->add_option("--chrome", o->chrome, "write it as a Chrome / Perfetto trace");
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });

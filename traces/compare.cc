@@ -34,6 +34,13 @@ TraceSummary Summarize(const Trace& t) {
     first = std::min(first, e.start_s);
     last = std::max(last, e.end_s);
     if (e.stream == Stream::kCompute && e.device >= 0 && e.device < t.devices) s.busy_s[e.device] += e.end_s - e.start_s;
+    if (e.stream == Stream::kSend) {
+      auto link = std::find_if(s.links.begin(), s.links.end(),
+                               [&](const LinkSummary& l) { return l.src == e.device && l.dst == e.peer; });
+      if (link == s.links.end()) link = s.links.insert(s.links.end(), LinkSummary{e.device, e.peer, 0, 0});
+      link->bytes += e.bytes;
+      link->busy_s += e.end_s - e.start_s;
+    }
   }
   s.step_time_s = t.events.empty() ? 0 : last - first;
   double busy = 0;

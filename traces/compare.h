@@ -15,11 +15,17 @@
 namespace twinpipe::traces {
 
 // What a trace says about its step as a whole.
+struct LinkSummary {
+  int32_t src = 0, dst = 0;
+  int64_t bytes = 0;
+  double busy_s = 0;                   // its transfers' summed durations
+};
 struct TraceSummary {
   double step_time_s = 0;              // last end - first start
   double bubble_fraction = 0;          // 1 - compute busy / (devices x step time)
   std::vector<double> busy_s;          // per device, compute stream
   std::vector<double> peak_memory_bytes;  // per device, from the memory samples
+  std::vector<LinkSummary> links;      // per device pair that sends, in the order of their first send
 };
 TraceSummary Summarize(const Trace& trace);
 
