@@ -92,8 +92,9 @@ Schedule BuildGpipe(int32_t stages, int32_t micro_batches) {
 
 Schedule Build1F1B(int32_t stages, int32_t micro_batches) { return OneForwardOneBackward(stages, micro_batches, false); }
 
-Result<Schedule> BuildInterleaved(int32_t devices, int32_t micro_batches, int32_t chunks) {
-  const int32_t K = devices, M = micro_batches, v = chunks;
+namespace {
+
+Result<void> CheckInterleaved(int32_t K, int32_t M, int32_t v) {
   if (v < 2) {
     return Fail(fmt::format("interleaved needs at least 2 chunks per device, got {} (with 1 it is 1f1b)", v));
   }
@@ -102,6 +103,14 @@ Result<Schedule> BuildInterleaved(int32_t devices, int32_t micro_batches, int32_
                             "(Megatron-LM's rule: they pass through the chunks in groups of K), got {}",
                             K, M));
   }
+  return {};
+}
+
+}  // namespace
+
+Result<Schedule> BuildInterleaved(int32_t devices, int32_t micro_batches, int32_t chunks) {
+  const int32_t K = devices, M = micro_batches, v = chunks;
+  if (auto ok = CheckInterleaved(K, M, v); !ok) return tl::unexpected(ok.error());
   Schedule s;
   s.num_stages = K * v;
   s.num_micro_batches = M;
@@ -184,7 +193,8 @@ int32_t DefaultChunks(std::string_view name) {
   return name == "interleaved" || name == "zb-v" || name == "dualpipev" ? 2 : 1;
 }
 
-Result<Schedule> BuildByName(std::string_view name, int32_t devices, int32_t micro_batches, int32_t chunks) {
+Result<void> CheckShape(std::string_view name, int32_t devices, int32_t micro_batches, int32_t chunks) {
+  if (name == kAutoSchedule) name = "zb-h1";  // BuildShape's
   if (devices < 1) return Fail(fmt::format("stages must be at least 1, got {}", devices));
   if (micro_batches < 1) {
     return Fail(fmt::format("micro-batches must be at least 1, got {}", micro_batches));
@@ -193,11 +203,24 @@ Result<Schedule> BuildByName(std::string_view name, int32_t devices, int32_t mic
     return Fail(fmt::format("unknown schedule '{}': expected one of {}", name, fmt::join(BuilderNames(), ", ")));
   }
   const int32_t v = chunks == 0 ? DefaultChunks(name) : chunks;
-  if (name == "interleaved") return BuildInterleaved(devices, micro_batches, v);
+  if (name == "interleaved") return CheckInterleaved(devices, micro_batches, v);
   if (v != DefaultChunks(name)) {
     return Fail(fmt::format("schedule '{}' places {} chunk{} per device, not {}", name, DefaultChunks(name),
                             DefaultChunks(name) == 1 ? "" : "s", v));
   }
+  if (name == "dualpipev") return CheckDualPipeV(devices, micro_batches);
+  return {};
+}
+
+std::vector<int32_t> ChunkChoices(std::string_view name) {
+  if (name == "interleaved") return {2, 4, 8};
+  return {DefaultChunks(name)};
+}
+
+Result<Schedule> BuildByName(std::string_view name, int32_t devices, int32_t micro_batches, int32_t chunks) {
+  if (auto ok = CheckShape(name, devices, micro_batches, chunks); !ok) return tl::unexpected(ok.error());
+  const int32_t v = chunks == 0 ? DefaultChunks(name) : chunks;
+  if (name == "interleaved") return BuildInterleaved(devices, micro_batches, v);
   if (name == "naive") return BuildNaive(devices, micro_batches);
   if (name == "gpipe") return BuildGpipe(devices, micro_batches);
   if (name == "1f1b") return Build1F1B(devices, micro_batches);

@@ -69,6 +69,8 @@ Schedule BuildZbV(int32_t devices, int32_t micro_batches);
 // and B0, the second half of them split into I (W deferred); K-d-1 times a
 // deferred W and B0's I; then the deferred W's. Needs M >= 2K.
 Result<Schedule> BuildDualPipeV(int32_t devices, int32_t micro_batches);
+// Its rule, M >= 2K, checked without building (CheckShape applies it).
+Result<void> CheckDualPipeV(int32_t devices, int32_t micro_batches);
 
 // The automatic zero-bubble schedule's problem: stages on devices (one per
 // device in order, or a placement such as zb-v's V), with their op times (seconds; with recompute, I's includes its R),
@@ -126,5 +128,14 @@ int32_t DefaultChunks(std::string_view name);
 // M < 1, and chunk counts a schedule cannot take are errors naming the rule.
 Result<Schedule> BuildByName(std::string_view name, int32_t devices, int32_t micro_batches,
                              int32_t chunks = 0);
+
+// Whether BuildShape would accept (name, K, M, chunks), without building:
+// the same checks and messages (interleaved needs M a multiple of K,
+// dualpipev M >= 2K, ...). Search asks this rather than knowing the rules.
+Result<void> CheckShape(std::string_view name, int32_t devices, int32_t micro_batches, int32_t chunks = 0);
+
+// The chunk counts per device a schedule can take, for a search to try:
+// interleaved 2, 4 and 8; the others their one (DefaultChunks).
+std::vector<int32_t> ChunkChoices(std::string_view name);
 
 }  // namespace twinpipe::ir

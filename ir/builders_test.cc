@@ -170,4 +170,26 @@ TEST(Builders, RejectsBadArguments) {
 }
 
 }  // namespace
+// CheckShape says what BuildShape would, without building: the same
+// verdict and the same message for every name, K, M and chunk count.
+TEST(Builders, CheckShapeAgreesWithBuildShape) {
+  int refused = 0;
+  for (const std::string& name : ScheduleNames()) {
+    for (int32_t K = 0; K <= 5; ++K) {
+      for (int32_t M = 0; M <= 11; ++M) {
+        for (int32_t v : {0, 1, 2, 3, 4}) {
+          const auto check = CheckShape(name, K, M, v);
+          const auto built = BuildShape(name, K, M, v);
+          ASSERT_EQ(check.has_value(), built.has_value()) << name << " K=" << K << " M=" << M << " v=" << v;
+          if (!check) {
+            EXPECT_EQ(check.error().message, built.error().message);
+            ++refused;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(refused, 0);
+}
+
 }  // namespace twinpipe::ir

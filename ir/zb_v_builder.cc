@@ -374,12 +374,17 @@ Schedule BuildZbV(int32_t devices, int32_t micro_batches) {
   return s;
 }
 
-Result<Schedule> BuildDualPipeV(int32_t devices, int32_t micro_batches) {
-  const int32_t K = devices, M = micro_batches;
+Result<void> CheckDualPipeV(int32_t K, int32_t M) {
   if (M < 2 * K) {
     return Fail(fmt::format("dualpipev needs at least twice as many micro-batches as devices (2 x {} = {}), got {}", K,
                             2 * K, M));
   }
+  return {};
+}
+
+Result<Schedule> BuildDualPipeV(int32_t devices, int32_t micro_batches) {
+  const int32_t K = devices, M = micro_batches;
+  if (auto ok = CheckDualPipeV(K, M); !ok) return tl::unexpected(ok.error());
   Schedule s = VShape(K, M);
   for (int32_t d = 0; d < K; ++d) {
     auto& program = s.programs[d];

@@ -346,12 +346,9 @@ std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_b
     const int64_t batch = global_batch / R;
     for (int64_t M : Divisors(batch) | std::views::reverse) {  // many micro-batches first: small bubbles, good bounds early
       for (const std::string& name : ir::ScheduleNames()) {
-        std::vector<int> chunk_counts{ir::DefaultChunks(name)};
-        if (name == "interleaved") chunk_counts = {2, 4, 8};
-        for (int v : chunk_counts) {
+        for (int v : ir::ChunkChoices(name)) {
           if (v > 1 && (K == 1 || static_cast<int64_t>(K) * v > L)) continue;
-          if (name == "interleaved" && M % K != 0) continue;
-          if (name == "dualpipev" && M < 2 * K) continue;
+          if (!ir::CheckShape(name, K, static_cast<int32_t>(M), v)) continue;  // the schedule's own rules
           for (auto mode : modes) {
             for (const auto& algorithm : partitions) {
               Candidate cand;
@@ -504,7 +501,7 @@ Result<std::vector<MaxLayersRow>> MaxLayers(const cost::Config& config, const Se
     c.recompute = mode;
     c.batch = config.training.batch;
     if (static_cast<int64_t>(K) * c.chunks > static_cast<int64_t>(work.model.layers.size())) return false;
-    if (c.schedule == "interleaved" && c.micro_batches % K != 0) return false;
+    if (!ir::CheckShape(c.schedule, K, c.micro_batches, c.chunks)) return false;
     // The time-balanced cut first; the memory-aware one (quadratic in the
     // layers) where that overflows and the model is small enough.
     c.partition = "minmax";
