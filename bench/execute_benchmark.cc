@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/process.h"
 #include "execute/runtime.h"
 
 namespace {
@@ -39,4 +40,11 @@ BENCHMARK(BM_TransformerStep)->Args({1, 1})->Args({1, 4})->Args({2, 4})->UseManu
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  twinpipe::cli::KeepFreedMemory();  // as the twinpipe program does
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/process.h"
 #include "search/search.h"
 
 namespace {
@@ -91,4 +92,11 @@ BENCHMARK(BM_MaxLayersGpipeTable1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  twinpipe::cli::KeepFreedMemory();  // as the twinpipe program does
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

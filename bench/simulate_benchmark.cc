@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "cli/process.h"
 #include "ir/builders.h"
 #include "ir/passes.h"
 #include "simulate/engine.h"
@@ -85,9 +86,7 @@ BENCHMARK(BM_Simulate1F1B)->Name("BM_Simulate1F1B_warm")->Args({512, 4096})->Ite
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  // Keep freed memory in the process, so warm calls reuse faulted-in pages.
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, -1);
+  twinpipe::cli::KeepFreedMemory();  // as the twinpipe program does: warm calls reuse faulted-in pages
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -2,6 +2,7 @@
 // schedule `simulate` predicts, on the CPU or the CUDA backend, and record a
 // measured trace.
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 
 #include <fmt/format.h>
@@ -39,6 +40,14 @@ struct ExecuteCmdOptions {
   std::string chrome;
 };
 
+// Started by mpirun (or another MPI launcher), as its environment says.
+bool LaunchedByMpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
+    if (std::getenv(v)) return true;
+  }
+  return false;
+}
+
 int Run(const ExecuteCmdOptions& o) {
   auto config = cost::LoadConfigFile(o.config);
   if (!config) {
@@ -72,11 +81,12 @@ int Run(const ExecuteCmdOptions& o) {
   options.precision = o.precision;
   // Under mpirun: one rank per cluster device (D x R), rank 0 reports.
   int rank = 0;
-  if (execute::LaunchedByMpi()) {
+  if (LaunchedByMpi()) {
     auto world = execute::InitMpi();
     if (!world) {
       fmt::print(stderr, "twinpipe execute: {}\n", world.error().message);
       execute::AbortMpi(kExitRuntime);
+      return kExitRuntime;
     }
     const int devices = plan->schedule.num_devices * std::max(1, plan->schedule.replicas);
     if (world->size != devices) {
@@ -92,6 +102,7 @@ int Run(const ExecuteCmdOptions& o) {
       return kExitBadInput;
     }
     options.mpi = true;
+    options.local_rank = world->local_rank;
     rank = world->rank;
   }
   auto result = o.backend == "cuda" ? execute::ExecuteCuda(*config, *plan, options)

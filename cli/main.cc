@@ -2,9 +2,11 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/process.h"
 #include "cli/schedule_io.h"
 
 int main(int argc, char** argv) {
+  twinpipe::cli::KeepFreedMemory();
   CLI::App app{"twinpipe: plan, predict and run GPipe-style pipeline-parallel training"};
   app.require_subcommand(1);
   int exit_code = twinpipe::cli::kExitOk;

@@ -2,7 +2,6 @@
 
 #include <mpi.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -16,13 +15,6 @@ constexpr int kTag = 7;
 constexpr int kHeaderInts = 5;  // kind, stage, micro-batch, rows, cols
 
 }  // namespace
-
-bool LaunchedByMpi() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
-    if (std::getenv(v)) return true;
-  }
-  return false;
-}
 
 Result<MpiWorld> InitMpi() {
   int initialized = 0;
@@ -45,6 +37,10 @@ Result<MpiWorld> InitMpi() {
   MpiWorld w;
   MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &w.size);
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &w.local_rank);
+  MPI_Comm_free(&node);
   return w;
 }
 
@@ -57,7 +53,6 @@ void FinalizeMpi() {
 
 void AbortMpi(int code) {
   MPI_Abort(MPI_COMM_WORLD, code);
-  std::exit(code);
 }
 
 void SumAcrossRanks(std::vector<double>& v) {

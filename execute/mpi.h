@@ -3,7 +3,8 @@
 // (non-blocking sends, receives that poll until their deadline); the
 // collectives below assemble one result on every rank.
 //
-//   if (LaunchedByMpi()) { Result<MpiWorld> w = InitMpi(); ... FinalizeMpi(); }
+//   Result<MpiWorld> w = InitMpi();  ...  FinalizeMpi();   (the program decides
+//   whether it runs under MPI: twinpipe execute asks its launcher's environment)
 #pragma once
 
 #include <atomic>
@@ -17,18 +18,18 @@ namespace twinpipe::execute {
 
 struct MpiWorld {
   int rank = 0, size = 1;
+  int local_rank = 0;  // among the ranks on this rank's node (MPI_COMM_TYPE_SHARED): picks its GPU
 };
 
-// True when this process was started by mpirun (or another MPI launcher).
-bool LaunchedByMpi();
 // Initialises MPI once (calls from the main thread only) and says who we are.
 // The executor's threads call MPI concurrently (a device's worker sends and
 // receives while its all-reduce runs and the main thread waits), so it asks
 // for MPI_THREAD_MULTIPLE and fails (runtime) when the library grants less.
 Result<MpiWorld> InitMpi();
 void FinalizeMpi();
-// Ends every rank of the job with `code` (after a failure on one rank).
-[[noreturn]] void AbortMpi(int code);
+// Ends every rank of the job with `code` (after a failure on one rank);
+// MPI_Abort does not return where the MPI library keeps its promise.
+void AbortMpi(int code);
 
 // Element-wise sum (or max) over every rank, in place, on every rank.
 void SumAcrossRanks(std::vector<double>& values);

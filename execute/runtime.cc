@@ -37,7 +37,6 @@ class CpuBackend {
       : c_(c), plan_(plan), s_(plan.schedule), o_(o), task_(c),
         optimizer_{c.training.optimizer, c.training.learning_rate, c.training.momentum} {
     UseOneBlasThread();
-    walk::KeepFreedMemory();
   }
 
   Result<void> Setup(const std::vector<Worker>& local) {

@@ -30,6 +30,7 @@ struct ExecuteOptions {
   // over MPI, and the result (losses, times, parameters, trace) is assembled
   // on every rank. The world must have one rank per cluster device (D x R).
   bool mpi = false;
+  int local_rank = 0;  // under MPI: this rank's index on its node (MpiWorld::local_rank), which picks its GPU
   // The CUDA backend: how stages on different devices exchange tensors
   // (auto | nccl | p2p | host-staged | local) and the GEMM arithmetic
   // (fp32 | tf32 | bf16).

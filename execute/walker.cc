@@ -1,10 +1,8 @@
 #include "execute/walker.h"
 
-#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 
-#include <limits>
 
 namespace twinpipe::execute::walk {
 
@@ -14,15 +12,6 @@ void PinToCore(int id) {
   CPU_ZERO(&set);
   CPU_SET(static_cast<int>(static_cast<unsigned>(id) % cores), &set);
   pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
-// Tensors come and go every op; glibc would hand large blocks back to the
-// kernel (munmap, heap trimming) and fault them in again on the next step, a
-// cost that varies step to step and that no training framework's caching
-// allocator pays. Keep freed memory in the process instead.
-void KeepFreedMemory() {
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
 }
 
 std::string Where(const ir::Op& op, const Worker& w) {

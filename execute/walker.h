@@ -88,8 +88,6 @@ struct OpFailure : std::runtime_error {
 namespace walk {
 // Keeps a worker on core `id` (mod the cores there are). Advice only.
 void PinToCore(int id);
-// Keeps freed memory in the process (see walker.cc).
-void KeepFreedMemory();
 std::string Where(const ir::Op& op, const Worker& w);
 }  // namespace walk
 

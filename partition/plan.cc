@@ -84,10 +84,12 @@ PartitionProblem BuildProblem(const Config& c, const std::vector<int>* given_in_
     for (int j = 0; j + 1 < L; ++j) p.cut_cost[j] = CutTime(c, cut[j]);
   }
   const auto in_flight = InFlight(c, given_in_flight);
-  p.memory = [&c, table = std::make_shared<const cost::CellMemoryTable>(c.model, cut), in_flight](int a, int b, int k) {
-    cost::MemoryInputs in{c.training.bytes_per_param, static_cast<double>(c.training.MicroBatchSize()),
-                          in_flight[k], c.pipeline.recompute};
-    return table->Peak(a, b, in).total_bytes;
+  // Everything by value: the problem may outlive the config.
+  p.memory = [table = std::make_shared<const cost::CellMemoryTable>(c.model, cut), in_flight,
+              bytes_per_param = c.training.bytes_per_param,
+              micro_batch = static_cast<double>(c.training.MicroBatchSize()),
+              recompute = c.pipeline.recompute](int a, int b, int k) {
+    return table->Peak(a, b, cost::MemoryInputs{bytes_per_param, micro_batch, in_flight[k], recompute}).total_bytes;
   };
   for (int k = 0; k < K; ++k) p.capacity.push_back(c.cluster.devices[k].memory_bytes);
   for (const auto& l : c.model.layers) p.layer_names.push_back(l.name);

@@ -1,6 +1,5 @@
 #include "search/search.h"
 
-#include <malloc.h>
 
 #include <algorithm>
 #include <array>
@@ -391,11 +390,6 @@ std::vector<Candidate> ParetoFront(std::vector<Candidate> fits) {
 
 Result<SearchResult> Search(const cost::Config& config, const SearchOptions& o) {
   const auto start = Clock::now();
-  // Thousands of plans of similar size come and go: keep freed memory for
-  // the next instead of handing it back to the kernel and faulting it in
-  // again (a fifth of the time otherwise). Process-wide, and harmless.
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
   auto resized = Resize(config, o.devices);
   if (!resized) return tl::unexpected(resized.error());
   Searcher searcher{std::move(*resized), o.memory_cap_bytes, o.calibration};

@@ -21,7 +21,6 @@
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -303,12 +302,7 @@ Result<void> CudaBackend::Setup(const std::vector<Worker>& local) {
                                    count == cudaSuccess ? "0 devices" : cudaGetErrorName(count),
                                    count == cudaSuccess ? "none found" : cudaGetErrorString(count)));
   }
-  int local_rank = 0;
-  if (o_.mpi) {
-    if (const char* lr = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) local_rank = std::atoi(lr);
-    else if (const char* lr2 = std::getenv("MPI_LOCALRANKID")) local_rank = std::atoi(lr2);
-    else local_rank = local.front().id;
-  }
+  const int local_rank = o_.local_rank;
   // The GPU of cluster device `id` (under MPI, known for this rank's only).
   auto gpu_of = [&](int id) { return o_.mpi ? (id == local.front().id ? local_rank % gpus_ : -1) : id % gpus_; };
 
