@@ -110,7 +110,7 @@ int Run(const ExecuteCmdOptions& o) {
   if (!result) {
     fmt::print(stderr, "twinpipe execute: {}{}\n", options.mpi ? fmt::format("rank {}: ", rank) : "",
                result.error().message);
-    const int code = result.error().kind == ErrorKind::kRuntime ? kExitRuntime : kExitBadInput;
+    const int code = ExitCodeOf(result.error());
     if (options.mpi) execute::AbortMpi(code);  // the other ranks would wait for this one
     return code;
   }

@@ -41,7 +41,7 @@ int Run(const PartitionOptions& o) {
   auto report = partition::PlanPartition(*config, algorithm);
   if (!report) {
     fmt::print(stderr, "twinpipe partition: {}\n", report.error().message);
-    return report.error().kind == ErrorKind::kRuntime ? kExitRuntime : kExitBadInput;
+    return ExitCodeOf(report.error());
   }
   const auto& layers = config->model.layers;
   if (o.json) {

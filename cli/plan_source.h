@@ -49,7 +49,4 @@ Result<std::optional<simulate::Calibration>> LoadCalibration(const std::string& 
 // cannot be read or a line is malformed (naming the line and JSON path).
 Result<std::vector<simulate::Run>> LoadRuns(const std::string& path);
 
-// The exit code for an error: 1 for runtime failures, 2 for bad input.
-inline int ExitCodeOf(const Error& e) { return e.kind == ErrorKind::kRuntime ? 1 : 2; }
-
 }  // namespace twinpipe::cli

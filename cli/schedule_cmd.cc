@@ -59,7 +59,7 @@ int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
     auto plan = partition::PlanFromConfig(*config, overrides);
     if (!plan) {
       fmt::print(stderr, "twinpipe schedule: {}\n", plan.error().message);
-      return plan.error().kind == ErrorKind::kRuntime ? kExitRuntime : kExitBadInput;
+      return ExitCodeOf(plan.error());
     }
     s = std::move(plan->schedule);
   } else {

@@ -48,7 +48,7 @@ int Run(const SimulateOptions& o) {
   auto result = simulate::Simulate(plan->schedule, costs);
   if (!result) {
     fmt::print(stderr, "twinpipe simulate: {}\n", result.error().message);
-    return result.error().kind == ErrorKind::kRuntime ? kExitRuntime : kExitBadInput;
+    return ExitCodeOf(result.error());
   }
   const double samples = static_cast<double>(config->training.batch) * plan->schedule.replicas;
   if (!o.trace.empty() || !o.chrome.empty()) {

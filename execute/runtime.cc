@@ -130,7 +130,7 @@ class CpuBackend {
       grads.reserve(n);
       for (const Param* p : params) grads.insert(grads.end(), p->grad.begin(), p->grad.end());
       const auto status = averager.Average(w.replica, grads, deadline);
-      if (status == SyncStatus::kAborted) return FailRuntime("aborted");
+      if (status == SyncStatus::kAborted) return FailAborted();
       if (status == SyncStatus::kTimeout) {
         return FailRuntime(fmt::format("{} timed out after {} s waiting for the other replicas", walk::Where(op, w),
                                        o_.timeout_s));

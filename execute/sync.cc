@@ -73,7 +73,7 @@ Result<void> HostStream::Wait(Clock::time_point deadline) {
     error_.reset();
     return tl::unexpected(e);
   }
-  if (aborted_) return FailRuntime("aborted");
+  if (aborted_) return FailAborted();
   return {};
 }
 

@@ -83,6 +83,10 @@ struct Worker {
 struct OpFailure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// Thrown by a backend that stops because another device failed first.
+struct Aborted : std::runtime_error {
+  Aborted() : std::runtime_error("aborted") {}
+};
 
 // Non-template pieces of the walker (walker.cc).
 namespace walk {
@@ -136,7 +140,7 @@ class Walker {
   Result<void> RunOp(const Worker& w, size_t i, const ir::Op& op, int step, Clock::time_point deadline);
   void Latch(const Error& e);
   Result<void> CommFailure(Transport::Status status, const ir::Op& op, const Worker& w, const char* verb) const {
-    if (status == Transport::Status::kAborted) return FailRuntime("aborted");
+    if (status == Transport::Status::kAborted) return FailAborted();
     return FailRuntime(fmt::format("{} timed out after {} s waiting to {} device {}", walk::Where(op, w), o_.timeout_s,
                                    verb, w.replica * D_ + op.peer));
   }
@@ -171,7 +175,7 @@ template <typename B>
 void Walker<B>::Latch(const Error& e) {
   {
     std::lock_guard lock(error_mu_);
-    if (!error_ && e.message != "aborted") error_ = e;
+    if (!error_ && e.kind != ErrorKind::kAborted) error_ = e;
   }
   if (failed_.exchange(true)) return;
   transport_->Abort();
@@ -374,7 +378,7 @@ Result<void> Walker<B>::RunStep(const Worker& w, int step) {
   try {
     b_.BeginStep(w, step, batch_, static_cast<int64_t>(w.replica) * c_.training.batch);
     if (auto st = clock_->Arrive(Deadline()); st != SyncStatus::kOk) {
-      return st == SyncStatus::kAborted ? FailRuntime("aborted")
+      return st == SyncStatus::kAborted ? FailAborted()
                                         : FailRuntime(fmt::format("device {}: timed out waiting for the other devices "
                                                                   "to start the step", w.id));
     }
@@ -383,7 +387,7 @@ Result<void> Walker<B>::RunStep(const Worker& w, int step) {
     for (size_t i = 0; i < program.size(); ++i) {
       const ir::Op& op = program[i];
       current = &op;
-      if (failed_) return FailRuntime("aborted");
+      if (failed_) return FailAborted();
       if (op.id == o_.fail_op && w.replica == 0) throw std::runtime_error("injected fault");
       b_.BeginOp(w, i, op);
       if (auto ok = RunOp(w, i, op, step, Deadline()); !ok) return ok;
@@ -394,7 +398,7 @@ Result<void> Walker<B>::RunStep(const Worker& w, int step) {
     end_[local] = Clock::now();
     // Every receiver has taken what this device lent it once all are here.
     if (auto st = after_->Arrive(Deadline()); st != SyncStatus::kOk) {
-      return st == SyncStatus::kAborted ? FailRuntime("aborted")
+      return st == SyncStatus::kAborted ? FailAborted()
                                         : FailRuntime(fmt::format("device {}: timed out waiting for the other devices "
                                                                   "to end the step", w.id));
     }
@@ -409,9 +413,10 @@ Result<void> Walker<B>::RunStep(const Worker& w, int step) {
     }
   } catch (const OpFailure& e) {
     return FailRuntime(e.what());
+  } catch (const Aborted&) {
+    return FailAborted();
   } catch (const std::exception& e) {  // a layer, the transport, CUDA: any failure stops the run
     const std::string what = e.what();
-    if (what == "aborted") return FailRuntime("aborted");
     return FailRuntime(current ? fmt::format("{} failed: {}", walk::Where(*current, w), what)
                                : fmt::format("device {}: {}", w.id, what));
   }
@@ -463,7 +468,7 @@ Result<ExecuteResult> Walker<B>::Run() {
     end.arrive_and_wait();
     if (failed_) {
       std::lock_guard lock(error_mu_);
-      return tl::unexpected(error_.value_or(Error{"aborted", ErrorKind::kRuntime}));
+      return tl::unexpected(error_.value_or(Error{"aborted", ErrorKind::kRuntime}));  // nothing failed first
     }
     Clock::time_point last = origin_;
     for (const auto& e : end_) last = std::max(last, e);

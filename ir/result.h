@@ -13,7 +13,10 @@
 namespace twinpipe {
 
 // kBadInput ends a command with exit code 2, kRuntime with exit code 1.
-enum class ErrorKind { kBadInput, kRuntime };
+// kAborted: stopped because another part of the run failed (that failure,
+// with its own kind, is the one to report); a runtime failure if it is all
+// there is.
+enum class ErrorKind { kBadInput, kRuntime, kAborted };
 
 struct Error {
   std::string message;
@@ -32,5 +35,11 @@ inline tl::unexpected<Error> Fail(std::string message) {
 inline tl::unexpected<Error> FailRuntime(std::string message) {
   return tl::unexpected<Error>(Error{std::move(message), ErrorKind::kRuntime});
 }
+
+// Stopped because another part of the run failed first.
+inline tl::unexpected<Error> FailAborted() { return tl::unexpected<Error>(Error{"aborted", ErrorKind::kAborted}); }
+
+// The exit code for an error: 2 for bad input, 1 otherwise.
+inline int ExitCodeOf(const Error& e) { return e.kind == ErrorKind::kBadInput ? 2 : 1; }
 
 }  // namespace twinpipe

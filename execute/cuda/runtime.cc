@@ -492,7 +492,7 @@ void CudaBackend::WaitIdle(Device& dev, Clock::time_point deadline) {
       const cudaError_t e = cudaStreamQuery(st);
       if (e == cudaSuccess) break;
       if (e != cudaErrorNotReady) TP_CUDA(e);
-      if (failed_) throw CudaError("aborted");
+      if (failed_) throw Aborted();
       if (Clock::now() > deadline) {
         throw CudaError(fmt::format("timed out after {} s waiting for the GPU work of its step", o_.timeout_s));
       }
