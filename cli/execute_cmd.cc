@@ -28,7 +28,7 @@ namespace {
 struct ExecuteCmdOptions {
   std::string config;
   std::string backend = "cpu";
-  std::string transport = "auto";
+  std::string transport = "auto";  // names checked against execute/options.h, converted once in Run
   std::string precision = "fp32";
   PlanSource source;
   int steps = 0;
@@ -39,6 +39,14 @@ struct ExecuteCmdOptions {
   std::string trace;
   std::string chrome;
 };
+
+// An option's names, for CLI11 to check (execute/options.h lists them once).
+template <typename T, size_t N>
+std::vector<std::string> Names(const std::array<std::pair<std::string_view, T>, N>& names) {
+  std::vector<std::string> out;
+  for (const auto& [name, value] : names) out.emplace_back(name);
+  return out;
+}
 
 // Started by mpirun (or another MPI launcher), as its environment says.
 bool LaunchedByMpi() {
@@ -54,7 +62,9 @@ int Run(const ExecuteCmdOptions& o) {
     fmt::print(stderr, "twinpipe execute: {}\n", config.error().message);
     return kExitBadInput;
   }
-  if (o.backend == "cpu" && (o.transport != "auto" || o.precision != "fp32")) {
+  const execute::TransportKind transport = *execute::TransportFromName(o.transport);
+  const execute::Precision precision = *execute::PrecisionFromName(o.precision);
+  if (o.backend == "cpu" && (transport != execute::TransportKind::kAuto || precision != execute::Precision::kFp32)) {
     fmt::print(stderr, "twinpipe execute: --transport and --precision choose how the cuda backend runs; the cpu "
                        "backend has one transport and computes in fp32\n");
     return kExitBadInput;
@@ -77,8 +87,8 @@ int Run(const ExecuteCmdOptions& o) {
     }
   }
   execute::ExecuteOptions options{o.steps > 0 ? o.steps : config->training.steps, o.timeout_s};
-  options.transport = o.transport;
-  options.precision = o.precision;
+  options.transport = transport;
+  options.precision = precision;
   // Under mpirun: one rank per cluster device (D x R), rank 0 reports.
   int rank = 0;
   if (LaunchedByMpi()) {
@@ -178,8 +188,8 @@ void AddExecute(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--transport", o->transport, "cuda: how devices exchange tensors (auto picks local on one GPU, "
                                                "p2p or host-staged between GPUs, nccl between MPI ranks)")
-      ->check(CLI::IsMember({"auto", "nccl", "p2p", "host-staged", "local"}));
-  cmd->add_option("--precision", o->precision, "cuda: GEMM arithmetic")->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
+      ->check(CLI::IsMember(Names(execute::kTransportNames)));
+  cmd->add_option("--precision", o->precision, "cuda: GEMM arithmetic")->check(CLI::IsMember(Names(execute::kPrecisionNames)));
   cmd->add_option("--steps", o->steps, "training steps (default: training.steps)")->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--seed", o->seed, "seed for weights and data (default: training.seed)")->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
   cmd->add_option("--timeout", o->timeout_s, "seconds a receive may wait before the run fails")->check(CLI::Range(0.001, 1e6));

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cost_models/config.h"
+#include "execute/options.h"
 #include "ir/result.h"
 #include "partition/pipeline_plan.h"
 #include "traces/trace.h"
@@ -31,11 +32,10 @@ struct ExecuteOptions {
   // on every rank. The world must have one rank per cluster device (D x R).
   bool mpi = false;
   int local_rank = 0;  // under MPI: this rank's index on its node (MpiWorld::local_rank), which picks its GPU
-  // The CUDA backend: how stages on different devices exchange tensors
-  // (auto | nccl | p2p | host-staged | local) and the GEMM arithmetic
-  // (fp32 | tf32 | bf16).
-  std::string transport = "auto";
-  std::string precision = "fp32";
+  // The CUDA backend: how stages on different devices exchange tensors and
+  // the GEMM arithmetic (execute/options.h).
+  TransportKind transport = TransportKind::kAuto;
+  Precision precision = Precision::kFp32;
 };
 
 struct ExecuteResult {

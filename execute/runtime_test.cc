@@ -424,4 +424,20 @@ TEST(Execute, ExecutorOverheadIsOfTheMedianStep) {
 }
 
 }  // namespace
+// The CUDA backend's options are named once (execute/options.h): every name
+// reads back as its value and every value writes as its name; others are
+// not options.
+TEST(ExecuteOptions, NamesRoundTrip) {
+  for (const auto& [name, value] : kTransportNames) {
+    EXPECT_EQ(TransportFromName(name), value);
+    EXPECT_EQ(TransportName(value), name);
+  }
+  for (const auto& [name, value] : kPrecisionNames) {
+    EXPECT_EQ(PrecisionFromName(name), value);
+    EXPECT_EQ(PrecisionName(value), name);
+  }
+  EXPECT_FALSE(TransportFromName("carrier-pigeon"));
+  EXPECT_FALSE(PrecisionFromName("fp8"));
+}
+
 }  // namespace twinpipe::execute

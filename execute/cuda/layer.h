@@ -17,14 +17,13 @@
 
 #include "execute/cuda/device_tensor.h"
 #include "execute/layers/layer.h"
+#include "execute/options.h"
 
 namespace twinpipe::execute::cuda {
 
 using execute::Mode;
 
-// GEMM arithmetic: fp32; TF32 tensor cores with fp32 accumulation; or BF16
-// inputs (converted on the fly) with fp32 accumulation and output.
-enum class Precision { kFp32, kTf32, kBf16 };
+using execute::Precision;  // GEMM arithmetic (execute/options.h)
 
 struct Context {
   cudaStream_t stream = nullptr;

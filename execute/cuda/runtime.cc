@@ -125,13 +125,6 @@ class PinnedArena {
   int64_t used_ = 0;
 };
 
-Result<Precision> ParsePrecision(const std::string& p) {
-  if (p == "fp32") return Precision::kFp32;
-  if (p == "tf32") return Precision::kTf32;
-  if (p == "bf16") return Precision::kBf16;
-  return Fail(fmt::format("--precision: expected fp32, tf32 or bf16, got '{}'", p));
-}
-
 // One cluster device: its GPU, streams, memory and what its ops leave.
 struct Device {
   int gpu = 0;
@@ -293,9 +286,7 @@ class CudaBackend {
 };
 
 Result<void> CudaBackend::Setup(const std::vector<Worker>& local) {
-  auto precision = ParsePrecision(o_.precision);
-  if (!precision) return tl::unexpected(precision.error());
-  precision_ = *precision;
+  precision_ = o_.precision;
   const cudaError_t count = cudaGetDeviceCount(&gpus_);
   if (count != cudaSuccess || gpus_ == 0) {
     return FailRuntime(fmt::format("no CUDA device: cudaGetDeviceCount says {} ({}); run with --backend cpu",
@@ -308,14 +299,14 @@ Result<void> CudaBackend::Setup(const std::vector<Worker>& local) {
 
   // Links: every ordered pair of pipeline devices a SEND joins (replica 0's
   // GPUs decide; the replicas are placed alike).
-  const std::string& want = o_.transport;
+  const TransportKind want = o_.transport;
   for (const auto& p : s_.programs) {
     for (const Op& op : p) {
       if (!ir::IsSend(op.kind) || links_.count({op.device, op.peer})) continue;
       Link link;
       const int gs = gpu_of(op.device), gd = gpu_of(op.peer);
       const bool same = !o_.mpi && gs == gd;
-      if (want == "auto") {
+      if (want == TransportKind::kAuto) {
         if (o_.mpi) {
           link = Link::kNccl;
         } else if (same) {
@@ -325,25 +316,24 @@ Result<void> CudaBackend::Setup(const std::vector<Worker>& local) {
           TP_CUDA(cudaDeviceCanAccessPeer(&can, gs, gd));
           link = can ? Link::kP2p : Link::kHostStaged;
         }
-      } else if (want == "local") {
+      } else if (want == TransportKind::kLocal) {
         if (!same) {
           return Fail(fmt::format("--transport local: devices {} and {} are on different GPUs ({} GPUs{}); local "
                                   "joins stages on one GPU", op.device, op.peer, gpus_, o_.mpi ? ", one per rank" : ""));
         }
         link = Link::kLocal;
-      } else if (want == "p2p" || want == "host-staged") {
+      } else if (want == TransportKind::kP2p || want == TransportKind::kHostStaged) {
         if (o_.mpi) {
-          return Fail(fmt::format("--transport {}: joins devices of one process; between MPI ranks use nccl", want));
+          return Fail(fmt::format("--transport {}: joins devices of one process; between MPI ranks use nccl",
+                                  TransportName(want)));
         }
-        link = want == "p2p" ? Link::kP2p : Link::kHostStaged;
-      } else if (want == "nccl") {
+        link = want == TransportKind::kP2p ? Link::kP2p : Link::kHostStaged;
+      } else {  // nccl
         if (same) {
           return Fail(fmt::format("--transport nccl: devices {} and {} share GPU {}, and NCCL joins ranks on "
                                   "different GPUs (use local, or more GPUs)", op.device, op.peer, gs));
         }
         link = Link::kNccl;
-      } else {
-        return Fail(fmt::format("--transport: expected auto, nccl, p2p, host-staged or local, got '{}'", want));
       }
       links_[{op.device, op.peer}] = link;
     }
