@@ -40,11 +40,7 @@ BENCHMARK(BM_TransformerStep)->Args({1, 1})->Args({1, 4})->Args({2, 4})->UseManu
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  twinpipe::cli::KeepFreedMemory();  // as the twinpipe program does
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+// Before main, as the twinpipe program does first thing.
+[[maybe_unused]] static const bool kept_freed_memory = (twinpipe::cli::KeepFreedMemory(), true);
+
+BENCHMARK_MAIN();

@@ -92,11 +92,7 @@ BENCHMARK(BM_MaxLayersGpipeTable1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  twinpipe::cli::KeepFreedMemory();  // as the twinpipe program does
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+// Before main, as the twinpipe program does first thing.
+[[maybe_unused]] static const bool kept_freed_memory = (twinpipe::cli::KeepFreedMemory(), true);
+
+BENCHMARK_MAIN();
