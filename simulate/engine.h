@@ -100,12 +100,17 @@ struct SimResult {
 // The schedule must verify. A schedule that cannot progress fails (runtime
 // error) naming the blocked ops; the simulator never spins. Uses the in-order
 // engine when transfers cannot share bandwidth (per-pair links), the
-// event-driven one otherwise (and always the in-order one when comm runs on
-// the compute stream).
+// event-driven one otherwise, and always the in-order one when comm runs on
+// the compute stream (only it runs a device's sends and receives between its
+// compute ops).
 Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs);
 
 // The two engines, for tests that hold one against the other. The in-order
-// engine needs links that never share bandwidth (Contention::kPerPair).
+// engine gives every transfer its link's whole bandwidth: exact where no two
+// transfers share it, that is per-pair links (Contention::kPerPair), or
+// per-device ports (kPerDevice) when comm runs on the compute stream, so
+// that a device sends one message at a time. On a host-shared link
+// (kHost) with comm on the compute stream it does not model the sharing.
 Result<SimResult> SimulateEventDriven(const ir::Schedule& schedule, const SimCosts& costs);
 Result<SimResult> SimulateInOrder(const ir::Schedule& schedule, const SimCosts& costs);
 
