@@ -138,9 +138,7 @@ int Run(const ExecuteCmdOptions& o) {
   // with simulate --json's names (DESIGN.md section 7).
   const double step = result->step_time_s[execute::MedianStep(result->step_time_s)];
   if (o.json) {
-    const traces::TraceSummary kept = traces::Summarize(result->trace);
-    double busy = 0;
-    for (double b : kept.busy_s) busy += b;
+    const traces::TraceSummary kept = traces::Summarize(result->trace);  // as compare reads the same trace
     const double samples = static_cast<double>(config->training.batch) * plan->schedule.replicas;
     nlohmann::ordered_json j;
     j["losses"] = result->losses;
@@ -148,7 +146,7 @@ int Run(const ExecuteCmdOptions& o) {
     j["param_norm"] = result->param_norm;
     j["step_time_s"] = step;
     j["throughput_samples_per_s"] = step > 0 ? samples / step : 0.0;
-    j["bubble_fraction"] = step > 0 ? 1 - busy / (static_cast<double>(kept.busy_s.size()) * step) : 0.0;
+    j["bubble_fraction"] = kept.bubble_fraction;
     j["executor_overhead"] = execute::ExecutorOverhead(*result);
     j["devices"] = nlohmann::ordered_json::array();
     for (size_t d = 0; d < result->peak_memory_bytes.size(); ++d) {

@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -27,11 +28,12 @@ std::optional<Stream> StreamFromName(std::string_view n) {
   return std::nullopt;
 }
 
-}  // namespace
-
+// The first and last GPU of a device's tensor-parallel group (replica 0).
 std::pair<int32_t, int32_t> GpusOf(const Trace& t, int32_t device) {
   return {t.tensor_parallel * device, t.tensor_parallel * (device + 1) - 1};
 }
+
+}  // namespace
 
 std::string WriteTraceJson(const Trace& t) {
   std::string out;

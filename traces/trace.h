@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "ir/op.h"
@@ -40,10 +39,6 @@ struct MemorySample {
   double bytes = 0;
   bool operator==(const MemorySample&) const = default;
 };
-
-struct Trace;
-// The first and last GPU of a device's tensor-parallel group (replica 0).
-std::pair<int32_t, int32_t> GpusOf(const Trace& trace, int32_t device);
 
 struct Trace {
   std::string source;  // "simulate" or "execute:<backend>"
