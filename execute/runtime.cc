@@ -190,8 +190,11 @@ class CpuBackend {
   const ExecuteOptions& o_;
   SyntheticTask task_;
   Optimizer optimizer_;
-  std::vector<std::unique_ptr<Dev>> devs_;  // by worker id; this process's only
+  // Declared before devs_, so destroyed after it: a device's all-reduce
+  // stream may still be leaving Average after an abort until its thread is
+  // joined, which destroying devs_ does.
   std::vector<std::unique_ptr<ReplicaAverager>> averagers_;  // per pipeline device (one under MPI)
+  std::vector<std::unique_ptr<Dev>> devs_;  // by worker id; this process's only
 };
 
 }  // namespace
