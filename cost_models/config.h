@@ -45,6 +45,12 @@ struct PipelineConfig {
   // is a group of t GPUs inside one node (transformer generator only).
   int tensor_parallel = 1;
   bool sequence_parallel = false;
+  // The framework's pipeline transfers block compute (`"p2p": "blocking"`):
+  // Megatron-LM's send/receive calls wait for the transfer, and the
+  // receiver's all-gather of a tensor-parallel boundary, before the next
+  // kernel. Default (`"overlapped"`): transfers run beside compute, as
+  // twinpipe's GPU executor and asynchronous send/recv frameworks run them.
+  bool blocking_p2p = false;
   // Bytes per device the `auto` schedule plans to (0: each device's memory).
   double memory_cap = 0;
 };

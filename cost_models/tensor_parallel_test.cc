@@ -160,6 +160,10 @@ TEST(TensorParallel, ConfigPlacesGroupsAndNamesWhatIsWrong) {
   auto defaults = Load(R"("tensor_parallel": 2)", R"("link": "nvlink3")");
   ASSERT_TRUE(defaults) << defaults.error().message;
   EXPECT_EQ(defaults->cluster.NumDevices(), 4);  // t x K
+  EXPECT_FALSE(defaults->pipeline.blocking_p2p);
+  auto blocking = Load(R"("p2p": "blocking")", R"("devices": 2)");
+  ASSERT_TRUE(blocking) << blocking.error().message;
+  EXPECT_TRUE(blocking->pipeline.blocking_p2p);
   struct Bad { std::string pipeline, cluster, generator, expect; };
   for (const Bad& b : std::vector<Bad>{
            {R"("tensor_parallel": 3)", R"("devices": 6)", "transformer", "/pipeline/tensor_parallel: 3 GPUs do not divide the 8 heads"},
@@ -169,7 +173,8 @@ TEST(TensorParallel, ConfigPlacesGroupsAndNamesWhatIsWrong) {
             "/cluster/devices: 6 devices are not a whole number of pipelines of 2 stages x 2 tensor-parallel GPUs"},
            {R"("sequence_parallel": true)", R"("devices": 2)", "transformer", "/pipeline/sequence_parallel: sequence parallelism"},
            {R"("tensor_parallel": 2)", R"("devices": 4)", "mlp", "/pipeline/tensor_parallel: tensor parallelism"},
-           {R"("recompute": "selective")", R"("devices": 2)", "mlp", "/pipeline/recompute: tensor parallelism"}}) {
+           {R"("recompute": "selective")", R"("devices": 2)", "mlp", "/pipeline/recompute: tensor parallelism"},
+           {R"("p2p": "sync")", R"("devices": 2)", "transformer", "/pipeline/p2p: 'sync' is not one of overlapped, blocking"}}) {
     auto r = Load(b.pipeline, b.cluster, b.generator);
     ASSERT_FALSE(r) << b.expect;
     EXPECT_NE(r.error().message.find("tp.json: " + b.expect), std::string::npos) << r.error().message;

@@ -38,9 +38,12 @@ SimCosts CostsFromPlan(const cost::Config& config, const partition::Plan& plan, 
       costs.replica_nodes = std::max(costs.replica_nodes, nodes);
     }
   }
-  // Devices whose executor runs its own sends and receives (the CPU's workers).
-  costs.comm_on_compute_stream = std::all_of(c.cluster.devices.begin(), c.cluster.devices.end(),
+  // Devices whose executor runs its own sends and receives (the CPU's
+  // workers), or a framework whose transfers block compute.
+  costs.comm_on_compute_stream = c.pipeline.blocking_p2p ||
+                                 std::all_of(c.cluster.devices.begin(), c.cluster.devices.end(),
                                              [](const cost::Device& d) { return d.comm_on_compute; });
+  if (t > 1 && !c.pipeline.sequence_parallel) costs.boundary_gather_ranks = static_cast<int32_t>(t);
   costs.compute_s.assign(K, {});
   costs.activation_bytes.assign(K, 0.0);
   costs.input_bytes.assign(K, 0.0);
@@ -98,9 +101,7 @@ ir::AutoProblem AutoProblemFor(const cost::Config& config, const partition::Plan
                         (recompute ? t[ComputeSlot(ir::OpKind::kRecompute)] : 0.0));
     p.weight_s.push_back(t[ComputeSlot(ir::OpKind::kBackwardWeight)]);
     const double boundary = skeleton.partition.cells[st].boundary_bytes;
-    p.comm_s.push_back(st + 1 < s.num_stages
-                           ? cost::TransferTime(c.LinkBetween(device, s.placement[st + 1]), boundary)
-                           : 0.0);
+    p.comm_s.push_back(st + 1 < s.num_stages ? c.TransferSeconds(device, s.placement[st + 1], boundary) : 0.0);
     p.activation_bytes.push_back(c.activation_bytes[st]);
     p.kept_bytes.push_back(recompute ? c.input_bytes[st] : c.activation_bytes[st]);
     p.pending_bytes.push_back(c.PendingBytes(st));

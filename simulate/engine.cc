@@ -34,6 +34,12 @@ bool SimCosts::Unshared() const {
   return true;
 }
 
+double SimCosts::GatherSeconds(double bytes) const {
+  if (boundary_gather_ranks <= 1) return 0;
+  const double t = boundary_gather_ranks;
+  return cost::CollectiveTime(cost::Kernel::Collective::kAllGather, bytes * t, t, link);
+}
+
 SimCosts UniformCosts(const ir::Schedule& s, double forward_s, double backward_s) {
   SimCosts c;
   c.compute_s.assign(s.num_stages, {forward_s, backward_s, backward_s / 2, backward_s / 2, forward_s});
@@ -71,7 +77,9 @@ struct Transfer {
   int32_t send = kNone, recv = kNone;
   int32_t channel = 0;
   int32_t domain = 0;
-  int8_t phase = 0;      // 0 latency, 1 data, (host-staged) 2 latency, 3 data
+  // 0 latency, 1 data, (host-staged) 2 latency, 3 data; then the
+  // receivers' all-gather where there is one (SimCosts::GatherSeconds).
+  int8_t phase = 0;
   double bytes = 0;
   bool inter = false;    // between nodes: on the inter-node link
 };
@@ -341,7 +349,11 @@ void Simulator::StartPhase(int32_t t) {
     Push(now_ + cost::TransferTime(link, tr.bytes), kPhaseEnd, t);
     return;
   }
-  if (tr.phase == (link.host_staged ? 4 : 2)) {
+  const int8_t moved = link.host_staged ? 4 : 2;
+  const double gather_s = c_.GatherSeconds(tr.bytes);
+  if (tr.phase == moved && gather_s > 0) {
+    Push(now_ + gather_s, kPhaseEnd, t);
+  } else if (tr.phase >= moved) {
     FinishTransfer(t);
   } else if (tr.phase % 2 == 0) {
     Push(now_ + link.latency_s, kPhaseEnd, t);

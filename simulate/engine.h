@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cost_models/catalogue.h"
+#include "cost_models/comm_model.h"
 #include "ir/result.h"
 #include "ir/schedule.h"
 #include "simulate/huge_page_allocator.h"
@@ -44,6 +45,19 @@ struct SimCosts {
   const cost::Link& LinkBetween(int32_t src, int32_t dst) const {
     return !node.empty() && node[src] != node[dst] ? inter_node_link : link;
   }
+  // Above 1: a pipeline transfer carries 1/t of the boundary per GPU of a
+  // t-GPU tensor-parallel group, and the receivers all-gather the whole
+  // boundary over `link` before it can be used (Megatron's scatter-gather
+  // without sequence parallelism; with it the boundary stays sharded).
+  int32_t boundary_gather_ranks = 1;
+  // Seconds of that all-gather after a transfer of `bytes` per GPU (0 without).
+  double GatherSeconds(double bytes) const;
+  // Seconds from the start of an idle transfer of `bytes` (per GPU) from
+  // device `src` to `dst` until the receiver holds the boundary: the transfer
+  // on its link, then the all-gather where there is one.
+  double TransferSeconds(int32_t src, int32_t dst, double bytes) const {
+    return cost::TransferTime(LinkBetween(src, dst), bytes) + GatherSeconds(bytes);
+  }
   // Every channel carries one transfer at a time, sharing with none.
   bool Unshared() const;
   std::vector<double> activation_bytes;          // [stage]: what F keeps per micro-batch without recompute
@@ -58,7 +72,8 @@ struct SimCosts {
   std::vector<double> static_bytes;              // [device]: parameters, gradients, optimizer state
   // The CPU executor's workers run their sends and receives themselves, in
   // program order, between compute ops: a send occupies its device for the
-  // transfer, a receive until the data is there. (GPU devices overlap them.)
+  // transfer, a receive until the data is there. GPU devices overlap them,
+  // unless the config says its framework's transfers block (Megatron-LM).
   bool comm_on_compute_stream = false;
 };
 

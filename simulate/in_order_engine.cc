@@ -167,7 +167,7 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
           break;
         }
         const int32_t recv = ch.recvs[ch.next++];
-        const double end = start + cost::TransferTime(c.LinkBetween(d, op.peer), static_cast<double>(op.bytes));
+        const double end = start + c.TransferSeconds(d, op.peer, static_cast<double>(op.bytes));
         r.start_s[id] = r.start_s[recv] = start;
         r.end_s[id] = r.end_s[recv] = end;
         done[id] = 1;

@@ -21,14 +21,14 @@ struct Placed {
   SimResult result;
 };
 
-Placed Simulate(int devices, int gpus_per_node, int t = 1) {
+Placed Simulate(int devices, int gpus_per_node, int t = 1, bool sp = false, const char* p2p = "overlapped") {
   auto c = cost::LoadConfig(fmt::format(R"({{
     "model": {{"generator": "transformer", "layers": 4, "d_model": 1024, "heads": 16, "seq": 512, "vocab": 32000,
                "dtype": "bf16"}},
     "training": {{"batch": 8, "microbatches": 4}},
-    "pipeline": {{"stages": 2, "schedule": "1f1b", "tensor_parallel": {}}},
+    "pipeline": {{"stages": 2, "schedule": "1f1b", "tensor_parallel": {}, "sequence_parallel": {}, "p2p": "{}"}},
     "cluster": {{"device": "A100-80GB", "devices": {}, "gpus_per_node": {}, "link": "nvlink3",
-                 "inter_node_link": "ib-hdr"}}}})", t, devices, gpus_per_node),
+                 "inter_node_link": "ib-hdr"}}}})", t, sp, p2p, devices, gpus_per_node),
                             "nodes.json");
   EXPECT_TRUE(c) << c.error().message;
   auto plan = partition::PlanFromConfig(*c);
@@ -39,13 +39,19 @@ Placed Simulate(int devices, int gpus_per_node, int t = 1) {
   return {costs, std::move(*plan), std::move(*r)};
 }
 
-// Each send's duration, against the link its two devices' nodes imply.
-void ExpectSendsOn(const Placed& run, const cost::Link& link) {
+// Each send's duration, against the link its two devices' nodes imply; with
+// `gather_ranks` > 1, then a ring all-gather of the whole boundary over
+// NVLink: gather_ranks - 1 steps, each moving one GPU's share.
+void ExpectSendsOn(const Placed& run, const cost::Link& link, int gather_ranks = 1) {
+  const cost::Link& nvlink = *cost::FindLink("nvlink3");
   int sends = 0;
   for (const auto& program : run.plan.schedule.programs) {
     for (const ir::Op& op : program) {
       if (!ir::IsSend(op.kind)) continue;
-      EXPECT_NEAR(run.result.end_s[op.id] - run.result.start_s[op.id], cost::TransferTime(link, op.bytes), 1e-12)
+      const double gather =
+          (gather_ranks - 1) * (op.bytes / (nvlink.bandwidth * nvlink.collective_efficiency) + nvlink.latency_s);
+      EXPECT_NEAR(run.result.end_s[op.id] - run.result.start_s[op.id], cost::TransferTime(link, op.bytes) + gather,
+                  1e-12)
           << ir::OpToken(op);
       ++sends;
     }
@@ -62,9 +68,41 @@ TEST(Nodes, TransfersBetweenNodesUseTheInterNodeLink) {
   ExpectSendsOn(two_nodes, *cost::FindLink("ib-hdr"));
   EXPECT_GT(two_nodes.result.step_time_s, one_node.result.step_time_s);
   // Tensor-parallel groups of 4 in nodes of 4: again one node per device.
+  // Each GPU sends a quarter of the boundary; the receivers all-gather it
+  // (Megatron's scatter-gather), unless sequence parallelism keeps it sharded.
   const Placed groups = Simulate(8, 4, 4);
   EXPECT_EQ(groups.costs.node, (std::vector<int32_t>{0, 1}));
-  ExpectSendsOn(groups, *cost::FindLink("ib-hdr"));
+  EXPECT_EQ(groups.costs.boundary_gather_ranks, 4);
+  ExpectSendsOn(groups, *cost::FindLink("ib-hdr"), 4);
+  const Placed sharded = Simulate(8, 4, 4, /*sp=*/true);
+  EXPECT_EQ(sharded.costs.boundary_gather_ranks, 1);
+  ExpectSendsOn(sharded, *cost::FindLink("ib-hdr"));
+}
+
+// Megatron-LM's transfers block compute (`"p2p": "blocking"`): a stage's
+// forward of the next micro-batch starts only once the last one's send
+// is done. 1F1B, 2 stages, 4 micro-batches: stage 0 runs its two warm-up
+// forwards back to back while they are sent beside it, and with blocking
+// transfers each forward is followed by its send, f + c.
+TEST(Nodes, BlockingTransfersHoldTheComputeStream) {
+  const Placed overlapped = Simulate(2, 1);
+  const Placed blocking = Simulate(2, 1, 1, false, "blocking");
+  EXPECT_FALSE(overlapped.costs.comm_on_compute_stream);
+  EXPECT_TRUE(blocking.costs.comm_on_compute_stream);
+  const double f = blocking.costs.compute_s[0][ComputeSlot(ir::OpKind::kForward)];
+  const ir::Op* second = nullptr;
+  double send_s = 0;
+  for (const ir::Op& op : blocking.plan.schedule.programs[0]) {
+    if (op.kind == ir::OpKind::kSendF && op.micro_batch == 0) {
+      send_s = cost::TransferTime(*cost::FindLink("ib-hdr"), op.bytes);
+    }
+    if (op.kind == ir::OpKind::kForward && op.micro_batch == 1) second = &op;
+  }
+  ASSERT_NE(second, nullptr);
+  ASSERT_GT(send_s, 0);
+  EXPECT_NEAR(overlapped.result.start_s[second->id], f, 1e-12);
+  EXPECT_NEAR(blocking.result.start_s[second->id], f + send_s, 1e-12);
+  EXPECT_GT(blocking.result.step_time_s, overlapped.result.step_time_s);
 }
 
 // 2 stages x 2 replicas: in nodes of 4 the replicas share a node (NVLink);

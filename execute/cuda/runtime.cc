@@ -583,6 +583,15 @@ void CudaBackend::Pack(const Worker& w, const Op& op, Tensor& t, Message& m) {
       break;
   }
   if (!o_.mpi) m.handle = handoff;
+  // `"p2p": "blocking"` (Megatron-LM's transfers): compute waits for the
+  // send stream, as the simulator's comm-on-compute engine has it. On a
+  // peer-copy link the copy is the receiver's, so this waits only for the
+  // hand-off.
+  if (c_.pipeline.blocking_p2p) {
+    cudaEvent_t sent = dev.events.Get();
+    TP_CUDA(cudaEventRecord(sent, dev.send));
+    TP_CUDA(cudaStreamWaitEvent(dev.compute, sent));
+  }
 }
 
 DeviceTensor CudaBackend::Unpack(const Worker& w, const Op& op, Message& m) {
@@ -619,6 +628,7 @@ DeviceTensor CudaBackend::Unpack(const Worker& w, const Op& op, Message& m) {
   cudaEvent_t arrived = dev.events.Get();
   TP_CUDA(cudaEventRecord(arrived, dev.recv));
   t.FreeOn(dev.compute);  // used, and dropped, by compute after it waits on `arrived`
+  if (c_.pipeline.blocking_p2p) TP_CUDA(cudaStreamWaitEvent(dev.compute, arrived));  // a blocking receive
   Arrival(dev, op, op.kind == OpKind::kRecvB) = arrived;
   return t;
 }
