@@ -70,6 +70,7 @@
 #include "execute/runtime.h"
 #include "execute/sync.h"
 #include "execute/transport.h"
+#include "ir/dependencies.h"
 #include "partition/pipeline_plan.h"
 
 namespace twinpipe::execute {
@@ -160,7 +161,9 @@ class Walker {
   int rank_ = -1;
   std::vector<Worker> local_;               // the workers this process runs
   std::vector<std::vector<Cell>> cells_;    // [replica][stage], local workers' only
-  std::vector<char> recomputed_;            // [stage * M + micro-batch]: an R op rebuilds it
+  // What the schedule implies (ir/dependencies.h): which pairs an R op
+  // rebuilds, and which inputs come by receive rather than from this device.
+  std::optional<ir::Dependencies> deps_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<StepBarrier> clock_, after_;
   Clock::time_point origin_;
@@ -209,13 +212,7 @@ Result<void> Walker<B>::Setup() {
   after_ = std::make_unique<StepBarrier>(static_cast<int>(local_.size()));
   end_.assign(local_.size(), Clock::time_point{});
 
-  const int M = s_.num_micro_batches;
-  recomputed_.assign(static_cast<size_t>(s_.num_stages) * M, 0);
-  for (const auto& p : s_.programs) {
-    for (const ir::Op& op : p) {
-      if (op.kind == ir::OpKind::kRecompute) recomputed_[static_cast<size_t>(op.stage) * M + op.micro_batch] = 1;
-    }
-  }
+  deps_.emplace(s_);
   cells_.resize(R_);
   for (const Worker& w : local_) {
     auto& cells = cells_[w.replica];
@@ -230,7 +227,7 @@ Result<void> Walker<B>::Setup() {
       if (cell.layers.empty()) return Fail(fmt::format("stage {} has no layers", st));
       cell.rematerialized =
           static_cast<size_t>(cost::RematerializedEnd(c_.model, range.first_layer, range.last_layer) - range.first_layer);
-      cell.slots.assign(M, typename Cell::Slot{});
+      cell.slots.assign(s_.num_micro_batches, typename Cell::Slot{});
       for (auto& layer : cell.layers) {
         for (Param* p : layer->Params()) {
           cell.params.push_back(p);
@@ -247,7 +244,6 @@ template <typename B>
 Result<void> Walker<B>::RunOp(const Worker& w, size_t i, const ir::Op& op, int step, Clock::time_point deadline) {
   using ir::OpKind;
   std::vector<Cell>& cells = cells_[w.replica];
-  const int M = s_.num_micro_batches;
   const bool last_stage = op.stage == s_.num_stages - 1;
   auto where = [&] { return walk::Where(op, w); };
   switch (op.kind) {
@@ -256,7 +252,7 @@ Result<void> Walker<B>::RunOp(const Worker& w, size_t i, const ir::Op& op, int s
       auto& slot = cell.slots[op.micro_batch];
       if (op.stage == 0) {
         slot.input = b_.Input(w, op.micro_batch);
-      } else if (s_.placement[op.stage - 1] == w.device) {
+      } else if (deps_->InputRecv(op.id) < 0) {  // the previous stage is on this device
         slot.input = std::move(cells[op.stage - 1].slots[op.micro_batch].output);
       }
       if (slot.input.empty()) return FailRuntime(fmt::format("{}: its input never arrived", where()));
@@ -264,7 +260,7 @@ Result<void> Walker<B>::RunOp(const Worker& w, size_t i, const ir::Op& op, int s
       Tensor h = b_.Forward(w, *cell.layers[0], slot.input, slot.saved[0], Mode::kTrain);
       for (size_t l = 1; l < cell.layers.size(); ++l) h = b_.Forward(w, *cell.layers[l], h, slot.saved[l], Mode::kTrain);
       // Recomputed later: keep the boundary input and what R does not re-run.
-      if (recomputed_[static_cast<size_t>(op.stage) * M + op.micro_batch]) {
+      if (deps_->Recomputed(op.stage, op.micro_batch)) {
         for (size_t l = 0; l < cell.rematerialized; ++l) slot.saved[l] = Saved{};
       }
       if (last_stage) {
@@ -293,7 +289,7 @@ Result<void> Walker<B>::RunOp(const Worker& w, size_t i, const ir::Op& op, int s
     case OpKind::kBackwardInput: {
       Cell& cell = cells[op.stage];
       auto& slot = cell.slots[op.micro_batch];
-      if (!last_stage && s_.placement[op.stage + 1] == w.device) {
+      if (!last_stage && deps_->InputRecv(op.id) < 0) {  // the next stage is on this device
         slot.grad_output = std::move(cells[op.stage + 1].slots[op.micro_batch].grad_input);
       }
       if (slot.grad_output.empty() || slot.saved.size() != cell.layers.size()) {

@@ -5,6 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "ir/channels.h"
+#include "ir/op_table.h"
+
 namespace twinpipe::ir {
 namespace {
 
@@ -14,33 +17,22 @@ struct Where {
   bool found() const { return device >= 0; }
 };
 
-// Per (stage, micro-batch): where each of its ops sits. One small record per
-// pair keeps the per-pair checks on one cache line. Ops of a stage live on
-// the stage's device (checked before indexing), so a position suffices.
-constexpr int kPairKinds = 9;  // F, B, I, W, R, SEND_F, RECV_F, SEND_B, RECV_B
-static_assert(static_cast<int>(OpKind::kRecvB) + 1 == kPairKinds);
-
+// Where each op of a (stage, micro-batch) sits: a position in its stage's
+// device program (ops of a stage live on the stage's device, checked before
+// indexing).
 class OpIndex {
  public:
   OpIndex(const std::vector<int32_t>& placement, int32_t micro_batches)
-      : placement_(placement), m_(micro_batches) {
-    Slots empty;
-    empty.fill(-1);
-    slots_.assign(placement.size() * static_cast<size_t>(micro_batches), empty);
-  }
-  int32_t& position(OpKind kind, int32_t stage, int32_t micro_batch) {
-    return slots_[static_cast<size_t>(stage) * m_ + micro_batch][static_cast<int>(kind)];
-  }
+      : placement_(placement), table_(static_cast<int32_t>(placement.size()), micro_batches) {}
+  int32_t& position(OpKind kind, int32_t stage, int32_t micro_batch) { return table_.slot(kind, stage, micro_batch); }
   Where at(OpKind kind, int32_t stage, int32_t micro_batch) const {
-    const int32_t p = slots_[static_cast<size_t>(stage) * m_ + micro_batch][static_cast<int>(kind)];
+    const int32_t p = table_.at(kind, stage, micro_batch);
     return p < 0 ? Where{} : Where{placement_[stage], p};
   }
 
  private:
-  using Slots = std::array<int32_t, kPairKinds>;
   const std::vector<int32_t>& placement_;
-  int32_t m_;
-  std::vector<Slots> slots_;
+  OpTable<> table_;
 };
 
 class Checker {
@@ -375,28 +367,14 @@ class Checker {
     }
   }
 
-  // Channel per ordered device pair: the k-th send from a to b must match the
-  // k-th receive on b from a (NCCL's per-peer FIFO) and carry the same bytes.
-  struct Channel {
-    int32_t src, dst;
-    std::vector<int32_t> sends;  // positions on src, in program order
-    int32_t sent = 0;            // sends issued so far (deadlock run)
+  // Per channel (ir/channels.h), the state of the deadlock run: the k-th send
+  // from a to b must match the k-th receive on b from a and carry the same bytes.
+  struct ChannelRun {
+    int32_t sent = 0;            // sends issued so far
     int32_t received = 0;        // receives completed so far
     int32_t waiter = -1;         // device blocked on this channel, if any
     bool reported = false;       // first FIFO mismatch already reported
   };
-
-  // Per device, the channels it touches: (peer, channel id), few per device.
-  int32_t ChannelId(int32_t src, int32_t dst) {
-    auto& peers = channels_of_[src];
-    for (const auto& [peer, id] : peers) {
-      if (peer == dst) return id;
-    }
-    const int32_t id = static_cast<int32_t>(channels_.size());
-    channels_.push_back(Channel{src, dst, {}});
-    peers.emplace_back(dst, id);
-    return id;
-  }
 
   static bool Matches(const Op& send, const Op& recv) {
     if (send.micro_batch != recv.micro_batch) return false;
@@ -405,18 +383,18 @@ class Checker {
   }
 
   // A receive pairs with its channel's next send in FIFO order.
-  void CheckFifoMatch(Channel& c, int32_t recv_position) {
-    const int32_t k = c.received;
+  void CheckFifoMatch(const Channel& c, ChannelRun& run, int32_t recv_position) {
+    const int32_t k = run.received;
     const Op& send = s_.programs[c.src][c.sends[k]];
     const Op& recv = s_.programs[c.dst][recv_position];
     if (!Matches(send, recv)) {
-      if (!c.reported) {
+      if (!run.reported) {
         Report(c.dst, recv_position,
                fmt::format("receives from device {} out of order: this is receive #{} from it, "
                            "but device {}'s send #{} to device {} is {}",
                            c.src, k, c.src, k, c.dst, Describe(Where{c.src, c.sends[k]})));
       }
-      c.reported = true;
+      run.reported = true;
     } else if (send.bytes != recv.bytes) {
       Report(c.dst, recv_position,
              fmt::format("bytes mismatch: receives {} bytes but {} sends {}", recv.bytes,
@@ -428,14 +406,8 @@ class Checker {
   // matching each receive to its send in FIFO order on the way.
   void CheckFifoAndDeadlock() {
     const int32_t D = static_cast<int32_t>(s_.programs.size());
-    channels_of_.assign(D, {});
-    channels_.clear();
-    for (int32_t d = 0; d < D; ++d) {
-      const auto& program = s_.programs[d];
-      for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
-        if (IsSend(program[i].kind)) channels_[ChannelId(d, program[i].peer)].sends.push_back(i);
-      }
-    }
+    const Channels channels(s_);
+    std::vector<ChannelRun> runs(channels.size());
     std::vector<int32_t> pc(D, 0);
     std::vector<int32_t> ready;
     ready.reserve(D);
@@ -448,18 +420,19 @@ class Checker {
       for (; i < static_cast<int32_t>(program.size()); ++i) {
         const Op& op = program[i];
         if (IsSend(op.kind)) {
-          Channel& c = channels_[ChannelId(d, op.peer)];
+          ChannelRun& c = runs[channels.Find(d, op.peer)];
           if (++c.sent > c.received && c.waiter >= 0) {
             ready.push_back(c.waiter);
             c.waiter = -1;
           }
         } else if (IsRecv(op.kind)) {
-          Channel& c = channels_[ChannelId(op.peer, d)];
+          const int32_t id = channels.Find(op.peer, d);
+          ChannelRun& c = runs[id];
           if (c.sent <= c.received) {
             c.waiter = d;
             break;
           }
-          CheckFifoMatch(c, i);
+          CheckFifoMatch(channels[id], c, i);
           ++c.received;
         }
       }
@@ -508,8 +481,6 @@ class Checker {
   const Schedule& s_;
   std::vector<Diagnostic> out_;
   std::vector<Where> all_reduce_;
-  std::vector<Channel> channels_;
-  std::vector<std::vector<std::pair<int32_t, int32_t>>> channels_of_;
 };
 
 }  // namespace

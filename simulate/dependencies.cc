@@ -8,35 +8,6 @@ namespace twinpipe::simulate {
 
 using ir::OpKind;
 
-Dependencies::Dependencies(const ir::Schedule& s)
-    : k_(s.num_stages), m_(s.num_micro_batches), placement_(s.placement), last_backward_(s.num_stages, -1),
-      all_reduces_(s.num_devices) {
-  ops_.resize(s.NumOps());
-  for (const auto& program : s.programs) {
-    for (const auto& op : program) ops_[op.id] = &op;
-  }
-  where_.assign(kKinds * k_ * m_, -1);
-  for (int32_t id = 0; id < size(); ++id) {
-    const ir::Op& op = *ops_[id];
-    if (static_cast<size_t>(op.kind) < kKinds) {
-      where_[(static_cast<size_t>(op.stage) * m_ + op.micro_batch) * kKinds + static_cast<size_t>(op.kind)] = id;
-    }
-    if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardInput || op.kind == OpKind::kBackwardWeight) {
-      last_backward_[op.stage] = id;  // ids follow program order on a device
-    }
-    if (op.kind == OpKind::kAllReduce) all_reduces_[op.device].push_back(id);
-  }
-}
-
-int32_t Dependencies::InputRecv(int32_t id) const {
-  const ir::Op& op = *ops_[id];
-  if (op.kind == OpKind::kForward) return Find(OpKind::kRecvF, op.stage, op.micro_batch);
-  if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardInput) {
-    return Find(OpKind::kRecvB, op.stage, op.micro_batch);
-  }
-  return -1;
-}
-
 double MemoryAtStart(const Dependencies& deps, const SimCosts& c, int32_t id) {
   const ir::Op& op = deps.op(id);
   if (op.kind == OpKind::kForward) return c.activation_bytes[op.stage];

@@ -7,8 +7,9 @@
 #include <fmt/format.h>
 
 #include "cost_models/comm_model.h"
+#include "ir/channels.h"
+#include "ir/huge_page_allocator.h"
 #include "simulate/dependencies.h"
-#include "simulate/huge_page_allocator.h"
 
 namespace twinpipe::simulate {
 
@@ -206,16 +207,9 @@ void Simulator::Build() {
   // Engines and channels.
   compute_.assign(D, {});
   allreduce_.assign(D, {});
-  std::vector<std::vector<std::pair<int32_t, int32_t>>> channel_of(D);  // per src: (dst, channel)
-  auto channel = [&](int32_t src, int32_t dst) {
-    for (auto [peer, ch] : channel_of[src]) {
-      if (peer == dst) return ch;
-    }
-    const auto ch = static_cast<int32_t>(channels_.size());
-    channels_.push_back(Channel{src, dst, {}, 0, false});
-    channel_of[src].emplace_back(dst, ch);
-    return ch;
-  };
+  const ir::Channels pairs(s_);
+  channels_.clear();
+  for (const ir::Channel& ch : pairs) channels_.push_back(Channel{ch.src, ch.dst, {}, 0, false});
   // Domains: a channel's own (pair), the hosts' (host), or the sender's port
   // (device); the inter-node link's after the intra-node link's.
   auto domain_count = [&](const cost::Link& l) -> int32_t {
@@ -234,7 +228,7 @@ void Simulator::Build() {
       if (IsCompute(op.kind)) compute_[d].ops.push_back(op.id);
       if (op.kind == OpKind::kAllReduce) allreduce_[d].ops.push_back(op.id);
       if (ir::IsSend(op.kind)) {
-        const int32_t ch = channel(d, op.peer);
+        const int32_t ch = pairs.Find(d, op.peer);
         const auto t = static_cast<int32_t>(transfers_.size());
         transfers_.push_back(Transfer{op.id, kNone, ch, 0, 0, static_cast<double>(op.bytes)});
         channels_[ch].transfers.push_back(t);
@@ -242,16 +236,15 @@ void Simulator::Build() {
       }
     }
   }
-  // Receives pair with their channel's transfers in FIFO order (verified).
-  std::vector<size_t> next_recv(channels_.size(), 0);
-  for (int32_t d = 0; d < D; ++d) {
-    for (const Op& op : s_.programs[d]) {
-      if (!ir::IsRecv(op.kind)) continue;
-      const int32_t ch = channel(op.peer, d);
-      if (next_recv[ch] == channels_[ch].transfers.size()) continue;  // no send: never completes
-      const int32_t t = channels_[ch].transfers[next_recv[ch]++];
-      transfers_[t].recv = op.id;
-      st_[op.id].link = t;
+  // Receives pair with their channel's transfers in FIFO order (verified);
+  // one without a send never completes.
+  for (size_t ch = 0; ch < pairs.size(); ++ch) {
+    const auto& recvs = pairs[ch].recvs;
+    for (size_t k = 0; k < recvs.size() && k < channels_[ch].transfers.size(); ++k) {
+      const int32_t id = s_.programs[pairs[ch].dst][recvs[k]].id;
+      const int32_t t = channels_[ch].transfers[k];
+      transfers_[t].recv = id;
+      st_[id].link = t;
     }
   }
   const auto channels = static_cast<int32_t>(channels_.size());

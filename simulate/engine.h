@@ -23,9 +23,11 @@
 #include "cost_models/comm_model.h"
 #include "ir/result.h"
 #include "ir/schedule.h"
-#include "simulate/huge_page_allocator.h"
+#include "ir/huge_page_allocator.h"
 
 namespace twinpipe::simulate {
+
+using ir::BigVector;
 
 // Index into SimCosts::compute_s for F, B, I, W, R.
 int ComputeSlot(ir::OpKind kind);

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "cost_models/comm_model.h"
+#include "ir/channels.h"
 #include "simulate/dependencies.h"
 #include "simulate/engine.h"
 
@@ -49,28 +50,16 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
   r.peak_in_flight.assign(s.num_stages, 0);
   BigVector<char> done(n, 0);
 
-  // Channels, and each receive's place in its channel.
+  // Channels, sends and receives by op id, paired in FIFO order.
+  const ir::Channels pairs(s);
   std::vector<InOrderChannel> channels;
-  std::vector<std::vector<std::pair<int32_t, int32_t>>> channel_of(D);  // per src: (dst, channel)
-  auto channel = [&](int32_t src, int32_t dst) {
-    for (auto [peer, ch] : channel_of[src]) {
-      if (peer == dst) return ch;
-    }
-    const auto ch = static_cast<int32_t>(channels.size());
-    channels.push_back(InOrderChannel{src, dst, {}});
-    channel_of[src].emplace_back(dst, ch);
-    return ch;
-  };
-  for (int32_t d = 0; d < D; ++d) {  // channels numbered by first send, as links are listed
-    for (const Op& op : s.programs[d]) {
-      if (ir::IsSend(op.kind)) channels[channel(d, op.peer)].sends.push_back(op.id);
-    }
+  channels.reserve(pairs.size());
+  for (const ir::Channel& p : pairs) {
+    InOrderChannel& ch = channels.emplace_back(InOrderChannel{p.src, p.dst, {}});
+    for (int32_t i : p.recvs) ch.recvs.push_back(s.programs[p.dst][i].id);
+    for (int32_t i : p.sends) ch.sends.push_back(s.programs[p.src][i].id);
   }
-  for (int32_t d = 0; d < D; ++d) {
-    for (const Op& op : s.programs[d]) {
-      if (ir::IsRecv(op.kind)) channels[channel(op.peer, d)].recvs.push_back(op.id);
-    }
-  }
+  auto channel = [&](int32_t src, int32_t dst) { return pairs.Find(src, dst); };
   std::vector<LinkStats> links;
   for (const auto& ch : channels) links.push_back(LinkStats{ch.src, ch.dst, 0, 0});
 

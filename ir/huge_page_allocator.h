@@ -1,7 +1,8 @@
-// An allocator for the simulator's large per-op arrays: allocations of 2 MiB
-// or more are 2 MiB-aligned and advised to use transparent huge pages, which
-// cuts TLB misses when the event loop walks many devices' ops at once (measured:
-// 1F1B at K=64, M=512 goes from 7.5 to over 10 million simulated ops/s).
+// An allocator for large per-op arrays (the dependency table, the
+// simulator's): allocations of 2 MiB or more are 2 MiB-aligned and advised
+// to use transparent huge pages, which cuts TLB misses when the event loop
+// walks many devices' ops at once (measured: 1F1B at K=64, M=512 goes from
+// 7.5 to over 10 million simulated ops/s).
 //
 //   std::vector<int32_t, HugePageAllocator<int32_t>> v(n);
 #pragma once
@@ -15,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace twinpipe::simulate {
+namespace twinpipe::ir {
 
 template <typename T>
 struct HugePageAllocator {
@@ -65,4 +66,4 @@ struct HugePageAllocator {
 template <typename T>
 using BigVector = std::vector<T, HugePageAllocator<T>>;
 
-}  // namespace twinpipe::simulate
+}  // namespace twinpipe::ir
