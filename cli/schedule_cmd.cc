@@ -11,9 +11,9 @@
 #include "ir/builders.h"
 #include "ir/json_format.h"
 #include "ir/passes.h"
+#include "ir/pipeline.h"
 #include "ir/text_format.h"
 #include "ir/torch_csv.h"
-#include "ir/verifier.h"
 #include "partition/pipeline_plan.h"
 #include "simulate/costs.h"
 #include "cost_models/config.h"
@@ -85,20 +85,12 @@ int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
     }
     s = std::move(*built);
     s.replicas = o.replicas;
-    ir::InsertRecompute(s, *mode);
     const std::vector<int64_t> boundary(std::max(0, s.num_stages - 1), o.activation_bytes);
-    if (auto ok = ir::InsertComm(s, ir::CommBytes{boundary, boundary}); !ok) {
-      fmt::print(stderr, "twinpipe schedule: {}\n", ok.error().message);
-      return kExitRuntime;
-    }
-    ir::InsertAllReduce(s, {});
-    if (auto diagnostics = ir::Verify(s); !diagnostics.empty()) {
-      // A builder bug, not bad input: say so with the first diagnostics.
-      fmt::print(stderr, "twinpipe schedule: internal error: the built schedule does not verify:\n");
-      for (size_t i = 0; i < std::min<size_t>(diagnostics.size(), 20); ++i) {
-        fmt::print(stderr, "  {}\n", ir::FormatDiagnostic(s, diagnostics[i]));
-      }
-      return kExitRuntime;
+    if (auto ok = ir::CompletePipeline(s, {.recompute = *mode, .comm = {boundary, boundary},
+                                            .what = fmt::format("the built {} schedule", o.schedule)});
+        !ok) {
+      fmt::print(stderr, "twinpipe schedule: internal error: {}\n", ok.error().message);
+      return ExitCodeOf(ok.error());
     }
   }
   std::string text;

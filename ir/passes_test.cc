@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "ir/builders.h"
+#include "ir/pipeline.h"
 #include "ir/text_format.h"
 #include "ir/verifier.h"
 
@@ -93,6 +94,37 @@ TEST(InsertAllReduce, AfterTheLastBackwardOfEachStage) {
   EXPECT_EQ(Line(s, 0), "0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1 0ALLREDUCE@400 STEP");
   EXPECT_EQ(Line(s, 1), "1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1 1ALLREDUCE@500 STEP");
   EXPECT_TRUE(Verify(s).empty());
+}
+
+
+// The one pipeline: the passes in order, then the verifier. Its result is
+// the passes run by hand, and a shape the passes cannot make right (here a
+// forward dropped from the builder's output) is a runtime error naming it.
+TEST(CompletePipeline, IsThePassesThenTheVerifier) {
+  Schedule by_hand = Build1F1B(3, 4);
+  by_hand.replicas = 2;
+  InsertRecompute(by_hand, RecomputeMode::kFull);
+  ASSERT_TRUE(InsertComm(by_hand, {{10, 20}, {30, 40}}));
+  InsertAllReduce(by_hand, {1, 2, 3});
+  Schedule s = Build1F1B(3, 4);
+  s.replicas = 2;
+  ASSERT_TRUE(CompletePipeline(s, {.recompute = RecomputeMode::kFull,
+                                   .comm = {{10, 20}, {30, 40}},
+                                   .gradient_bytes = {1, 2, 3}}));
+  EXPECT_EQ(PrintText(s), PrintText(by_hand));
+
+  Schedule broken = Build1F1B(2, 2);
+  broken.programs[1].erase(broken.programs[1].begin());  // 1F0
+  Renumber(broken);
+  auto r = CompletePipeline(broken, {.what = "the test's schedule"});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, ErrorKind::kRuntime);
+  EXPECT_NE(r.error().message.find("the test's schedule does not verify:\n  "), std::string::npos) << r.error().message;
+  // Read from a file, the same verdict is the user's input: bad input.
+  auto read = VerifyOrFail(broken, "s.txt");
+  ASSERT_FALSE(read);
+  EXPECT_EQ(read.error().kind, ErrorKind::kBadInput);
+  EXPECT_EQ(read.error().message.rfind("s.txt does not verify:", 0), 0u) << read.error().message;
 }
 
 }  // namespace

@@ -4,38 +4,40 @@
 
 #include "ir/builders.h"
 #include "ir/passes.h"
+#include "ir/pipeline.h"
 #include "cost_models/memory_model.h"
-#include "ir/verifier.h"
 
 namespace twinpipe::partition {
 namespace {
 
-// Per stage boundary: activation bytes per micro-batch; per stage: gradient bytes.
+// Per stage boundary, the bytes a micro-batch sends each way; per stage,
+// its gradients' bytes.
+ir::PipelineOptions Bytes(const PartitionReport& r, int dtype_bytes) {
+  ir::PipelineOptions o;
+  for (size_t b = 0; b + 1 < r.cells.size(); ++b) {
+    o.comm.activation.push_back(static_cast<int64_t>(r.cells[b].boundary_bytes));
+  }
+  o.comm.gradient = o.comm.activation;
+  for (const auto& cell : r.cells) o.gradient_bytes.push_back(static_cast<int64_t>(cell.params * dtype_bytes));
+  return o;
+}
+
+// A schedule read from a file: the comm and all-reduce ops whose bytes are
+// unknown (0) get those Bytes gives.
 void FillBytes(ir::Schedule& s, const PartitionReport& r, int dtype_bytes) {
+  const ir::PipelineOptions known = Bytes(r, dtype_bytes);
   for (auto& program : s.programs) {
     for (ir::Op& op : program) {
       if (op.bytes != 0) continue;
-      if (op.kind == ir::OpKind::kSendF || op.kind == ir::OpKind::kRecvF) {
-        const int boundary = op.kind == ir::OpKind::kSendF ? op.stage : op.stage - 1;
-        op.bytes = static_cast<int64_t>(r.cells[boundary].boundary_bytes);
-      } else if (op.kind == ir::OpKind::kSendB || op.kind == ir::OpKind::kRecvB) {
-        const int boundary = op.kind == ir::OpKind::kSendB ? op.stage - 1 : op.stage;
-        op.bytes = static_cast<int64_t>(r.cells[boundary].boundary_bytes);
+      if (op.kind == ir::OpKind::kSendF || op.kind == ir::OpKind::kRecvB) {
+        op.bytes = known.comm.activation[op.stage];
+      } else if (op.kind == ir::OpKind::kRecvF || op.kind == ir::OpKind::kSendB) {
+        op.bytes = known.comm.activation[op.stage - 1];
       } else if (op.kind == ir::OpKind::kAllReduce) {
-        op.bytes = static_cast<int64_t>(r.cells[op.stage].params * dtype_bytes);
+        op.bytes = known.gradient_bytes[op.stage];
       }
     }
   }
-}
-
-Result<void> Check(const ir::Schedule& s, const std::string& what) {
-  auto diagnostics = ir::Verify(s);
-  if (diagnostics.empty()) return {};
-  std::string all;
-  for (size_t i = 0; i < std::min<size_t>(diagnostics.size(), 20); ++i) {
-    all += "\n  " + ir::FormatDiagnostic(s, diagnostics[i]);
-  }
-  return Fail(fmt::format("{} does not verify:{}", what, all));
 }
 
 }  // namespace
@@ -91,16 +93,12 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
     s = std::move(*scheduled);
     s.replicas = config.Replicas();
   }
-  ir::InsertRecompute(s, recompute);
-  if (auto ok = ir::InsertComm(s, {}); !ok) return tl::unexpected(ok.error());
-  ir::InsertAllReduce(s, {});
-  Plan plan{std::move(*report), std::move(s)};
-  FillBytes(plan.schedule, plan.partition, cost::DtypeBytes(config.model.dtype));
-  if (!o.verify) return plan;
-  if (auto ok = Check(plan.schedule, fmt::format("the {} schedule built for {}", name, config.source)); !ok) {
-    return FailRuntime(ok.error().message);  // a builder bug, not the user's input
-  }
-  return plan;
+  ir::PipelineOptions pipeline = Bytes(*report, cost::DtypeBytes(config.model.dtype));
+  pipeline.recompute = recompute;
+  pipeline.verify = o.verify;
+  pipeline.what = fmt::format("the {} schedule built for {}", name, config.source);
+  if (auto ok = ir::CompletePipeline(s, pipeline); !ok) return tl::unexpected(ok.error());
+  return Plan{std::move(*report), std::move(s)};
 }
 
 Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const ir::Schedule& schedule,
@@ -144,7 +142,7 @@ Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule, 
   // Verified before anything reads it: the partition indexes by its stages
   // and placement. Filling unknown bytes afterwards keeps it verified (a
   // send and its receive are both unknown, or the verifier compared them).
-  if (auto ok = Check(schedule, std::string(source)); !ok) return tl::unexpected(ok.error());
+  if (auto ok = ir::VerifyOrFail(schedule, source); !ok) return tl::unexpected(ok.error());
   auto report = PartitionForSchedule(config, schedule, cost::InFlightPerStage(schedule));
   if (!report) return tl::unexpected(report.error());
   Plan plan{std::move(*report), std::move(schedule)};
