@@ -5,11 +5,9 @@ namespace twinpipe::ir {
 Channels::Channels(const Schedule& s) : of_(s.programs.size()) {
   for (int32_t pass = 0; pass < 2; ++pass) {
     for (int32_t d = 0; d < static_cast<int32_t>(s.programs.size()); ++d) {
-      const auto& program = s.programs[d];
-      for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
-        const Op& op = program[i];
-        if (pass == 0 && IsSend(op.kind)) channels_[Add(d, op.peer)].sends.push_back(i);
-        if (pass == 1 && IsRecv(op.kind)) channels_[Add(op.peer, d)].recvs.push_back(i);
+      for (const Op& op : s.programs[d]) {
+        if (pass == 0 && IsSend(op.kind)) channels_[Add(d, op.peer)].sends.push_back(op.id);
+        if (pass == 1 && IsRecv(op.kind)) channels_[Add(op.peer, d)].recvs.push_back(op.id);
       }
     }
   }

@@ -5,6 +5,8 @@
 // NCCL's per-peer FIFO, which the verifier checks and the engines rely on.
 // Channels are numbered by first send, device by device, then pairs that
 // only receive, the same way (the order the simulator lists links in).
+// Ops are named by id: the schedule's ids must be canonical (the verifier
+// checks that before it builds this).
 //
 //   Channels ch(schedule);
 //   for (const Channel& c : ch) ... c.sends[k] pairs with c.recvs[k] ...
@@ -21,13 +23,13 @@ namespace twinpipe::ir {
 
 struct Channel {
   int32_t src = 0, dst = 0;
-  std::vector<int32_t> sends;  // positions in programs[src], ascending
-  std::vector<int32_t> recvs;  // positions in programs[dst], ascending
+  std::vector<int32_t> sends;  // op ids on src, ascending (program order)
+  std::vector<int32_t> recvs;  // op ids on dst, ascending
 };
 
 class Channels {
  public:
-  // Peers must be in range (the verifier checks them before building this).
+  // Peers in range and ids canonical (the verifier checks both first).
   explicit Channels(const Schedule& s);
 
   int32_t Find(int32_t src, int32_t dst) const;

@@ -385,20 +385,22 @@ class Checker {
   // A receive pairs with its channel's next send in FIFO order.
   void CheckFifoMatch(const Channel& c, ChannelRun& run, int32_t recv_position) {
     const int32_t k = run.received;
-    const Op& send = s_.programs[c.src][c.sends[k]];
+    // Ids are canonical here: a device's ops are numbered from its first.
+    const int32_t send_position = c.sends[k] - s_.programs[c.src].front().id;
+    const Op& send = s_.programs[c.src][send_position];
     const Op& recv = s_.programs[c.dst][recv_position];
     if (!Matches(send, recv)) {
       if (!run.reported) {
         Report(c.dst, recv_position,
                fmt::format("receives from device {} out of order: this is receive #{} from it, "
                            "but device {}'s send #{} to device {} is {}",
-                           c.src, k, c.src, k, c.dst, Describe(Where{c.src, c.sends[k]})));
+                           c.src, k, c.src, k, c.dst, Describe(Where{c.src, send_position})));
       }
       run.reported = true;
     } else if (send.bytes != recv.bytes) {
       Report(c.dst, recv_position,
              fmt::format("bytes mismatch: receives {} bytes but {} sends {}", recv.bytes,
-                         Describe(Where{c.src, c.sends[k]}), send.bytes));
+                         Describe(Where{c.src, send_position}), send.bytes));
     }
   }
 

@@ -241,7 +241,7 @@ void Simulator::Build() {
   for (size_t ch = 0; ch < pairs.size(); ++ch) {
     const auto& recvs = pairs[ch].recvs;
     for (size_t k = 0; k < recvs.size() && k < channels_[ch].transfers.size(); ++k) {
-      const int32_t id = s_.programs[pairs[ch].dst][recvs[k]].id;
+      const int32_t id = recvs[k];
       const int32_t t = channels_[ch].transfers[k];
       transfers_[t].recv = id;
       st_[id].link = t;

@@ -26,9 +26,7 @@ using ir::OpKind;
 using MemoryEvent = int32_t;
 
 struct InOrderChannel {
-  int32_t src, dst;
-  std::vector<int32_t> recvs;  // in the receiver's program order (ascending ids)
-  std::vector<int32_t> sends;  // in the sender's program order: sends[k] pairs with recvs[k]
+  const ir::Channel* pair;  // src, dst; sends[k] pairs with recvs[k]
   size_t next = 0;
   double free = 0;
   int32_t prev_send = -1;
@@ -50,18 +48,14 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
   r.peak_in_flight.assign(s.num_stages, 0);
   BigVector<char> done(n, 0);
 
-  // Channels, sends and receives by op id, paired in FIFO order.
+  // Channels: sends and receives paired in FIFO order.
   const ir::Channels pairs(s);
   std::vector<InOrderChannel> channels;
   channels.reserve(pairs.size());
-  for (const ir::Channel& p : pairs) {
-    InOrderChannel& ch = channels.emplace_back(InOrderChannel{p.src, p.dst, {}});
-    for (int32_t i : p.recvs) ch.recvs.push_back(s.programs[p.dst][i].id);
-    for (int32_t i : p.sends) ch.sends.push_back(s.programs[p.src][i].id);
-  }
+  for (const ir::Channel& p : pairs) channels.push_back(InOrderChannel{&p});
   auto channel = [&](int32_t src, int32_t dst) { return pairs.Find(src, dst); };
   std::vector<LinkStats> links;
-  for (const auto& ch : channels) links.push_back(LinkStats{ch.src, ch.dst, 0, 0});
+  for (const auto& ch : channels) links.push_back(LinkStats{ch.pair->src, ch.pair->dst, 0, 0});
 
   std::vector<size_t> pc(D, 0);
   std::vector<double> compute_free(D, 0), allreduce_free(D, 0);
@@ -151,11 +145,11 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
         InOrderChannel& ch = channels[channel(d, op.peer)];
         const double start = start_after(id, serial ? std::max(ch.free, compute_free[d]) : ch.free, ch.prev_send, who,
                                          inputs_done);
-        if (!inputs_done || ch.next == ch.recvs.size()) {  // no receive will ever take it
+        if (!inputs_done || ch.next == ch.pair->recvs.size()) {  // no receive will ever take it
           blocked[d] = 1;
           break;
         }
-        const int32_t recv = ch.recvs[ch.next++];
+        const int32_t recv = ch.pair->recvs[ch.next++];
         const double end = start + c.TransferSeconds(d, op.peer, static_cast<double>(op.bytes));
         r.start_s[id] = r.start_s[recv] = start;
         r.end_s[id] = r.end_s[recv] = end;
@@ -173,9 +167,9 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
         LinkStats& link = links[&ch - channels.data()];
         link.bytes += op.bytes;
         link.busy_s += end - start;
-        if (blocked[ch.dst]) {
-          blocked[ch.dst] = 0;
-          ready.push_back(ch.dst);
+        if (blocked[ch.pair->dst]) {
+          blocked[ch.pair->dst] = 0;
+          ready.push_back(ch.pair->dst);
         }
       }
     }
@@ -214,7 +208,7 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
     // Stream 0: the compute engine's changes; then each incoming channel's.
     std::vector<const std::vector<int32_t>*> streams = {&compute_memory[d]};
     for (const auto& ch : channels) {
-      if (ch.dst == d) streams.push_back(&ch.allocations);
+      if (ch.pair->dst == d) streams.push_back(&ch.allocations);
     }
     auto change = [&](size_t k, size_t i) {
       return k == 0 ? compute_change((*streams[0])[i]) : allocation((*streams[k])[i]);
@@ -274,8 +268,8 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
   };
   auto send_of = [&](int32_t recv) {  // a receive's transfer is its send's
     const InOrderChannel& ch = channels[channel(deps.op(recv).peer, deps.op(recv).device)];
-    const auto k = std::lower_bound(ch.recvs.begin(), ch.recvs.end(), recv) - ch.recvs.begin();
-    return k < static_cast<ptrdiff_t>(ch.sends.size()) ? ch.sends[k] : -1;
+    const auto k = std::lower_bound(ch.pair->recvs.begin(), ch.pair->recvs.end(), recv) - ch.pair->recvs.begin();
+    return k < static_cast<ptrdiff_t>(ch.pair->sends.size()) ? ch.pair->sends[k] : -1;
   };
   for (int32_t op = last_op; op >= 0;) {
     r.critical_path.push_back(op);
