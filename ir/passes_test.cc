@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "ir/builders.h"
+#include "ir/channels.h"
 #include "ir/pipeline.h"
 #include "ir/text_format.h"
 #include "ir/verifier.h"
@@ -125,6 +126,43 @@ TEST(CompletePipeline, IsThePassesThenTheVerifier) {
   ASSERT_FALSE(read);
   EXPECT_EQ(read.error().kind, ErrorKind::kBadInput);
   EXPECT_EQ(read.error().message.rfind("s.txt does not verify:", 0), 0u) << read.error().message;
+}
+
+
+// Channels pair the k-th send with the k-th receive per device pair, and are
+// numbered by first send, device by device; a pair that only receives (a
+// schedule the verifier would refuse) comes after them.
+TEST(Channels, NumberedByFirstSendThenReceiveOnly) {
+  Schedule s = Build1F1B(3, 2);
+  ASSERT_TRUE(InsertComm(s, {}));
+  const Channels ch(s);
+  ASSERT_EQ(ch.size(), 4u);
+  const std::vector<std::pair<int32_t, int32_t>> order{{0, 1}, {1, 2}, {1, 0}, {2, 1}};
+  for (size_t i = 0; i < order.size(); ++i) {
+    EXPECT_EQ(std::make_pair(ch[i].src, ch[i].dst), order[i]) << i;
+    EXPECT_EQ(ch.Find(order[i].first, order[i].second), static_cast<int32_t>(i));
+    ASSERT_EQ(ch[i].sends.size(), 2u);
+    ASSERT_EQ(ch[i].recvs.size(), 2u);
+    // Paired in FIFO order: micro-batch 0, then 1, each side.
+    std::vector<const Op*> ops(s.NumOps());
+    for (const auto& program : s.programs) {
+      for (const Op& op : program) ops[op.id] = &op;
+    }
+    for (size_t k = 0; k < 2; ++k) {
+      EXPECT_EQ(ops[ch[i].sends[k]]->micro_batch, static_cast<int32_t>(k));
+      EXPECT_EQ(ops[ch[i].recvs[k]]->micro_batch, static_cast<int32_t>(k));
+    }
+  }
+  EXPECT_EQ(ch.Find(0, 2), -1);
+  // Device 2's sends to device 1 dropped: (2, 1) only receives now.
+  for (auto& op : s.programs[2]) {
+    if (op.kind == OpKind::kSendB) op.kind = OpKind::kBackwardWeight;  // any non-comm kind
+  }
+  const Channels after(s);
+  ASSERT_EQ(after.size(), 4u);
+  EXPECT_EQ(after[3].src, 2);
+  EXPECT_TRUE(after[3].sends.empty());
+  EXPECT_EQ(after[3].recvs.size(), 2u);
 }
 
 }  // namespace
