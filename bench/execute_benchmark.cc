@@ -7,6 +7,7 @@
 
 #include "cli/process.h"
 #include "execute/runtime.h"
+#include "partition/pipeline_plan.h"
 
 namespace {
 

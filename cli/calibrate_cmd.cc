@@ -88,7 +88,7 @@ int Run(const CalibrateOptions& o) {
   }
   // A config (and its plan) per distinct --config, each with its traces.
   std::vector<cost::Config> configs;
-  std::vector<partition::Plan> plans;
+  std::vector<cost::Plan> plans;
   std::vector<std::vector<traces::Trace>> traces;
   std::vector<std::string> seen;
   configs.reserve(o.configs.size());

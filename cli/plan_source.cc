@@ -32,7 +32,7 @@ CLI::Validator BytesValidator() {
       "BYTES");
 }
 
-Result<partition::Plan> MakePlan(const cost::Config& config, const PlanSource& s, const simulate::Calibration* cal) {
+Result<cost::Plan> MakePlan(const cost::Config& config, const PlanSource& s, const simulate::Calibration* cal) {
   if (!s.schedule_file.empty()) {
     auto loaded = LoadSchedule(s.schedule_file, s.format, s.dialect);
     if (!loaded) return tl::unexpected(loaded.error());
@@ -47,7 +47,12 @@ Result<partition::Plan> MakePlan(const cost::Config& config, const PlanSource& s
 Result<std::vector<simulate::Run>> LoadRuns(const std::string& path) {
   auto text = ReadFile(path);
   if (!text) return tl::unexpected(text.error());
-  return simulate::ReadRuns(*text, path);
+  // A run's auto schedule is the one its config's catalogue costs give.
+  return simulate::ReadRuns(*text, path, [](const cost::Config& config) {
+    partition::PlanOverrides overrides;
+    overrides.build_auto = simulate::AutoScheduler(nullptr, 0);
+    return partition::PlanFromConfig(config, overrides);
+  });
 }
 
 Result<std::optional<simulate::Calibration>> LoadCalibration(const std::string& path, const cost::Config& config) {

@@ -2,7 +2,7 @@
 // config's model and cluster, or the config's own pipeline with overrides.
 //
 //   PlanSource src{.schedule_file = "pipe.csv"};
-//   Result<partition::Plan> plan = MakePlan(config, src);
+//   Result<cost::Plan> plan = MakePlan(config, src);
 #pragma once
 
 #include <optional>
@@ -37,7 +37,7 @@ CLI::Validator BytesValidator();
 // Bad files and configs are bad input; a builder failure or a model that
 // does not fit in memory is a runtime error.
 // The auto schedule plans with `calibration`'s costs when one is given.
-Result<partition::Plan> MakePlan(const cost::Config& config, const PlanSource& source,
+Result<cost::Plan> MakePlan(const cost::Config& config, const PlanSource& source,
                                  const simulate::Calibration* calibration = nullptr);
 
 // A calibration file for the config (`--calibration` of simulate and

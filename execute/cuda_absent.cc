@@ -4,7 +4,7 @@
 
 namespace twinpipe::execute {
 
-Result<ExecuteResult> ExecuteCuda(const cost::Config&, const partition::Plan&, const ExecuteOptions&) {
+Result<ExecuteResult> ExecuteCuda(const cost::Config&, const cost::Plan&, const ExecuteOptions&) {
   return FailRuntime("this twinpipe was built without the CUDA backend (nvcc, cuBLAS or NCCL were not found when "
                      "it was configured, or it is a sanitizer build); run with --backend cpu");
 }

@@ -33,7 +33,7 @@ class CpuBackend {
   using Saved = execute::Saved;
   using Param = execute::Param;
 
-  CpuBackend(const cost::Config& c, const partition::Plan& plan, const ExecuteOptions& o)
+  CpuBackend(const cost::Config& c, const cost::Plan& plan, const ExecuteOptions& o)
       : c_(c), plan_(plan), s_(plan.schedule), o_(o), task_(c),
         optimizer_{c.training.optimizer, c.training.learning_rate, c.training.momentum} {
     UseOneBlasThread();
@@ -185,7 +185,7 @@ class CpuBackend {
   }
 
   const cost::Config& c_;
-  const partition::Plan& plan_;
+  const cost::Plan& plan_;
   const ir::Schedule& s_;
   const ExecuteOptions& o_;
   SyntheticTask task_;
@@ -263,7 +263,7 @@ void GatherStepAcrossRanks(const ir::Schedule& s, int rank, std::vector<double>&
   }
 }
 
-Result<ExecuteResult> ExecuteCpu(const cost::Config& config, const partition::Plan& plan, const ExecuteOptions& options) {
+Result<ExecuteResult> ExecuteCpu(const cost::Config& config, const cost::Plan& plan, const ExecuteOptions& options) {
   if (auto ok = CheckExecutable(config); !ok) return tl::unexpected(ok.error());
   CpuBackend backend(config, plan, options);
   Walker<CpuBackend> walker(backend, config, plan, options, "execute:cpu");

@@ -17,7 +17,7 @@
 #include "cost_models/config.h"
 #include "execute/options.h"
 #include "ir/result.h"
-#include "partition/pipeline_plan.h"
+#include "cost_models/plan.h"
 #include "traces/trace.h"
 
 namespace twinpipe::execute {
@@ -59,13 +59,13 @@ struct ExecuteResult {
 // The schedule is run as given (the CLI verifies it first). Errors: bad
 // input (a model or schedule the backend cannot run) or runtime (a receive
 // timed out, a worker failed), naming the op.
-Result<ExecuteResult> ExecuteCpu(const cost::Config& config, const partition::Plan& plan,
+Result<ExecuteResult> ExecuteCpu(const cost::Config& config, const cost::Plan& plan,
                                  const ExecuteOptions& options);
 
 // The CUDA backend (execute/cuda/): the same schedule on GPUs, device d on
 // GPU d mod the GPUs there are (under MPI, the rank's local GPU). Runtime
 // error when this twinpipe was built without CUDA or no GPU is present.
-Result<ExecuteResult> ExecuteCuda(const cost::Config& config, const partition::Plan& plan,
+Result<ExecuteResult> ExecuteCuda(const cost::Config& config, const cost::Plan& plan,
                                   const ExecuteOptions& options);
 
 // What both backends share (see walker.h for the walk itself).

@@ -1,3 +1,4 @@
+#include "partition/pipeline_plan.h"
 #include "execute/runtime.h"
 
 #include <gtest/gtest.h>
@@ -104,7 +105,7 @@ TEST(Execute, AutoScheduleTrainsToTheUnpartitionedWeights) {
         ASSERT_TRUE(ir::InsertComm(*random, {}));
         auto random_plan = partition::PlanForSchedule(c, std::move(*random));
         ASSERT_TRUE(random_plan) << random_plan.error().message;
-        for (const partition::Plan* run : {&*plan, &*random_plan}) {
+        for (const cost::Plan* run : {&*plan, &*random_plan}) {
           auto r = ExecuteCpu(c, *run, {3, 10});
           ASSERT_TRUE(r) << r.error().message;
           EXPECT_LE(WorstDifference(*r, reference), 1e-5);

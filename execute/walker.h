@@ -71,7 +71,7 @@
 #include "execute/sync.h"
 #include "execute/transport.h"
 #include "ir/dependencies.h"
-#include "partition/pipeline_plan.h"
+#include "cost_models/plan.h"
 
 namespace twinpipe::execute {
 
@@ -105,7 +105,7 @@ class Walker {
   using Param = typename B::Param;
   using Clock = std::chrono::steady_clock;
 
-  Walker(B& backend, const cost::Config& config, const partition::Plan& plan, const ExecuteOptions& options,
+  Walker(B& backend, const cost::Config& config, const cost::Plan& plan, const ExecuteOptions& options,
          std::string source)
       : b_(backend), c_(config), plan_(plan), s_(plan.schedule), o_(options), source_(std::move(source)),
         D_(s_.num_devices), R_(std::max(1, s_.replicas)), task_(GlobalConfig(config, R_)) {}
@@ -151,7 +151,7 @@ class Walker {
 
   B& b_;
   const cost::Config& c_;
-  const partition::Plan& plan_;
+  const cost::Plan& plan_;
   const ir::Schedule& s_;
   ExecuteOptions o_;
   std::string source_;

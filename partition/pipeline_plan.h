@@ -18,10 +18,7 @@
 
 namespace twinpipe::partition {
 
-struct Plan {
-  PartitionReport partition;
-  ir::Schedule schedule;
-};
+using cost::Plan;  // cost_models/plan.h: what simulate and execute take
 
 // Overrides of the config's pipeline section (empty: the config's own).
 struct PlanOverrides {

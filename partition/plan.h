@@ -11,29 +11,15 @@
 #include <vector>
 
 #include "cost_models/config.h"
+#include "cost_models/plan.h"
 #include "ir/result.h"
 #include "partition/partitioner.h"
 
 namespace twinpipe::partition {
 
-struct CellReport {
-  int first_layer = 0;        // 0-based, inclusive
-  int last_layer = 0;         // 0-based, inclusive
-  int device = 0;
-  double cost = 0;            // what was balanced: the user's costs, or time_s
-  double time_s = 0;          // per micro-batch: F + B (+ R) and the outgoing transfers
-  double params = 0;
-  double peak_memory_bytes = 0;
-  double boundary_bytes = 0;  // activation bytes per micro-batch to the next cell
-};
-
-struct PartitionReport {
-  std::string algorithm;
-  bool user_costs = false;    // every layer had a cost (c_i) and those were balanced
-  std::vector<CellReport> cells;
-  double bottleneck_s = 0;    // slowest cell's time_s
-  double imbalance = 0;       // slowest / mean cell time
-};
+// The report types live with the plan that simulate and execute take.
+using cost::CellReport;
+using cost::PartitionReport;
 
 // The partitioning problem of a config (one cell per stage of the first
 // pipeline replica).

@@ -61,7 +61,7 @@ using PlanKey = std::tuple<int, int, int, std::string, int, int, int, bool, std:
 // A partition and the costs of the plans it makes (which read only the
 // cells and the placement), shared by the points whose cut cannot differ.
 struct Cut {
-  partition::PartitionReport report;
+  cost::PartitionReport report;
   simulate::SimCosts costs;
 };
 // What a cut depends on: tensor and sequence parallelism, recompute, the
@@ -177,7 +177,7 @@ struct Searcher {
       auto report = partition::PartitionForSchedule(work, s, shape.in_flight);
       if (report) {
         // The costs need the placement only: a shape without programs.
-        partition::Plan shape_only{std::move(*report), ir::Schedule{s.num_stages, s.num_micro_batches, s.num_devices,
+        cost::Plan shape_only{std::move(*report), ir::Schedule{s.num_stages, s.num_micro_batches, s.num_devices,
                                                                     c.replicas, s.placement, {}}};
         simulate::SimCosts costs = simulate::CostsFromPlan(work, shape_only, calibration);
         it->second = Cut{std::move(shape_only.partition), std::move(costs)};

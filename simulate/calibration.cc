@@ -89,7 +89,7 @@ double CalibratedOpTime(const cost::Config& c, const Calibration* cal, int first
   return fit ? t + fit->overhead_s : t;
 }
 
-Result<Calibration> FitCalibration(const cost::Config& c, const partition::Plan& plan,
+Result<Calibration> FitCalibration(const cost::Config& c, const cost::Plan& plan,
                                    const std::vector<traces::Trace>& measured) {
   return FitCalibration({MeasuredRuns{&c, &plan, measured}});
 }

@@ -16,7 +16,7 @@
 
 #include "cost_models/config.h"
 #include "ir/result.h"
-#include "partition/pipeline_plan.h"
+#include "cost_models/plan.h"
 #include "traces/trace.h"
 
 namespace twinpipe::simulate {
@@ -54,13 +54,13 @@ cost::Config WithProfile(const cost::Config& config, const Calibration& calibrat
 // Traces measured with one config's plan.
 struct MeasuredRuns {
   const cost::Config* config = nullptr;
-  const partition::Plan* plan = nullptr;
+  const cost::Plan* plan = nullptr;
   std::vector<traces::Trace> traces;
 };
 
 // Fits from traces measured with `plan` (every trace must be of its stages
 // and micro-batches). Fails (bad input) when a trace does not fit the plan.
-Result<Calibration> FitCalibration(const cost::Config& config, const partition::Plan& plan,
+Result<Calibration> FitCalibration(const cost::Config& config, const cost::Plan& plan,
                                    const std::vector<traces::Trace>& measured);
 // Fits one calibration to runs of several configs of one device kind (bad
 // input otherwise). Runs of different micro-batch sizes tell a fixed cost

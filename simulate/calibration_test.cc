@@ -1,3 +1,4 @@
+#include "partition/pipeline_plan.h"
 #include "simulate/calibration.h"
 
 #include <gtest/gtest.h>
@@ -95,7 +96,7 @@ TEST(Calibration, RunsOfTwoMicroBatchSizesSeparateOverheadFromScale) {
     for (const char* layer : {"linear", "residual_block", "head"}) fit.scale[layer] = 2.5;
     truth.compute[kind] = fit;
   }
-  auto measure = [&](const cost::Config& c, partition::Plan& plan) {
+  auto measure = [&](const cost::Config& c, cost::Plan& plan) {
     auto p = partition::PlanFromConfig(c);
     EXPECT_TRUE(p);
     plan = std::move(*p);
@@ -103,7 +104,7 @@ TEST(Calibration, RunsOfTwoMicroBatchSizesSeparateOverheadFromScale) {
     EXPECT_TRUE(r);
     return ToTrace(plan.schedule, *r, "execute:cpu");
   };
-  partition::Plan p4, p16;
+  cost::Plan p4, p16;
   const traces::Trace t4 = measure(c4, p4), t16 = measure(c16, p16);
   auto both = FitCalibration({MeasuredRuns{&c4, &p4, {t4}}, MeasuredRuns{&c16, &p16, {t16}}});
   ASSERT_TRUE(both) << both.error().message;

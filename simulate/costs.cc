@@ -12,7 +12,7 @@
 
 namespace twinpipe::simulate {
 
-SimCosts CostsFromPlan(const cost::Config& config, const partition::Plan& plan, const Calibration* cal) {
+SimCosts CostsFromPlan(const cost::Config& config, const cost::Plan& plan, const Calibration* cal) {
   // A fitted device profile replaces the catalogue's figures.
   std::optional<cost::Config> profiled;
   if (cal && cal->profile) profiled = WithProfile(config, *cal);
@@ -85,7 +85,7 @@ SimCosts CostsFromPlan(const cost::Config& config, const partition::Plan& plan, 
   return costs;
 }
 
-ir::AutoProblem AutoProblemFor(const cost::Config& config, const partition::Plan& skeleton, const Calibration* cal,
+ir::AutoProblem AutoProblemFor(const cost::Config& config, const cost::Plan& skeleton, const Calibration* cal,
                                double memory_cap_bytes) {
   const SimCosts c = CostsFromPlan(config, skeleton, cal);
   const ir::Schedule& s = skeleton.schedule;
@@ -113,9 +113,9 @@ ir::AutoProblem AutoProblemFor(const cost::Config& config, const partition::Plan
   return p;
 }
 
-std::function<Result<ir::Schedule>(const cost::Config&, const partition::Plan&)> AutoScheduler(
+std::function<Result<ir::Schedule>(const cost::Config&, const cost::Plan&)> AutoScheduler(
     const Calibration* cal, double memory_cap_bytes) {
-  return [cal, memory_cap_bytes](const cost::Config& config, const partition::Plan& skeleton) -> Result<ir::Schedule> {
+  return [cal, memory_cap_bytes](const cost::Config& config, const cost::Plan& skeleton) -> Result<ir::Schedule> {
     const double cap = memory_cap_bytes > 0 ? memory_cap_bytes : config.pipeline.memory_cap;
     auto s = ir::BuildAuto(AutoProblemFor(config, skeleton, cal, cap));
     if (!s) return FailRuntime(fmt::format("{}: the auto schedule: {}", config.source, s.error().message));

@@ -11,25 +11,25 @@
 
 #include "cost_models/config.h"
 #include "ir/builders.h"
-#include "partition/pipeline_plan.h"
+#include "cost_models/plan.h"
 #include "simulate/calibration.h"
 #include "simulate/engine.h"
 
 namespace twinpipe::simulate {
 
 // With a calibration, its fitted coefficients replace the catalogue's.
-SimCosts CostsFromPlan(const cost::Config& config, const partition::Plan& plan, const Calibration* calibration = nullptr);
+SimCosts CostsFromPlan(const cost::Config& config, const cost::Plan& plan, const Calibration* calibration = nullptr);
 
 // The `auto` schedule's problem for a skeleton plan (one stage per device):
 // its op times and activation memory from CostsFromPlan, transfers on their
 // links, and per stage the memory cap (at most the device's own; 0: that) less its
 // parameters, optimizer state and two received boundaries.
-ir::AutoProblem AutoProblemFor(const cost::Config& config, const partition::Plan& skeleton,
+ir::AutoProblem AutoProblemFor(const cost::Config& config, const cost::Plan& skeleton,
                                const Calibration* calibration, double memory_cap_bytes);
 
 // partition::PlanOverrides::build_auto with this cost model, planning to
 // `memory_cap_bytes` (0: the config's /pipeline/memory_cap, or the devices').
-std::function<Result<ir::Schedule>(const cost::Config&, const partition::Plan&)> AutoScheduler(
+std::function<Result<ir::Schedule>(const cost::Config&, const cost::Plan&)> AutoScheduler(
     const Calibration* calibration, double memory_cap_bytes);
 
 struct MemoryOverflow {

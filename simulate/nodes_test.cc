@@ -17,7 +17,7 @@ namespace {
 
 struct Placed {
   SimCosts costs;
-  partition::Plan plan;
+  cost::Plan plan;
   SimResult result;
 };
 

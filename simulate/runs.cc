@@ -83,7 +83,7 @@ Calibration ProfileCalibration(const std::string& device, double gemm, double ba
 
 }  // namespace
 
-Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source) {
+Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source, const Planner& planner) {
   using nlohmann::json;
   std::vector<Run> runs;
   size_t start = 0;
@@ -112,10 +112,7 @@ Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source
     // The loader's messages name "<file>:<line> /config" and the path inside.
     auto config = cost::LoadConfig(c->dump(), where + ": /config");
     if (!config) return tl::unexpected(config.error());
-    // A run's auto schedule is the one its config's catalogue costs give.
-    partition::PlanOverrides overrides;
-    overrides.build_auto = AutoScheduler(nullptr, 0);
-    auto plan = partition::PlanFromConfig(*config, overrides);
+    auto plan = planner(*config);
     if (!plan) return Fail(fmt::format("{}: {}", where, plan.error().message));
     const std::string& device = config->cluster.devices.at(0).name;
     for (const auto& d : config->cluster.devices) {

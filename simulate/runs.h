@@ -3,18 +3,19 @@
 // to the measured iteration times, and report the error (`twinpipe
 // calibrate --runs`, `twinpipe validate`).
 //
-//   Result<std::vector<Run>> runs = ReadRuns(text, "runs.jsonl");
+//   Result<std::vector<Run>> runs = ReadRuns(text, "runs.jsonl", planner);
 //   Result<Calibration> cal = FitRuns(*runs);
 //   Result<Validation> v = ValidateRuns(*runs, &*cal);  v->mape
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "cost_models/config.h"
 #include "ir/result.h"
-#include "partition/pipeline_plan.h"
+#include "cost_models/plan.h"
 #include "simulate/calibration.h"
 
 namespace twinpipe::simulate {
@@ -23,12 +24,17 @@ struct Run {
   int line = 0;              // 1-based line of the table
   cost::Config config;
   double step_time_s = 0;    // measured
-  partition::Plan plan;      // planned with the catalogue's profile
+  cost::Plan plan;      // planned with the catalogue's profile
 };
+
+// How a run's config becomes its plan: the partitioner's one pipeline
+// (partition::PlanFromConfig, with this library's AutoScheduler for `auto`),
+// handed in by the caller so that simulate/ does not depend on partition/.
+using Planner = std::function<Result<cost::Plan>(const cost::Config&)>;
 
 // Bad input names the line and the JSON path; every run must name one device
 // kind (the one a calibration is for).
-Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source);
+Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source, const Planner& planner);
 
 // Predicted step time of each run (seconds), with `calibration` if given.
 Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Calibration* calibration);

@@ -5,10 +5,21 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "partition/pipeline_plan.h"
+#include "simulate/costs.h"
 #include "simulate/runs.h"
 
 namespace twinpipe::simulate {
 namespace {
+
+// As the program plans a run (cli/plan_source.cc).
+Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source) {
+  return simulate::ReadRuns(text, source, [](const cost::Config& config) {
+    partition::PlanOverrides overrides;
+    overrides.build_auto = AutoScheduler(nullptr, 0);
+    return partition::PlanFromConfig(config, overrides);
+  });
+}
 
 std::string RunLine(int layers, int d, int stages, int replicas, int batch, int micro_batch, double t,
                     const char* device = "A100-80GB") {

@@ -39,7 +39,7 @@ cost::Config SmallMlp(int stages, int micro_batches) {
 
 // An accepted mutant must also train to the same weights as the original
 // (GPipe's guarantee: the order of independent ops does not matter).
-void Check(const ir::Schedule& mutant, const cost::Config& config, const partition::Plan& base,
+void Check(const ir::Schedule& mutant, const cost::Config& config, const cost::Plan& base,
            const std::vector<float>& base_parameters, Counts& counts, const std::string& what) {
   ir::Schedule s = mutant;
   ir::Renumber(s);
@@ -48,7 +48,7 @@ void Check(const ir::Schedule& mutant, const cost::Config& config, const partiti
     return;
   }
   ++counts.accepted;
-  partition::Plan plan{base.partition, s};
+  cost::Plan plan{base.partition, s};
   auto sim = simulate::Simulate(s, simulate::CostsFromPlan(config, plan));
   ASSERT_TRUE(sim) << what << ": " << sim.error().message;
   auto run = execute::ExecuteCpu(config, plan, {1, 5});

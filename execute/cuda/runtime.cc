@@ -182,7 +182,7 @@ class CudaBackend {
   using Param = DeviceParam;
   using Clock = std::chrono::steady_clock;
 
-  CudaBackend(const cost::Config& c, const partition::Plan& plan, const ExecuteOptions& o)
+  CudaBackend(const cost::Config& c, const cost::Plan& plan, const ExecuteOptions& o)
       : c_(c), plan_(plan), s_(plan.schedule), o_(o), task_(c), D_(s_.num_devices), R_(std::max(1, s_.replicas)) {}
 
   Result<void> Setup(const std::vector<Worker>& local);
@@ -273,7 +273,7 @@ class CudaBackend {
   Link LinkOf(int src, int dst) const { return links_.at({src, dst}); }
 
   const cost::Config& c_;
-  const partition::Plan& plan_;
+  const cost::Plan& plan_;
   const ir::Schedule& s_;
   const ExecuteOptions& o_;
   SyntheticTask task_;
@@ -686,7 +686,7 @@ void CudaBackend::Finish(ExecuteResult& r) {
 }  // namespace
 }  // namespace cuda
 
-Result<ExecuteResult> ExecuteCuda(const cost::Config& config, const partition::Plan& plan,
+Result<ExecuteResult> ExecuteCuda(const cost::Config& config, const cost::Plan& plan,
                                   const ExecuteOptions& options) {
   if (auto ok = CheckExecutable(config); !ok) return tl::unexpected(ok.error());
   try {
