@@ -158,6 +158,7 @@ class CpuBackend {
   void AppendParams(const Worker&, const Param& p, std::vector<float>& out) const {
     out.insert(out.end(), p.value.begin(), p.value.end());
   }
+  void AppendState(const Worker&, const Layer& layer, std::vector<double>& out) const { layer.AppendState(out); }
   void Abort() {
     for (auto& dev : devs_) {
       if (dev && dev->allreduce) dev->allreduce->Abort();

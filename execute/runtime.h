@@ -44,6 +44,8 @@ struct ExecuteResult {
   std::vector<double> peak_memory_bytes;  // per cluster device (replica r's device d at r * D + d), over all steps
   double param_norm = 0;            // L2 norm of every parameter after the last step
   std::vector<float> parameters;    // every parameter after the last step, layer by layer
+  std::vector<double> state;        // what layers keep untrained (batchnorm's running mean, then
+                                    // variance), after the last step, layer by layer
   traces::Trace trace;              // replica 0 in the step of median time (the lower median); under
                                     // MPI its memory samples are this rank's device's only
   // CUDA: the stream-ordered allocator's high-water mark per device (the

@@ -41,6 +41,7 @@
 //   double StepLoss(w)                   the summed loss of the step
 //   MemoryAccount& Account(w)
 //   void AppendParams(w, Param&, std::vector<float>&)
+//   void AppendState(w, Layer&, std::vector<double>&)   what is kept, not trained
 //   void Abort()                         a failure: wake whatever waits
 // Calls may throw; the walker names the op, unless it is an OpFailure, whose
 // message already names one (an all-reduce's, reported at STEP).
@@ -493,19 +494,28 @@ Result<ExecuteResult> Walker<B>::Run() {
       for (const auto& [time, bytes] : b_.Account(w).samples()) memory[w.device].push_back({time, bytes});
     }
   }
-  // Replica 0's parameters, layer by layer (the replicas hold the same).
+  // Replica 0's parameters and running statistics, layer by layer (the
+  // replicas hold the same).
   for (int st = 0; st < s_.num_stages; ++st) {
     const int id = s_.placement[st];
     if (Local(id)) {
-      for (Param* p : cells_[0][st].params) b_.AppendParams(Worker{id, 0, id}, *p, result.parameters);
+      const Worker w{id, 0, id};
+      for (Param* p : cells_[0][st].params) b_.AppendParams(w, *p, result.parameters);
+      for (const auto& layer : cells_[0][st].layers) b_.AppendState(w, *layer, result.state);
     } else {  // another rank's stage: zeros here, its values from that rank below
       const auto& range = plan_.partition.cells[st];
       for (auto& layer : BuildLayers(c_, range.first_layer, range.last_layer)) {
         for (execute::Param* p : layer->Params()) result.parameters.insert(result.parameters.end(), p->value.size(), 0.f);
+        std::vector<double> state;
+        layer->AppendState(state);
+        result.state.insert(result.state.end(), state.size(), 0.0);
       }
     }
   }
-  if (o_.mpi) SumAcrossRanks(result.parameters);
+  if (o_.mpi) {
+    SumAcrossRanks(result.parameters);
+    SumAcrossRanks(result.state);
+  }
   double sq = 0;
   for (float v : result.parameters) sq += static_cast<double>(v) * v;
   result.param_norm = std::sqrt(sq);

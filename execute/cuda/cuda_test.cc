@@ -324,6 +324,9 @@ TEST(CudaExecute, TransformerAndCnnMatchCpu) {
           auto gpu = ExecuteCuda(*c, *plan, {.steps = 3});
           ASSERT_TRUE(gpu) << gpu.error().message;
           for (int s = 0; s < 3; ++s) EXPECT_NEAR(gpu->losses[s], cpu->losses[s], 1e-4 * std::abs(cpu->losses[s]));
+          // The CNN's batchnorm running statistics, folded on the GPU.
+          ASSERT_EQ(gpu->state.size(), cpu->state.size());
+          ExpectClose(gpu->state, cpu->state, cpu->state.size(), 1e-4, "running statistics after 3 steps");
           if (std::string(optimizer) == "sgd") {
             ExpectClose(gpu->parameters, cpu->parameters, cpu->parameters.size(), 1e-4, "parameters after 3 steps");
           }

@@ -59,6 +59,9 @@ class Layer {
   virtual void BackwardWeight(const Context& /*ctx*/, Saved& /*saved*/) {}
   virtual std::vector<DeviceParam*> Params() { return {}; }
   virtual void EndStep(const Context& /*ctx*/) {}
+  // As the CPU layer's: what is kept but not trained (batchnorm's running
+  // mean, then variance), copied to the host after the context's stream.
+  virtual void AppendState(const Context& /*ctx*/, std::vector<double>& /*out*/) const {}
 };
 
 // The CPU WeightedLayer's shape on the GPU: forward saves the input; the

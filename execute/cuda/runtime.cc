@@ -249,6 +249,10 @@ class CudaBackend {
   void AfterStep(const Worker& w, Clock::time_point deadline);
   std::pair<double, double> OpTime(const Worker& w, size_t i) const { return devices_[w.id]->times[i]; }
   double StepLoss(const Worker& w) const { return devices_[w.id]->loss_host; }
+  void AppendState(const Worker& w, const Layer& layer, std::vector<double>& out) const {
+    TP_CUDA(cudaSetDevice(devices_[w.id]->gpu));
+    layer.AppendState(devices_[w.id]->ctx, out);
+  }
   void AppendParams(const Worker& w, const Param& p, std::vector<float>& out) const {
     TP_CUDA(cudaSetDevice(devices_[w.id]->gpu));
     const size_t at = out.size();

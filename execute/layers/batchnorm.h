@@ -20,6 +20,10 @@ class BatchNorm : public Layer {
   Tensor Backward(const Tensor& dy, const Saved& saved) override;
   std::vector<Param*> Params() override { return {&gamma_, &beta_}; }
   void EndStep() override;
+  void AppendState(std::vector<double>& out) const override {
+    out.insert(out.end(), running_mean_.begin(), running_mean_.end());
+    out.insert(out.end(), running_var_.begin(), running_var_.end());
+  }
   int features() const { return c_; }
   float momentum() const { return momentum_; }
   float eps() const { return eps_; }

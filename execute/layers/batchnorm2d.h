@@ -18,6 +18,7 @@ class BatchNorm2d : public Layer {
   Tensor Backward(const Tensor& dy, const Saved& saved) override;
   std::vector<Param*> Params() override { return bn_.Params(); }
   void EndStep() override { bn_.EndStep(); }
+  void AppendState(std::vector<double>& out) const override { bn_.AppendState(out); }
   int channels() const { return c_; }
   int pixels() const { return hw_; }
   const BatchNorm& rows_norm() const { return bn_; }

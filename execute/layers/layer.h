@@ -52,6 +52,9 @@ class Layer {
   virtual std::vector<Param*> Params() { return {}; }
   // Called once per mini-batch at STEP (batchnorm folds its statistics).
   virtual void EndStep() {}
+  // Appends what the layer keeps that is not trained (batchnorm's running
+  // mean, then variance), for ExecuteResult::state.
+  virtual void AppendState(std::vector<double>& /*out*/) const {}
 };
 
 // A layer with weights whose backward splits cleanly: its forward saves only

@@ -25,6 +25,9 @@ class ResidualBlock : public Layer {
   void BackwardWeight(Saved& saved) override;
   std::vector<Param*> Params() override;
   void EndStep() override;
+  void AppendState(std::vector<double>& out) const override {
+    for (const auto& l : inner_) l->AppendState(out);
+  }
   const std::vector<std::unique_ptr<Layer>>& inner() const { return inner_; }
   bool residual() const { return residual_; }
 

@@ -44,6 +44,9 @@ class Sequential : public Layer {
   void EndStep() override {
     for (auto& l : inner_) l->EndStep();
   }
+  void AppendState(std::vector<double>& out) const override {
+    for (const auto& l : inner_) l->AppendState(out);
+  }
   const std::vector<std::unique_ptr<Layer>>& inner() const { return inner_; }
 
  private:

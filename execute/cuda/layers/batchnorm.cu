@@ -119,6 +119,14 @@ DeviceTensor BatchNorm::Backward(const Context& ctx, const DeviceTensor& dy, con
   return dx;
 }
 
+void BatchNorm::AppendState(const Context& ctx, std::vector<double>& out) const {
+  const size_t at = out.size();
+  out.resize(at + 2 * static_cast<size_t>(c_));  // mean[C], var[C], as running_ holds them
+  TP_CUDA(cudaStreamSynchronize(ctx.stream));
+  TP_CUDA(cudaMemcpy(out.data() + at, Doubles(running_), 2 * static_cast<size_t>(c_) * sizeof(double),
+                     cudaMemcpyDeviceToHost));
+}
+
 void BatchNorm::EndStep(const Context& ctx) {
   if (step_rows_ == 0) return;
   FoldRunning<<<Blocks(c_), kThreads, 0, ctx.stream>>>(c_, static_cast<double>(step_rows_), momentum_,

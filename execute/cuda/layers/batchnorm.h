@@ -16,6 +16,7 @@ class BatchNorm : public Layer {
   DeviceTensor Backward(const Context& ctx, const DeviceTensor& dy, const Saved& saved) override;
   std::vector<DeviceParam*> Params() override { return {&gamma_, &beta_}; }
   void EndStep(const Context& ctx) override;
+  void AppendState(const Context& ctx, std::vector<double>& out) const override;
 
  private:
   int c_;

@@ -15,6 +15,7 @@ class BatchNorm2d : public Layer {
   DeviceTensor Backward(const Context& ctx, const DeviceTensor& dy, const Saved& saved) override;
   std::vector<DeviceParam*> Params() override { return bn_.Params(); }
   void EndStep(const Context& ctx) override { bn_.EndStep(ctx); }
+  void AppendState(const Context& ctx, std::vector<double>& out) const override { bn_.AppendState(ctx, out); }
 
  private:
   DeviceTensor Transposed(const Context& ctx, const DeviceTensor& t, bool to_rows) const;

@@ -21,6 +21,9 @@ class Block : public Layer {
   void BackwardWeight(const Context& ctx, Saved& saved) override;
   std::vector<DeviceParam*> Params() override;
   void EndStep(const Context& ctx) override;
+  void AppendState(const Context& ctx, std::vector<double>& out) const override {
+    for (const auto& l : inner_) l->AppendState(ctx, out);
+  }
 
  private:
   template <typename Step>
