@@ -27,9 +27,13 @@ TEST(KernelModel, EachBlocksKernelsAddUpToItsClosedFormFlops) {
   // QKV: 2 S d 3d; scores: h x 2 S S (d/h).
   const Layer& block = m.layers[1];
   for (const Kernel& k : block.kernels) {
-    if (k.name == "qkv") EXPECT_DOUBLE_EQ(k.Flops(), 2.0 * 512 * 1024 * 3072);
-    if (k.name == "scores") EXPECT_DOUBLE_EQ(k.Flops(), 16 * 2.0 * 512 * 512 * 64);
-    if (k.name == "softmax") EXPECT_DOUBLE_EQ(k.bytes, 2.0 * 16 * 512 * 512 * 2);
+    if (k.name == "qkv") {
+      EXPECT_DOUBLE_EQ(k.Flops(), 2.0 * 512 * 1024 * 3072);
+    } else if (k.name == "scores") {
+      EXPECT_DOUBLE_EQ(k.Flops(), 16 * 2.0 * 512 * 512 * 64);
+    } else if (k.name == "softmax") {
+      EXPECT_DOUBLE_EQ(k.bytes, 2.0 * 16 * 512 * 512 * 2);
+    }
   }
 }
 

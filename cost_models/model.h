@@ -70,6 +70,20 @@ struct Model {
   std::vector<std::pair<int, int>> edges;
 };
 
+// Calls visit(i, time(i)) for each layer i of [first, last], evaluating
+// time(i) once per run of consecutive layers with the same costs (a
+// transformer's identical blocks) and repeating it for the rest of the run:
+// the one place that rule lives (the partitioner's layer times, the
+// simulator's op times, a cell's description).
+template <typename Time, typename Visit>
+void ForEachLayerTime(const Model& m, int first, int last, Time&& time, Visit&& visit) {
+  double t = 0;
+  for (int i = first; i <= last; ++i) {
+    if (i == first || !SameCosts(m.layers[i], m.layers[i - 1])) t = time(i);
+    visit(i, t);
+  }
+}
+
 // One past the last layer of [first, last] that a recompute re-runs: R runs
 // [first, end), and layers [end, last] keep their activations from F.
 int RematerializedEnd(const Model& model, int first, int last);

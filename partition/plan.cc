@@ -67,14 +67,12 @@ PartitionProblem BuildProblem(const Config& c, const std::vector<int>* given_in_
   for (const cost::Device* d : classes) {
     std::vector<double> prefix(L + 1, 0.0);
     const double slowdown = reference_peak / d->PeakFlops(c.model.dtype);
-    double layer = 0;
-    for (int i = 0; i < L; ++i) {
-      if (user) {
-        layer = *c.model.layers[i].cost * slowdown;
-      } else if (i == 0 || !cost::SameCosts(c.model.layers[i], c.model.layers[i - 1])) {  // identical blocks: once
-        layer = LayerStepTime(c, *d, i);
-      }
-      prefix[i + 1] = prefix[i] + layer;
+    if (user) {
+      for (int i = 0; i < L; ++i) prefix[i + 1] = prefix[i] + *c.model.layers[i].cost * slowdown;
+    } else {
+      cost::ForEachLayerTime(
+          c.model, 0, L - 1, [&](int i) { return LayerStepTime(c, *d, i); },
+          [&](int i, double t) { prefix[i + 1] = prefix[i] + t; });
     }
     p.prefix.push_back(std::move(prefix));
   }
@@ -111,11 +109,13 @@ PartitionReport DescribePartition(const Config& c, const std::vector<int>& first
     cell.last_layer = k + 1 < K ? firsts[k + 1] - 1 : L - 1;
     cell.device = k;
     const cost::Device& d = c.cluster.devices[k];
-    for (int i = cell.first_layer; i <= cell.last_layer; ++i) {
-      cell.time_s += LayerStepTime(c, d, i);
-      cell.params += c.model.layers[i].params;
-      if (user) cell.cost += *c.model.layers[i].cost;
-    }
+    cost::ForEachLayerTime(
+        c.model, cell.first_layer, cell.last_layer, [&](int i) { return LayerStepTime(c, d, i); },
+        [&](int i, double t) {
+          cell.time_s += t;
+          cell.params += c.model.layers[i].params;
+          if (user) cell.cost += *c.model.layers[i].cost;
+        });
     if (cell.last_layer + 1 < L) {
       cell.boundary_bytes = cut[cell.last_layer] * mb;
       cell.time_s += CutTime(c, cut[cell.last_layer]);

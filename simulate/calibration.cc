@@ -72,20 +72,19 @@ double CalibratedOpTime(const cost::Config& c, const Calibration* cal, int first
     if (it == cal->compute.end() && kind == ir::OpKind::kRecompute) it = cal->compute.find("F");
     if (it != cal->compute.end()) fit = &it->second;
   }
-  double t = 0, layer_t = 0;
-  for (int i = first; i <= last; ++i) {
-    const cost::Layer& layer = c.model.layers[i];
-    if (i == first || !cost::SameCosts(layer, c.model.layers[i - 1])) {  // identical blocks: timed once
-      if (!fit) {
-        layer_t = cost::LayerOpTime(layer, kind, d, c.model.dtype, c.cluster.GemmEfficiency(d),
-                                    static_cast<double>(c.training.MicroBatchSize()), &c.cluster.link);
-      } else {
+  double t = 0;
+  cost::ForEachLayerTime(
+      c.model, first, last,
+      [&](int i) {
+        const cost::Layer& layer = c.model.layers[i];
+        if (!fit) {
+          return cost::LayerOpTime(layer, kind, d, c.model.dtype, c.cluster.GemmEfficiency(d),
+                                   static_cast<double>(c.training.MicroBatchSize()), &c.cluster.link);
+        }
         auto s = fit->scale.find(layer.kind);
-        layer_t = (s != fit->scale.end() ? s->second : 1.0) * Roofline(c, i, kind, d);
-      }
-    }
-    t += layer_t;
-  }
+        return (s != fit->scale.end() ? s->second : 1.0) * Roofline(c, i, kind, d);
+      },
+      [&](int, double layer_t) { t += layer_t; });
   return fit ? t + fit->overhead_s : t;
 }
 
