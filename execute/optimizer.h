@@ -13,6 +13,13 @@
 
 namespace twinpipe::execute {
 
+// The updates over n elements (optimizer.cc: vectorised, the same results
+// as one element at a time).
+void AdamUpdate(float* __restrict value, float* __restrict m, float* __restrict v, double* __restrict grad, size_t n,
+                double lr, double correct1, double correct2);
+void SgdUpdate(float* __restrict value, float* __restrict m, double* __restrict grad, size_t n, double lr,
+               double momentum);
+
 struct Optimizer {
   std::string kind;
   double lr, momentum;
@@ -21,24 +28,12 @@ struct Optimizer {
   void Apply(Param& p) const {
     if (p.m.empty()) p.m.assign(p.value.size(), 0.f);
     if (kind == "adam" && p.v.empty()) p.v.assign(p.value.size(), 0.f);
-    constexpr double b1 = 0.9, b2 = 0.999, eps = 1e-8;
-    const double correct1 = 1 / (1 - std::pow(b1, step)), correct2 = 1 / (1 - std::pow(b2, step));
     const size_t n = p.value.size();
     if (kind == "adam") {
-      for (size_t i = 0; i < n; ++i) {
-        const double g = p.grad[i];
-        const double m = b1 * p.m[i] + (1 - b1) * g, v = b2 * p.v[i] + (1 - b2) * g * g;
-        p.m[i] = static_cast<float>(m);
-        p.v[i] = static_cast<float>(v);
-        p.value[i] = static_cast<float>(p.value[i] - lr * (m * correct1) / (std::sqrt(v * correct2) + eps));
-        p.grad[i] = 0;
-      }
+      AdamUpdate(p.value.data(), p.m.data(), p.v.data(), p.grad.data(), n, lr, 1 / (1 - std::pow(0.9, step)),
+                 1 / (1 - std::pow(0.999, step)));
     } else {
-      for (size_t i = 0; i < n; ++i) {
-        p.m[i] = static_cast<float>(momentum * p.m[i] + p.grad[i]);
-        p.value[i] = static_cast<float>(p.value[i] - lr * p.m[i]);
-        p.grad[i] = 0;
-      }
+      SgdUpdate(p.value.data(), p.m.data(), p.grad.data(), n, lr, momentum);
     }
   }
 };

@@ -4,6 +4,8 @@
 #include <bit>
 #include <cstdint>
 
+#include "execute/simd.h"
+
 namespace twinpipe::execute {
 
 namespace {
@@ -40,14 +42,7 @@ inline float Tanh(float u) {
   const float t = (1.f - e) / (1.f + e);  // >= 0: u's sign goes on as a bit
   return std::bit_cast<float>(std::bit_cast<uint32_t>(t) | (bits & 0x80000000u));
 }
-// The loops, compiled twice: for AVX2 (eight lanes) and for any x86-64 (SSE,
-// four), the one the CPU runs chosen when the program loads. No FMA in
-// either, so both round alike.
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define TWINPIPE_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define TWINPIPE_SIMD_CLONES
-#endif
+// The loops, compiled for AVX2 (eight lanes) and for any x86-64 (SSE, four).
 
 TWINPIPE_SIMD_CLONES void GeluForward(const float* __restrict xs, float* __restrict ys, size_t n) {
   for (size_t i = 0; i < n; ++i) {

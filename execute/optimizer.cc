@@ -1,0 +1,32 @@
+#include "execute/optimizer.h"
+
+#include "execute/simd.h"
+
+namespace twinpipe::execute {
+
+// Gradients in double, state and weights in float, arithmetic in double, as
+// the reference numerics have it; sqrt vectorises because the library is
+// built without errno from maths (-fno-math-errno).
+TWINPIPE_SIMD_CLONES void AdamUpdate(float* __restrict value, float* __restrict m, float* __restrict v,
+                                     double* __restrict grad, size_t n, double lr, double correct1, double correct2) {
+  constexpr double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+  for (size_t i = 0; i < n; ++i) {
+    const double g = grad[i];
+    const double mi = b1 * m[i] + (1 - b1) * g, vi = b2 * v[i] + (1 - b2) * g * g;
+    m[i] = static_cast<float>(mi);
+    v[i] = static_cast<float>(vi);
+    value[i] = static_cast<float>(value[i] - lr * (mi * correct1) / (std::sqrt(vi * correct2) + eps));
+    grad[i] = 0;
+  }
+}
+
+TWINPIPE_SIMD_CLONES void SgdUpdate(float* __restrict value, float* __restrict m, double* __restrict grad, size_t n,
+                                    double lr, double momentum) {
+  for (size_t i = 0; i < n; ++i) {
+    m[i] = static_cast<float>(momentum * m[i] + grad[i]);
+    value[i] = static_cast<float>(value[i] - lr * m[i]);
+    grad[i] = 0;
+  }
+}
+
+}  // namespace twinpipe::execute
