@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "ir/builders.h"
+#include "ir/dependencies.h"
+#include "ir/pipeline.h"
 #include "ir/passes.h"
 #include "ir/text_format.h"
 
@@ -83,6 +85,50 @@ TEST(Verifier, ReportsShapeErrorsWithoutLookingAtOps) {
   auto d = Verify(s);
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].message, "stage 1 is placed on device 5, expected 0..1");
+}
+
+
+// The verifier's order rules and ir::Dependencies state the same thing twice
+// (one as readable checks with their diagnostics, one as what the engines
+// wait for): held together here. In every builder's schedule each op's
+// dependencies on its own device come before it; and swapping any two
+// adjacent ops that breaks such a dependency is reported by the verifier.
+TEST(Verifier, AgreesWithTheDependencies) {
+  int schedules = 0, swaps = 0;
+  for (const std::string& name : BuilderNames()) {
+    for (RecomputeMode mode : {RecomputeMode::kNone, RecomputeMode::kFull}) {
+      auto built = BuildByName(name, 3, 6);
+      ASSERT_TRUE(built) << name;
+      Schedule s = std::move(*built);
+      s.replicas = 2;
+      ASSERT_TRUE(CompletePipeline(s, {.recompute = mode, .what = name}));
+      const Dependencies deps(s);
+      auto broken = [&](const Schedule& t, const Dependencies& dt) {
+        for (const auto& program : t.programs) {
+          for (const Op& op : program) {
+            bool bad = false;
+            dt.ForEach(op.id, [&](int32_t dep) { bad = bad || (dt.op(dep).device == op.device && dep > op.id); });
+            if (bad) return true;
+          }
+        }
+        return false;
+      };
+      EXPECT_FALSE(broken(s, deps)) << name;
+      ++schedules;
+      for (size_t d = 0; d < s.programs.size(); ++d) {
+        for (size_t i = 0; i + 1 < s.programs[d].size(); ++i) {
+          Schedule t = s;
+          std::swap(t.programs[d][i], t.programs[d][i + 1]);
+          Renumber(t);
+          if (!broken(t, Dependencies(t))) continue;
+          EXPECT_FALSE(Verify(t).empty()) << name << ": device " << d << " positions " << i << ", " << i + 1;
+          ++swaps;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(schedules, 2 * static_cast<int>(BuilderNames().size()));
+  EXPECT_GT(swaps, 100);
 }
 
 }  // namespace
