@@ -19,8 +19,7 @@ Dependencies::Dependencies(const Schedule& s)
   }
 }
 
-int32_t Dependencies::InputRecv(int32_t id) const {
-  const Op& op = *ops_[id];
+int32_t Dependencies::InputRecv(const Op& op) const {
   if (op.kind == OpKind::kForward) return Find(OpKind::kRecvF, op.stage, op.micro_batch);
   if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardInput) {
     return Find(OpKind::kRecvB, op.stage, op.micro_batch);

@@ -29,7 +29,8 @@ class Dependencies {
     return Find(OpKind::kRecompute, stage, micro_batch) >= 0;
   }
   // A compute op's input receive (RECV_F for F, RECV_B for B and I), or -1.
-  int32_t InputRecv(int32_t id) const;
+  int32_t InputRecv(int32_t id) const { return InputRecv(*ops_[id]); }
+  int32_t InputRecv(const Op& op) const;
 
   // Calls visit(dep) for every op that `id` waits for: its input (the receive,
   // or the same-device op that produced it), F and R before the backward, I
@@ -38,7 +39,11 @@ class Dependencies {
   // (program order, channel FIFO) is the engines' business.
   template <typename Visit>
   void ForEach(int32_t id, Visit&& visit) const {
-    const Op& op = *ops_[id];
+    ForEach(*ops_[id], visit);
+  }
+  // The same for an op of the schedule at hand (spares the lookup by id).
+  template <typename Visit>
+  void ForEach(const Op& op, Visit&& visit) const {
     const int32_t st = op.stage, m = op.micro_batch;
     auto dep = [&](int32_t d) {
       if (d >= 0) visit(d);

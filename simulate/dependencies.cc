@@ -8,15 +8,13 @@ namespace twinpipe::simulate {
 
 using ir::OpKind;
 
-double MemoryAtStart(const Dependencies& deps, const SimCosts& c, int32_t id) {
-  const ir::Op& op = deps.op(id);
+double MemoryAtStart(const SimCosts& c, const ir::Op& op) {
   if (op.kind == OpKind::kForward) return c.activation_bytes[op.stage];
   if (op.kind == OpKind::kRecompute) return c.activation_bytes[op.stage] - c.input_bytes[op.stage];
   return 0;
 }
 
-double MemoryAtEnd(const Dependencies& deps, const SimCosts& c, int32_t id) {
-  const ir::Op& op = deps.op(id);
+double MemoryAtEnd(const Dependencies& deps, const SimCosts& c, const ir::Op& op) {
   double delta = 0;
   if (op.kind == OpKind::kForward && deps.Recomputed(op.stage, op.micro_batch)) {
     delta += c.input_bytes[op.stage] - c.activation_bytes[op.stage];
@@ -24,7 +22,7 @@ double MemoryAtEnd(const Dependencies& deps, const SimCosts& c, int32_t id) {
   if (op.kind == OpKind::kBackward) delta -= c.activation_bytes[op.stage];
   if (op.kind == OpKind::kBackwardInput) delta -= c.activation_bytes[op.stage] - c.PendingBytes(op.stage);
   if (op.kind == OpKind::kBackwardWeight) delta -= c.PendingBytes(op.stage);
-  const int32_t recv = deps.InputRecv(id);
+  const int32_t recv = deps.InputRecv(op);
   if (recv >= 0) delta -= static_cast<double>(deps.op(recv).bytes);  // the consumed receive buffer
   return delta;
 }

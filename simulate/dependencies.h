@@ -22,8 +22,14 @@ using ir::Dependencies;
 // its device): F materialises the cell's activations and, when its
 // (stage, micro-batch) is recomputed, keeps only the boundary input at its
 // end; R rebuilds them; the last backward (B, or W after I) frees them.
-double MemoryAtStart(const Dependencies& deps, const SimCosts& costs, int32_t id);
-double MemoryAtEnd(const Dependencies& deps, const SimCosts& costs, int32_t id);
+double MemoryAtStart(const SimCosts& costs, const ir::Op& op);
+double MemoryAtEnd(const Dependencies& deps, const SimCosts& costs, const ir::Op& op);
+inline double MemoryAtStart(const Dependencies& deps, const SimCosts& costs, int32_t id) {
+  return MemoryAtStart(costs, deps.op(id));
+}
+inline double MemoryAtEnd(const Dependencies& deps, const SimCosts& costs, int32_t id) {
+  return MemoryAtEnd(deps, costs, deps.op(id));
+}
 
 // Why a schedule cannot progress: for each device's first unfinished op
 // (`stuck[d]`, -1 when the device is done), what it still waits for:

@@ -71,11 +71,11 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
 
   // Start time of an op on a resource free at `free` after `prev`: the later
   // of that and its inputs; `who` gets the op whose end decided it.
-  auto start_after = [&](int32_t id, double free, int32_t prev, int32_t& who, bool& inputs_done) {
+  auto start_after = [&](const Op& op, double free, int32_t prev, int32_t& who, bool& inputs_done) {
     double start = free;
     who = prev;
     inputs_done = true;
-    deps.ForEach(id, [&](int32_t dep) {
+    deps.ForEach(op, [&](int32_t dep) {
       if (!done[dep]) {
         inputs_done = false;
       } else if (who < 0 || r.end_s[dep] > start) {
@@ -111,7 +111,7 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
       int32_t who = -1;
       bool inputs_done = true;
       if (IsComputeEngineOp(op.kind)) {
-        const double start = start_after(id, compute_free[d], compute_prev[d], who, inputs_done);
+        const double start = start_after(op, compute_free[d], compute_prev[d], who, inputs_done);
         if (!inputs_done) {
           blocked[d] = 1;
           break;
@@ -124,14 +124,14 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
         compute_prev[d] = id;
         r.devices[d].busy_s += end - start;
         TouchSpan(r.devices[d], start, end);
-        if (MemoryAtStart(deps, c, id) != 0) compute_memory[d].push_back(2 * id);
-        if (MemoryAtEnd(deps, c, id) != 0) compute_memory[d].push_back(2 * id + 1);
+        if (MemoryAtStart(c, op) != 0) compute_memory[d].push_back(2 * id);
+        if (MemoryAtEnd(deps, c, op) != 0) compute_memory[d].push_back(2 * id + 1);
         if (op.kind == OpKind::kForward) {
           r.peak_in_flight[op.stage] = std::max(r.peak_in_flight[op.stage], ++in_flight[op.stage]);
         }
         if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardWeight) --in_flight[op.stage];
       } else if (op.kind == OpKind::kAllReduce) {
-        const double start = start_after(id, allreduce_free[d], allreduce_prev[d], who, inputs_done);
+        const double start = start_after(op, allreduce_free[d], allreduce_prev[d], who, inputs_done);
         if (!inputs_done) {
           blocked[d] = 1;
           break;
@@ -143,7 +143,7 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
         allreduce_prev[d] = id;
       } else if (ir::IsSend(op.kind)) {
         InOrderChannel& ch = channels[channel(d, op.peer)];
-        const double start = start_after(id, serial ? std::max(ch.free, compute_free[d]) : ch.free, ch.prev_send, who,
+        const double start = start_after(op, serial ? std::max(ch.free, compute_free[d]) : ch.free, ch.prev_send, who,
                                          inputs_done);
         if (!inputs_done || ch.next == ch.pair->recvs.size()) {  // no receive will ever take it
           blocked[d] = 1;
@@ -213,6 +213,13 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
     auto change = [&](size_t k, size_t i) {
       return k == 0 ? compute_change((*streams[0])[i]) : allocation((*streams[k])[i]);
     };
+    // A change's time alone, to pick the next (its size is worked out for
+    // the one picked only).
+    auto time_of = [&](size_t k, size_t i) {
+      if (k > 0) return r.start_s[(*streams[k])[i]];
+      const MemoryEvent e = (*streams[0])[i];
+      return e % 2 ? r.end_s[e / 2] : r.start_s[e / 2];
+    };
     std::vector<size_t> at(streams.size(), 0);
     double now = c.static_bytes[d];
     auto& samples = r.memory[d];
@@ -227,7 +234,7 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
       double best_time = 0;
       for (size_t k = 0; k < streams.size(); ++k) {
         if (at[k] == streams[k]->size()) continue;
-        const double t = change(k, at[k]).time;
+        const double t = time_of(k, at[k]);
         if (best < 0 || t < best_time) {
           best = static_cast<int>(k);
           best_time = t;
