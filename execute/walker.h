@@ -253,7 +253,7 @@ Result<void> Walker<B>::RunOp(const Worker& w, size_t i, const ir::Op& op, int s
       auto& slot = cell.slots[op.micro_batch];
       if (op.stage == 0) {
         slot.input = b_.Input(w, op.micro_batch);
-      } else if (deps_->InputRecv(op.id) < 0) {  // the previous stage is on this device
+      } else if (deps_->InputRecv(op) < 0) {  // the previous stage is on this device
         slot.input = std::move(cells[op.stage - 1].slots[op.micro_batch].output);
       }
       if (slot.input.empty()) return FailRuntime(fmt::format("{}: its input never arrived", where()));
@@ -290,7 +290,7 @@ Result<void> Walker<B>::RunOp(const Worker& w, size_t i, const ir::Op& op, int s
     case OpKind::kBackwardInput: {
       Cell& cell = cells[op.stage];
       auto& slot = cell.slots[op.micro_batch];
-      if (!last_stage && deps_->InputRecv(op.id) < 0) {  // the next stage is on this device
+      if (!last_stage && deps_->InputRecv(op) < 0) {  // the next stage is on this device
         slot.grad_output = std::move(cells[op.stage + 1].slots[op.micro_batch].grad_input);
       }
       if (slot.grad_output.empty() || slot.saved.size() != cell.layers.size()) {

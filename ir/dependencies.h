@@ -7,6 +7,7 @@
 //   deps.Find(OpKind::kRecvF, stage, micro_batch);
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -18,10 +19,17 @@ namespace twinpipe::ir {
 
 class Dependencies {
  public:
+  // Reads the schedule's ops where they are: it must outlive this.
   explicit Dependencies(const Schedule& s);
 
-  const Op& op(int32_t id) const { return *ops_[id]; }
-  int64_t size() const { return static_cast<int64_t>(ops_.size()); }
+  // The op of an id on a known device, at once; on any device, by a search
+  // over the devices (off the engines' hot paths).
+  const Op& OpOn(int32_t device, int32_t id) const { return s_->programs[device][id - first_[device]]; }
+  const Op& op(int32_t id) const {
+    const auto device = std::upper_bound(first_.begin(), first_.end(), id) - first_.begin() - 1;
+    return OpOn(static_cast<int32_t>(device), id);
+  }
+  int64_t size() const { return first_.back(); }
 
   // The op of (kind, stage, micro-batch), or -1. Kinds F..RECV_B only.
   int32_t Find(OpKind kind, int32_t stage, int32_t micro_batch) const { return where_.at(kind, stage, micro_batch); }
@@ -29,7 +37,7 @@ class Dependencies {
     return Find(OpKind::kRecompute, stage, micro_batch) >= 0;
   }
   // A compute op's input receive (RECV_F for F, RECV_B for B and I), or -1.
-  int32_t InputRecv(int32_t id) const { return InputRecv(*ops_[id]); }
+  int32_t InputRecv(int32_t id) const { return InputRecv(op(id)); }
   int32_t InputRecv(const Op& op) const;
 
   // Calls visit(dep) for every op that `id` waits for: its input (the receive,
@@ -39,7 +47,7 @@ class Dependencies {
   // (program order, channel FIFO) is the engines' business.
   template <typename Visit>
   void ForEach(int32_t id, Visit&& visit) const {
-    ForEach(*ops_[id], visit);
+    ForEach(op(id), visit);
   }
   // The same for an op of the schedule at hand (spares the lookup by id).
   template <typename Visit>
@@ -84,7 +92,8 @@ class Dependencies {
 
   int32_t k_;
   std::vector<int32_t> placement_;
-  BigVector<const Op*> ops_;
+  const Schedule* s_;
+  std::vector<int32_t> first_;  // per device, its first op's id; then the op count
   // By (kind, stage, micro-batch): an op's dependencies, mostly its own
   // stage and micro-batch's other kinds, share a cache line.
   OpTable<HugePageAllocator> where_;

@@ -23,7 +23,7 @@ double MemoryAtEnd(const Dependencies& deps, const SimCosts& c, const ir::Op& op
   if (op.kind == OpKind::kBackwardInput) delta -= c.activation_bytes[op.stage] - c.PendingBytes(op.stage);
   if (op.kind == OpKind::kBackwardWeight) delta -= c.PendingBytes(op.stage);
   const int32_t recv = deps.InputRecv(op);
-  if (recv >= 0) delta -= static_cast<double>(deps.op(recv).bytes);  // the consumed receive buffer
+  if (recv >= 0) delta -= static_cast<double>(deps.OpOn(op.device, recv).bytes);  // the consumed receive buffer
   return delta;
 }
 

@@ -188,14 +188,14 @@ void Simulator::Build() {
     }
   }
   st_.assign(n, OpState{});
-  auto for_each_dep = [&](int32_t id, auto&& visit) { deps_.ForEach(id, visit); };
+  auto for_each_dep = [&](int32_t id, auto&& visit) { deps_.ForEach(*op_[id], visit); };
   dep_offset_.assign(n + 1, 0);
   for (int32_t id = 0; id < n; ++id) {
     for_each_dep(id, [&](int32_t d) {
       ++st_[id].unmet;
       ++dep_offset_[d + 1];
     });
-    st_[id].link = deps_.InputRecv(id);
+    st_[id].link = deps_.InputRecv(*op_[id]);
   }
   for (int64_t i = 0; i < n; ++i) dep_offset_[i + 1] += dep_offset_[i];
   dependents_.resize(dep_offset_[n]);
@@ -297,7 +297,7 @@ void Simulator::TryCompute(int32_t device) {
   e.busy = true;
   r_.start_s[id] = now_;
   st.pred = Later(e.head > 0 ? e.ops[e.head - 1] : kNone, st.last_dep);
-  if (const double m = MemoryAtStart(deps_, c_, id); m != 0) Memory(device, m, id);
+  if (const double m = MemoryAtStart(c_, *op_[id]); m != 0) Memory(device, m, id);
   const double d = Duration(*op_[id]);
   r_.devices[device].busy_s += d;
   TouchSpan(r_.devices[device], now_, now_ + d);
@@ -460,7 +460,7 @@ Result<SimResult> Simulator::Run() {
         const Info& op = info_[ev.a];
         compute_[op.device].busy = false;
         ++compute_[op.device].head;
-        if (const double m = MemoryAtEnd(deps_, c_, ev.a); m != 0) Memory(op.device, m, ev.a);
+        if (const double m = MemoryAtEnd(deps_, c_, *op_[ev.a]); m != 0) Memory(op.device, m, ev.a);
         if (op.kind == OpKind::kForward) {
           r_.peak_in_flight[op.stage] = std::max(r_.peak_in_flight[op.stage], ++in_flight_[op.stage]);
         }

@@ -196,13 +196,13 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
     double time, delta;
     int32_t op;
   };
-  auto compute_change = [&](MemoryEvent e) {
+  auto compute_change = [&](int32_t d, MemoryEvent e) {
     const int32_t id = e / 2;
-    return e % 2 ? Change{r.end_s[id], MemoryAtEnd(deps, c, id), id}
-                 : Change{r.start_s[id], MemoryAtStart(deps, c, id), id};
+    const Op& op = deps.OpOn(d, id);
+    return e % 2 ? Change{r.end_s[id], MemoryAtEnd(deps, c, op), id} : Change{r.start_s[id], MemoryAtStart(c, op), id};
   };
-  auto allocation = [&](int32_t recv) {
-    return Change{r.start_s[recv], static_cast<double>(deps.op(recv).bytes), recv};
+  auto allocation = [&](int32_t d, int32_t recv) {
+    return Change{r.start_s[recv], static_cast<double>(deps.OpOn(d, recv).bytes), recv};
   };
   for (int32_t d = 0; d < D; ++d) {
     // Stream 0: the compute engine's changes; then each incoming channel's.
@@ -211,7 +211,7 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
       if (ch.pair->dst == d) streams.push_back(&ch.allocations);
     }
     auto change = [&](size_t k, size_t i) {
-      return k == 0 ? compute_change((*streams[0])[i]) : allocation((*streams[k])[i]);
+      return k == 0 ? compute_change(d, (*streams[0])[i]) : allocation(d, (*streams[k])[i]);
     };
     // A change's time alone, to pick the next (its size is worked out for
     // the one picked only).
