@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "ir/lines.h"
+
 namespace twinpipe::ir {
 namespace {
 
@@ -147,14 +149,9 @@ Result<Schedule> ParseText(std::string_view text, std::string_view source) {
   bool have_header = false;
   bool have_devices = false;
   bool have_placement = false;
-  int line_no = 0;
-  size_t begin = 0;
-  while (begin < text.size()) {
-    size_t end = text.find('\n', begin);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(begin, end - begin);
-    begin = end + 1;
-    ++line_no;
+  Lines lines(text);
+  for (std::string_view line; lines.Next(line);) {
+    const int line_no = lines.number();
     if (auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
     auto words = SplitWords(line);
     if (words.empty()) continue;
@@ -222,11 +219,11 @@ Result<Schedule> ParseText(std::string_view text, std::string_view source) {
   }
   if (s.programs.empty()) return Fail(fmt::format("{}: no device lines", source));
   if (have_header) {
-    const auto lines = static_cast<int32_t>(s.programs.size());
-    if (!have_devices) s.num_devices = lines;
-    if (s.num_devices != lines) {
+    const auto device_lines = static_cast<int32_t>(s.programs.size());
+    if (!have_devices) s.num_devices = device_lines;
+    if (s.num_devices != device_lines) {
       return Fail(fmt::format("{}: header says devices={} but {} device lines follow", source,
-                              s.num_devices, lines));
+                              s.num_devices, device_lines));
     }
     if (static_cast<int32_t>(s.placement.size()) != s.num_stages) {
       return Fail(fmt::format("{}: placement lists {} devices for stages={}", source,

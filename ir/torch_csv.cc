@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/lines.h"
 #include "ir/passes.h"
 #include "ir/text_format.h"
 
@@ -77,14 +78,9 @@ Result<TorchImport> ImportTorchCsv(std::string_view text, std::string_view sourc
                                    TorchDialect dialect) {
   TorchImport result;
   std::vector<std::vector<RawAction>> rows;
-  int line_no = 0;
-  size_t begin = 0;
-  while (begin < text.size()) {
-    size_t end = text.find('\n', begin);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(begin, end - begin);
-    begin = end + 1;
-    ++line_no;
+  Lines lines(text);
+  for (std::string_view line; lines.Next(line);) {
+    const int line_no = lines.number();
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     auto& row = rows.emplace_back();
     if (Trim(line).empty()) continue;  // a rank with nothing to do

@@ -127,6 +127,8 @@ class Simulator {
   void Push(double t, EventType type, int32_t a, uint32_t b = 0) {
     events_.push(Event{t, seq_++, type, a, b});
   }
+  // An engine's next op, started now if its inputs are done (kNone if not).
+  int32_t StartNext(Engine& e);
   void TryCompute(int32_t device);
   void TryAllReduce(int32_t device);
   void TryChannel(int32_t channel);
@@ -288,15 +290,20 @@ void Simulator::Memory(int32_t device, double delta, int32_t op) {
   }
 }
 
-void Simulator::TryCompute(int32_t device) {
-  Engine& e = compute_[device];
-  if (e.busy || e.head == e.ops.size()) return;
+int32_t Simulator::StartNext(Engine& e) {
+  if (e.busy || e.head == e.ops.size()) return kNone;
   const int32_t id = e.ops[e.head];
   OpState& st = st_[id];
-  if (st.unmet > 0) return;
+  if (st.unmet > 0) return kNone;
   e.busy = true;
   r_.start_s[id] = now_;
   st.pred = Later(e.head > 0 ? e.ops[e.head - 1] : kNone, st.last_dep);
+  return id;
+}
+
+void Simulator::TryCompute(int32_t device) {
+  const int32_t id = StartNext(compute_[device]);
+  if (id == kNone) return;
   if (const double m = MemoryAtStart(c_, *op_[id]); m != 0) Memory(device, m, id);
   const double d = Duration(*op_[id]);
   r_.devices[device].busy_s += d;
@@ -305,14 +312,8 @@ void Simulator::TryCompute(int32_t device) {
 }
 
 void Simulator::TryAllReduce(int32_t device) {
-  Engine& e = allreduce_[device];
-  if (e.busy || e.head == e.ops.size()) return;
-  const int32_t id = e.ops[e.head];
-  OpState& st = st_[id];
-  if (st.unmet > 0) return;
-  e.busy = true;
-  r_.start_s[id] = now_;
-  st.pred = Later(e.head > 0 ? e.ops[e.head - 1] : kNone, st.last_dep);
+  const int32_t id = StartNext(allreduce_[device]);
+  if (id == kNone) return;
   Push(now_ + Duration(*op_[id]), kAllReduceEnd, id);
 }
 

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "ir/lines.h"
 #include "simulate/costs.h"
 #include "simulate/engine.h"
 
@@ -86,14 +87,9 @@ Calibration ProfileCalibration(const std::string& device, double gemm, double ba
 Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source, const Planner& planner) {
   using nlohmann::json;
   std::vector<Run> runs;
-  size_t start = 0;
-  int line = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string_view row = text.substr(start, end - start);
-    start = end + 1;
-    ++line;
+  ir::Lines lines(text);
+  for (std::string_view row; lines.Next(row);) {
+    const int line = lines.number();
     if (row.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     const std::string where = fmt::format("{}:{}", source, line);
     json j;
