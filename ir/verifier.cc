@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include "ir/channels.h"
-#include "ir/dependencies.h"
 #include "ir/op_table.h"
 
 namespace twinpipe::ir {
@@ -198,7 +197,6 @@ class Checker {
 
   void CheckCountsAndOrder(const OpIndex& index) {
     const int32_t K = s_.num_stages, M = s_.num_micro_batches;
-    const Dependencies deps(s_);  // ids are canonical and ops in range: CheckOps said so
     for (int32_t st = 0; st < K; ++st) {
       const int32_t dev = s_.placement[st];
       for (int32_t m = 0; m < M; ++m) {
@@ -232,7 +230,7 @@ class Checker {
         if (r.found() && !b.found() && !in.found()) {
           Report(r, "recompute with no backward to use it");
         }
-        CheckPairOrder(deps, index, st, m);
+        CheckPairOrder(index, st, m);
       }
     }
     // With replicas, each stage averages its gradients once, or its
@@ -249,42 +247,38 @@ class Checker {
     CheckStepOrder();
   }
 
-  // What each op of a pair waits for on its own device must come before it
-  // in the program: the dependencies the engines and the executor follow
-  // (ir::Dependencies), each broken one named in the pair's own words.
-  static const char* OrderMessage(OpKind op, OpKind dep) {
-    const bool backward = op == OpKind::kBackward || op == OpKind::kBackwardInput;
-    switch (dep) {
-      case OpKind::kForward:
-        return op == OpKind::kRecompute ? "recompute before its forward"
-               : op == OpKind::kSendF   ? "sends the activation before computing it in"
-               : op == OpKind::kForward ? "forward before the forward of its input"
-                                        : "backward before its forward";
-      case OpKind::kRecompute: return "backward before its recompute";
-      case OpKind::kBackwardInput:
-        if (op == OpKind::kBackwardWeight) return "W before its I";
-        [[fallthrough]];
-      case OpKind::kBackward:
-        return backward ? "backward before the backward of its output gradient"
-                        : "sends the gradient before computing it in";
-      case OpKind::kRecvF: return "forward before receiving its input in";
-      case OpKind::kRecvB: return "backward before receiving its gradient in";
-      default: return "runs before what it waits for:";
+  // `first` must come before `second` on one device (both on the same device
+  // by placement); reports at `second`.
+  void Before(Where first, Where second, const char* what) {
+    if (!first.found() || !second.found()) return;
+    if (first.position > second.position) {
+      Report(second, fmt::format("{} {}", what, Describe(first)));
     }
   }
 
-  void CheckPairOrder(const Dependencies& deps, const OpIndex& index, int32_t st, int32_t m) {
-    for (OpKind kind : {OpKind::kBackward, OpKind::kBackwardInput, OpKind::kRecompute, OpKind::kBackwardWeight,
-                        OpKind::kSendF, OpKind::kForward, OpKind::kSendB}) {
-      const Where at = index.at(kind, st, m);
-      if (!at.found()) continue;
-      deps.ForEach(OpAt(at), [&](int32_t id) {
-        const Op& dep = deps.op(id);
-        const Where before{dep.device, id - s_.programs[dep.device].front().id};
-        if (dep.device == at.device && before.position > at.position) {
-          Report(at, fmt::format("{} {}", OrderMessage(kind, dep.kind), Describe(before)));
-        }
-      });
+  void CheckPairOrder(const OpIndex& index, int32_t st, int32_t m) {
+    const int32_t K = s_.num_stages;
+    const Where f = index.at(OpKind::kForward, st, m);
+    Where back = index.at(OpKind::kBackward, st, m);
+    if (!back.found()) back = index.at(OpKind::kBackwardInput, st, m);
+    const Where w = index.at(OpKind::kBackwardWeight, st, m);
+    const Where r = index.at(OpKind::kRecompute, st, m);
+    Before(f, back, "backward before its forward");
+    Before(f, r, "recompute before its forward");
+    Before(r, back, "backward before its recompute");
+    Before(index.at(OpKind::kBackwardInput, st, m), w, "W before its I");
+    Before(f, index.at(OpKind::kSendF, st, m), "sends the activation before computing it in");
+    Before(index.at(OpKind::kRecvF, st, m), f, "forward before receiving its input in");
+    Before(back, index.at(OpKind::kSendB, st, m), "sends the gradient before computing it in");
+    Before(index.at(OpKind::kRecvB, st, m), back, "backward before receiving its gradient in");
+    // Neighbouring stages on one device: data flows in program order.
+    if (st > 0 && s_.placement[st - 1] == s_.placement[st]) {
+      Before(index.at(OpKind::kForward, st - 1, m), f, "forward before the forward of its input");
+    }
+    if (st + 1 < K && s_.placement[st + 1] == s_.placement[st]) {
+      Where next = index.at(OpKind::kBackward, st + 1, m);
+      if (!next.found()) next = index.at(OpKind::kBackwardInput, st + 1, m);
+      Before(next, back, "backward before the backward of its output gradient");
     }
   }
 
