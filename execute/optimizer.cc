@@ -1,5 +1,7 @@
 #include "execute/optimizer.h"
 
+#include <cmath>
+
 #include "execute/simd.h"
 
 namespace twinpipe::execute {
@@ -8,8 +10,9 @@ namespace twinpipe::execute {
 // the reference numerics have it; sqrt vectorises because the library is
 // built without errno from maths (-fno-math-errno).
 TWINPIPE_SIMD_CLONES void AdamUpdate(float* __restrict value, float* __restrict m, float* __restrict v,
-                                     double* __restrict grad, size_t n, double lr, double correct1, double correct2) {
+                                     double* __restrict grad, size_t n, double lr, int step) {
   constexpr double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+  const double correct1 = 1 / (1 - std::pow(b1, step)), correct2 = 1 / (1 - std::pow(b2, step));
   for (size_t i = 0; i < n; ++i) {
     const double g = grad[i];
     const double mi = b1 * m[i] + (1 - b1) * g, vi = b2 * v[i] + (1 - b2) * g * g;

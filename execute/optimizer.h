@@ -6,7 +6,7 @@
 //   Optimizer opt{"adam", 1e-3, 0.9, /*step=*/1};  opt.Apply(param);
 #pragma once
 
-#include <cmath>
+#include <cstddef>
 #include <string>
 
 #include "execute/layers/layer.h"
@@ -14,9 +14,9 @@
 namespace twinpipe::execute {
 
 // The updates over n elements (optimizer.cc: vectorised, the same results
-// as one element at a time).
+// as one element at a time). `step` is 1 for the first update.
 void AdamUpdate(float* __restrict value, float* __restrict m, float* __restrict v, double* __restrict grad, size_t n,
-                double lr, double correct1, double correct2);
+                double lr, int step);
 void SgdUpdate(float* __restrict value, float* __restrict m, double* __restrict grad, size_t n, double lr,
                double momentum);
 
@@ -30,8 +30,7 @@ struct Optimizer {
     if (kind == "adam" && p.v.empty()) p.v.assign(p.value.size(), 0.f);
     const size_t n = p.value.size();
     if (kind == "adam") {
-      AdamUpdate(p.value.data(), p.m.data(), p.v.data(), p.grad.data(), n, lr, 1 / (1 - std::pow(0.9, step)),
-                 1 / (1 - std::pow(0.999, step)));
+      AdamUpdate(p.value.data(), p.m.data(), p.v.data(), p.grad.data(), n, lr, step);
     } else {
       SgdUpdate(p.value.data(), p.m.data(), p.grad.data(), n, lr, momentum);
     }

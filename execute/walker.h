@@ -65,6 +65,7 @@
 #include <fmt/format.h>
 
 #include "cost_models/config.h"
+#include "cost_models/plan.h"
 #include "execute/layers/layer.h"
 #include "execute/model.h"
 #include "execute/mpi.h"
@@ -72,7 +73,6 @@
 #include "execute/sync.h"
 #include "execute/transport.h"
 #include "ir/dependencies.h"
-#include "cost_models/plan.h"
 
 namespace twinpipe::execute {
 

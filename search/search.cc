@@ -1,6 +1,5 @@
 #include "search/search.h"
 
-
 #include <algorithm>
 #include <array>
 #include <chrono>
