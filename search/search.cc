@@ -220,6 +220,7 @@ struct Searcher {
     std::vector<double> busy(s.num_devices, 0.0), head(s.num_devices, 0.0), stash(s.num_devices, 0.0);
     std::vector<int> first_stage(s.num_devices, s.num_stages);
     double before = 0;  // forwards of the stages before stage st, micro-batch 0
+    std::vector<double> prefix_forward(s.num_stages + 1, 0.0);  // the same, per stage
     std::vector<double> below(s.num_stages + 1, 0.0);  // input gradients of the stages before st
     for (int st = 0; st < s.num_stages; ++st) below[st + 1] = below[st] + input_gradient(st);
     for (int st = 0; st < s.num_stages; ++st) {
@@ -232,11 +233,31 @@ struct Searcher {
         head[d] = before;
       }
       before += t[F];
+      prefix_forward[st + 1] = before;
       const double act = costs.activation_bytes[st];
       const double held = !ir::InsertsRecompute(c.recompute) ? act : std::min(act, costs.input_bytes[st]);
       stash[d] = std::max(stash[d], (shape->least_in_flight[st] - 1) * held + act);
     }
     double step_floor = 0;
+    // A micro-batch holds memory on stage st from its F's start until its
+    // input gradient leaves st, at least the round trip through the stages
+    // from st up and back. If at most n such spans overlap (the schedule's
+    // program order allows no more; `auto` may reorder, but a point that
+    // fits holds no more than its memory allows) they take at least
+    // ceil(M / n) round trips one after another.
+    for (int st = 0; st < s.num_stages; ++st) {
+      const double act = costs.activation_bytes[st];
+      const double held = !ir::InsertsRecompute(c.recompute) ? act : std::min(act, costs.input_bytes[st]);
+      const int d = s.placement[st];
+      int64_t n = c.schedule == ir::kAutoSchedule ? c.micro_batches : std::max(1, shape->in_flight[st]);
+      if (held > 0) {
+        const double room = (Limit(d) - costs.static_bytes[d] - act) / held;
+        if (room < 0) continue;  // over the cap: no bound needed
+        if (room + 1 < static_cast<double>(n)) n = static_cast<int64_t>(room) + 1;
+      }
+      const double round_trip = (before - prefix_forward[st]) + (below[s.num_stages] - below[st]);
+      step_floor = std::max(step_floor, static_cast<double>((c.micro_batches + n - 1) / n) * round_trip);
+    }
     for (int d = 0; d < s.num_devices; ++d) {
       const int last = shape->last_backward_stage[d];
       // After its last compute op the device steps while the gradient
@@ -423,8 +444,11 @@ Result<SearchResult> Search(const cost::Config& config, const SearchOptions& o) 
       continue;
     }
     auto c = searcher.Simulate(grid[i]);
+    // The throughput bound holds for points that fit (it counts on their
+    // memory limiting how many micro-batches overlap).
     if (o.check_bounds && c &&
-        (c->throughput > bounds[i].most_throughput * (1 + 1e-12) || c->peak_memory_bytes < bounds[i].least_peak * (1 - 1e-12))) {
+        ((c->fits && c->throughput > bounds[i].most_throughput * (1 + 1e-12)) ||
+         c->peak_memory_bytes < bounds[i].least_peak * (1 - 1e-12))) {
       return FailRuntime(fmt::format("point {} (t={}{} K={} R={} M={} {} v={} recompute {} {}) beats its bounds: {} samples/s (bound {}), peak {} (bound {})", i,
                                      c->tensor_parallel, c->sequence_parallel ? " sp" : "", c->stages, c->replicas, c->micro_batches, c->schedule, c->chunks,
                                      ir::RecomputeModeName(c->recompute), c->partition, c->throughput, bounds[i].most_throughput, c->peak_memory_bytes,

@@ -190,6 +190,19 @@ TEST(Search, BoundsHoldForEveryPoint) {
     EXPECT_EQ(r->configs_bounded, 0);
     EXPECT_GT(r->configs_simulated, 100);
   }
+  // Under caps that bite, where the throughput bound counts on a fitting
+  // point holding few micro-batches at once (the auto schedule's case).
+  std::vector<double> peaks;
+  for (const auto& p : SimulateEveryPoint(kConfig, 1e18)) peaks.push_back(p.peak);
+  std::sort(peaks.begin(), peaks.end());
+  for (size_t q : {peaks.size() / 10, peaks.size() / 4, peaks.size() / 2}) {
+    SearchOptions o;
+    o.check_bounds = true;
+    o.memory_cap_bytes = peaks[q];
+    auto r = Search(Load(kConfig), o);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_GT(r->over_cap, 0);
+  }
 }
 
 // With fitted costs (search --calibration) the bounds still hold, and the
