@@ -1,5 +1,7 @@
 // Speed of the schedule IR: build, insert comm and verify a 1F1B schedule.
 // Target (issue 2): K=128, M=1024 in under 50 ms on the 2-core CI machine.
+// Also the automatic schedule's builder, which `search` runs for every
+// `auto` point it simulates.
 #include <benchmark/benchmark.h>
 
 #include "cli/process.h"
@@ -45,6 +47,34 @@ void BM_TextRoundTrip(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(ParseText(PrintText(s), "bench"));
 }
 BENCHMARK(BM_TextRoundTrip)->Unit(benchmark::kMillisecond);
+
+// The automatic schedule (all its variants) for a pipeline shaped like the
+// 175B search's deepest one: K stages alike but the first (embedding) and
+// the last (head and loss), transfers a tenth of a forward, memory for K
+// micro-batches in flight on every stage.
+void BM_BuildAuto(benchmark::State& state) {
+  const auto K = static_cast<int32_t>(state.range(0));
+  const auto M = static_cast<int32_t>(state.range(1));
+  AutoProblem p;
+  p.stages = K, p.micro_batches = M;
+  for (int32_t st = 0; st < K; ++st) {
+    const double scale = st == 0 ? 1.2 : st == K - 1 ? 1.5 : 1.0;
+    p.forward_s.push_back(scale), p.input_s.push_back(scale), p.weight_s.push_back(scale * 0.9);
+    p.comm_s.push_back(0.1);
+    p.activation_bytes.push_back(1), p.kept_bytes.push_back(1), p.pending_bytes.push_back(0.4);
+    p.limit_bytes.push_back(K);
+  }
+  int64_t ops = 0;
+  for (auto _ : state) {
+    auto s = BuildAuto(p);
+    if (!s) state.SkipWithError(s.error().message.c_str());
+    ops = s->NumOps();
+  }
+  state.counters["ops"] = static_cast<double>(ops);
+  state.counters["ops_per_s"] = benchmark::Counter(static_cast<double>(ops) * state.iterations(),
+                                                   benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_BuildAuto)->Args({8, 64})->Args({64, 4096})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
