@@ -50,8 +50,9 @@ BENCHMARK(BM_TextRoundTrip)->Unit(benchmark::kMillisecond);
 
 // The automatic schedule (all its variants) for a pipeline shaped like the
 // 175B search's deepest one: K stages alike but the first (embedding) and
-// the last (head and loss), transfers a tenth of a forward, memory for K
-// micro-batches in flight on every stage.
+// the last (head and loss), transfers a tenth of a forward, boundaries a
+// tenth of an activation, memory for K micro-batches in flight on every
+// stage with their buffers.
 void BM_BuildAuto(benchmark::State& state) {
   const auto K = static_cast<int32_t>(state.range(0));
   const auto M = static_cast<int32_t>(state.range(1));
@@ -62,7 +63,8 @@ void BM_BuildAuto(benchmark::State& state) {
     p.forward_s.push_back(scale), p.input_s.push_back(scale), p.weight_s.push_back(scale * 0.9);
     p.comm_s.push_back(0.1);
     p.activation_bytes.push_back(1), p.kept_bytes.push_back(1), p.pending_bytes.push_back(0.4);
-    p.limit_bytes.push_back(K);
+    p.boundary_bytes.push_back(0.1);
+    p.limit_bytes.push_back(1.2 * K);
   }
   int64_t ops = 0;
   for (auto _ : state) {

@@ -54,6 +54,8 @@ class Greedy {
     dv_.resize(D);
     for (int32_t s = 0; s < p.stages; ++s) dv_[Device(s)].stages.push_back(s);
     for (auto& d : dv_) std::reverse(d.stages.begin(), d.stages.end());  // later stages win ties
+    peak_.assign(D, 0.0);
+    if (!p.boundary_bytes.empty()) reserved_.assign(D, 0.0);
     if (policy.predict) WarmUp();
   }
 
@@ -74,13 +76,22 @@ class Greedy {
       if (d < 0) return FailRuntime("the automatic scheduler found no op to run (a bug: the problem is feasible)");
       const int32_t s = dv_[d].next_stage;
       const OpKind kind = dv_[d].next_kind;
+      const int32_t window = st_[s].window;
       Place(d);
+      const bool widened = st_[s].window > window;
       if (dv_[d].last_end - dv_[d].first_start > give_up) return std::optional<Outcome>();
       Refresh(d);
       // What else the op changes: an F the next stage's forward input, an I
       // the previous stage's gradient; a W only its own device's memory.
       const int32_t n = kind == OpKind::kForward ? s + 1 : kind == OpKind::kBackwardInput ? s - 1 : -1;
       if (n >= 0 && n < p_.stages && Device(n) != d) Refresh(Device(n));
+      // With buffers, what this device holds (and, after a window grew,
+      // what the next one reserves) decides whether the devices that send
+      // them inputs may run forwards.
+      if (!p_.boundary_bytes.empty()) {
+        RefreshSendersOf(d);
+        if (widened && Buffered(s)) RefreshSendersOf(Device(s + 1));
+      }
     }
     Outcome out;
     for (auto& dev : dv_) {
@@ -96,6 +107,7 @@ class Greedy {
     int32_t next_f = 0, next_i = 0;
     std::deque<int32_t> pending_w;  // I done, W not yet
     int32_t warm = std::numeric_limits<int32_t>::max();  // forwards before the first I
+    int32_t window = 0;  // the most micro-batches in flight so far
   };
   struct Dev {
     std::vector<int32_t> stages;  // the stages it holds, latest first
@@ -108,6 +120,11 @@ class Greedy {
   };
 
   int32_t Device(int32_t s) const { return p_.placement.empty() ? s : p_.placement[s]; }
+  // Whether a transfer across stage s's boundary leaves a buffer on its
+  // receiver (the problem has boundaries, and s + 1 is on another device).
+  bool Buffered(int32_t s) const {
+    return !p_.boundary_bytes.empty() && s + 1 < p_.stages && Device(s) != Device(s + 1) && p_.boundary_bytes[s] > 0;
+  }
   double& FEnd(int32_t s, int32_t m) { return f_end_[static_cast<size_t>(s) * p_.micro_batches + m]; }
   double& IEnd(int32_t s, int32_t m) { return i_end_[static_cast<size_t>(s) * p_.micro_batches + m]; }
   // A transfer from stage s to s + 1: none inside a device.
@@ -116,8 +133,17 @@ class Greedy {
     return s < static_cast<int32_t>(p_.comm_s.size()) ? p_.comm_s[s] : 0.0;
   }
 
+  // The buffers a micro-batch of stage s would hold on its device beyond
+  // what Reserved keeps: its input and its gradient, where they come from
+  // another device and no micro-batch has been in flight to reserve them.
+  double Unreserved(int32_t s) const {
+    if (p_.boundary_bytes.empty()) return 0.0;
+    return (s > 0 && Buffered(s - 1) && st_[s - 1].window == 0 ? p_.boundary_bytes[s - 1] : 0.0) +
+           (Buffered(s) && st_[s].window == 0 ? p_.boundary_bytes[s] : 0.0);
+  }
+
   // Activation bytes a device holds, from counts (no drift from adding and subtracting).
-  double Used(int32_t d) const {
+  double Activations(int32_t d) const {
     double used = 0;
     for (int32_t s : dv_[d].stages) {
       const Stage& st = st_[s];
@@ -125,6 +151,32 @@ class Greedy {
     }
     return used;
   }
+
+  // Room a device keeps for the buffers other devices may send it, whatever
+  // the timing: a stage's inputs waiting for their forward are at most the
+  // micro-batches the previous stage ever has in flight (an input arrives
+  // after that stage's F and is used before its I), its gradients waiting
+  // for their I at most its own.
+  double Reserved(int32_t d) const { return reserved_.empty() ? 0.0 : reserved_[d]; }
+
+  // Stage s's window grows (by = 1) or shrinks back (by = -1), with the
+  // room it reserves for its gradients here and its outputs on the next
+  // device.
+  void Widen(int32_t s, int32_t by) {
+    st_[s].window += by;
+    if (Buffered(s)) {
+      for (const int32_t d : {Device(s), Device(s + 1)}) {
+        double room = 0;  // from counts: no drift from adding and subtracting
+        for (int32_t t : dv_[d].stages) {
+          if (t > 0 && Buffered(t - 1)) room += st_[t - 1].window * p_.boundary_bytes[t - 1];
+          if (Buffered(t)) room += st_[t].window * p_.boundary_bytes[t];
+        }
+        reserved_[d] = room;
+      }
+    }
+  }
+
+  double Used(int32_t d) const { return Activations(d) + Reserved(d); }
 
   // The warm-up's forward counts from a prediction of the first gradient's
   // trip: each stage's forwards back to back as their inputs allow, the
@@ -166,18 +218,50 @@ class Greedy {
     return g == kNever ? kNever : std::max(f, g + Comm(s));
   }
 
+  void RefreshSendersOf(int32_t d) {
+    for (int32_t to : dv_[d].stages) {
+      if (to > 0 && Buffered(to - 1)) Refresh(Device(to - 1));
+    }
+  }
+
+  // Whether `bytes` exceed device d's limit, beyond rounding (a limit made
+  // of the very sums checked against it fits).
+  bool Over(double bytes, int32_t d) const { return bytes > p_.limit_bytes[d] * (1 + 1e-12); }
+
+  // Room device d keeps for one micro-batch of each stage after s on it
+  // that still has forwards to run: they lead to the gradients s awaits.
+  // With s = -1, of each of its stages: room buffers must never take, as
+  // it stays taken once the stages have nothing in flight.
+  double LaterRoom(int32_t d, int32_t s) const {
+    double room = 0;
+    for (int32_t later : dv_[d].stages) {
+      if (later > s && st_[later].next_f < p_.micro_batches) room += p_.activation_bytes[later] + Unreserved(later);
+    }
+    return room;
+  }
+
   // When the next F of stage s can start (kNever: not known, or not allowed).
   double ForwardReady(int32_t s, double used) {
     Stage& st = st_[s];
     if (st.next_f >= p_.micro_batches) return kNever;
     if (st.next_i == 0 && st.next_f >= st.warm) return kNever;
-    // Room stays for one micro-batch of each later stage on the device that
-    // still has forwards to run: they lead to the gradients this one awaits.
-    double reserve = 0;
-    for (int32_t later : dv_[Device(s)].stages) {
-      if (later > s && st_[later].next_f < p_.micro_batches) reserve += p_.activation_bytes[later];
+    const int32_t d = Device(s);
+    // With a buffered boundary, more micro-batches in flight than ever
+    // reserve one more gradient here and one more input on the next device
+    // for good. Judged as if reserved: neither device may exceed the most
+    // it has held, the next must keep room to run a forward now, and both
+    // room to run one of each of their stages once nothing is in flight.
+    const bool grows = Buffered(s) && st.next_f - st.next_i + 1 > st.window;
+    if (grows) Widen(s, 1);
+    bool fits = !Over((grows ? Used(d) : used) + LaterRoom(d, s) + p_.activation_bytes[s], d);
+    if (grows && fits) {
+      const int32_t r = Device(s + 1);
+      fits = !Over(peak_[r] + Reserved(r), r) && !Over(Reserved(r) + LaterRoom(r, -1), r) &&
+             !Over(Used(r) + LaterRoom(r, s), r) && !Over(peak_[d] + Reserved(d), d) &&
+             !Over(Reserved(d) + LaterRoom(d, -1), d);
     }
-    if (used + reserve + p_.activation_bytes[s] > p_.limit_bytes[Device(s)]) return kNever;
+    if (grows) Widen(s, -1);
+    if (!fits) return kNever;
     if (s == 0) return 0;
     const double f = FEnd(s - 1, st.next_f);
     return f == kNever ? kNever : f + Comm(s - 1);
@@ -197,7 +281,7 @@ class Greedy {
         si = s, ti = a;
       }
       // An I restores its activation (a recompute) before it frees it.
-      if (a < kNever && used - p_.kept_bytes[s] + p_.activation_bytes[s] > p_.limit_bytes[d]) blocked = s;
+      if (a < kNever && Over(used - p_.kept_bytes[s] + p_.activation_bytes[s], d)) blocked = s;
       const double b = ForwardReady(s, used);
       if (b < kNever && (sf < 0 || std::max(b, t) < std::max(tf, t) ||
                          (std::max(b, t) == std::max(tf, t) && st_[s].next_f < st_[sf].next_f))) {
@@ -249,9 +333,18 @@ class Greedy {
     const double start = dev.next_start;
     int32_t m = 0;
     double duration = 0;
+    if (!p_.boundary_bytes.empty()) {
+      // What the device holds while the op runs: a forward's whole
+      // activation, an I's restored one (a recompute) before it frees it.
+      const double held = dev.next_kind == OpKind::kForward       ? p_.activation_bytes[s]
+                          : dev.next_kind == OpKind::kBackwardInput ? p_.activation_bytes[s] - p_.kept_bytes[s]
+                                                                    : 0.0;
+      peak_[d] = std::max(peak_[d], Activations(d) + held);
+    }
     switch (dev.next_kind) {
       case OpKind::kForward:
         m = st.next_f++;
+        if (st.next_f - st.next_i > st.window) Widen(s, 1);
         duration = p_.forward_s[s];
         FEnd(s, m) = start + duration;
         break;
@@ -267,6 +360,7 @@ class Greedy {
         duration = p_.weight_s[s];
         break;
     }
+    if (!p_.boundary_bytes.empty()) peak_[d] = std::max(peak_[d], Activations(d));
     dev.order.push_back({dev.next_kind, s, m});
     if (dev.first_start < 0) dev.first_start = start;
     dev.free_at = dev.last_end = start + duration;
@@ -277,6 +371,8 @@ class Greedy {
   std::vector<double> f_end_, i_end_;
   std::vector<Stage> st_;
   std::vector<Dev> dv_;
+  std::vector<double> peak_;      // per device, the most activation bytes held so far (with boundaries)
+  std::vector<double> reserved_;  // per device, the room its stages' windows reserve (with boundaries)
 };
 
 Result<void> Check(const AutoProblem& p) {
@@ -307,10 +403,17 @@ Result<void> Check(const AutoProblem& p) {
       return Fail(fmt::format("stage {}: op times must be finite and >= 0", s));
     }
     const int32_t d = p.placement.empty() ? static_cast<int32_t>(s) : p.placement[s];
-    if (p.activation_bytes[s] > p.limit_bytes[d]) {
-      return Fail(fmt::format("stage {}: one micro-batch's activations take {:.4g} GiB, more than the {:.4g} GiB the "
-                              "memory limit leaves it",
-                              s, p.activation_bytes[s] / (1 << 30), p.limit_bytes[d] / (1 << 30)));
+    // With its received input and gradient, where they cross devices.
+    auto crosses = [&](size_t st) {
+      const int32_t here = p.placement.empty() ? static_cast<int32_t>(st) : p.placement[st];
+      const int32_t next = p.placement.empty() ? static_cast<int32_t>(st + 1) : p.placement[st + 1];
+      return !p.boundary_bytes.empty() && st + 1 < S && here != next ? p.boundary_bytes[st] : 0.0;
+    };
+    const double one = p.activation_bytes[s] + (s > 0 ? crosses(s - 1) : 0.0) + crosses(s);
+    if (one > p.limit_bytes[d]) {
+      return Fail(fmt::format("stage {}: one micro-batch's activations and received buffers take {:.4g} GiB, more than "
+                              "the {:.4g} GiB the memory limit leaves it",
+                              s, one / (1 << 30), p.limit_bytes[d] / (1 << 30)));
     }
   }
   return {};

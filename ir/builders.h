@@ -83,6 +83,10 @@ struct AutoProblem {
   std::vector<double> forward_s, input_s, weight_s;  // [stage]
   std::vector<double> comm_s;                         // [stage]: to stage + 1 (none inside a device)
   std::vector<double> activation_bytes, kept_bytes, pending_bytes;  // [stage]
+  // [stage]: the boundary stage st sends to st + 1 (and receives back as its
+  // gradient). Between devices, the receiver holds it from its arrival until
+  // the op that uses it ends. Empty: none.
+  std::vector<double> boundary_bytes;
   std::vector<double> limit_bytes;                    // [device]
   std::vector<int32_t> placement;                     // [stage]: its device; empty: stage s on device s
 };
@@ -96,9 +100,11 @@ struct AutoProblem {
 // bounding the warm-up; waiting for an I or F due soon rather than starting
 // an F or W) are tried until one is within 0.1% of the busiest device's work;
 // the schedule with the shortest overlapped step (the longest device span)
-// wins, then the shortest step. It never holds more than `limit_bytes` of activations on a stage
-// (receive buffers aside). A micro-batch that alone exceeds a limit is an
-// error naming the stage.
+// wins, then the shortest step. It never holds more than `limit_bytes` on a
+// device: activations and, with boundaries, room for every buffer other
+// devices may send it whatever the timing (a forward runs only while its
+// output leaves the next device room to run one). A micro-batch that alone
+// exceeds a limit is an error naming the stage.
 Result<Schedule> BuildAuto(const AutoProblem& problem);
 
 // A random feasible problem for tests: one stage per device, times in

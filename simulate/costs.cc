@@ -105,10 +105,10 @@ ir::AutoProblem AutoProblemFor(const cost::Config& config, const cost::Plan& ske
     p.activation_bytes.push_back(c.activation_bytes[st]);
     p.kept_bytes.push_back(recompute ? c.input_bytes[st] : c.activation_bytes[st]);
     p.pending_bytes.push_back(c.PendingBytes(st));
+    p.boundary_bytes.push_back(boundary);
     const double own = config.cluster.devices[device].memory_bytes;
     const double cap = memory_cap_bytes > 0 ? std::min(memory_cap_bytes, own) : own;
-    const double received = st > 0 ? skeleton.partition.cells[st - 1].boundary_bytes : 0.0;
-    p.limit_bytes.push_back(cap - c.static_bytes[device] - received - boundary);
+    p.limit_bytes.push_back(cap - c.static_bytes[device]);  // buffers: see boundary_bytes
   }
   return p;
 }

@@ -442,12 +442,15 @@ TEST(Simulate, AutoScheduleMatchesZeroBubble2p) {
   }
 }
 
-// Over random times, memory and limits the automatic schedule verifies and
-// never holds more than its limit in the simulator.
+// Over random times, memory, boundaries and limits the automatic schedule
+// verifies and never holds more than its limit in the simulator, received
+// buffers included, though the simulator times it otherwise than the
+// builder did (free transfers, R apart from I): the room the builder keeps
+// for buffers holds whatever the timing.
 TEST(Simulate, AutoScheduleStaysUnderItsMemoryLimit) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> u(0.2, 2.0), frac(0.1, 1.0);
-  for (int trial = 0; trial < 300; ++trial) {
+  for (int trial = 0; trial < 1000; ++trial) {
     const int K = 1 + static_cast<int>(rng() % 8), M = 1 + static_cast<int>(rng() % 24);
     ir::AutoProblem p;
     p.stages = K, p.micro_batches = M;
@@ -458,21 +461,35 @@ TEST(Simulate, AutoScheduleStaysUnderItsMemoryLimit) {
       for (int st = 0; st < K; ++st) p.placement.push_back(st < D ? st : K - 1 - st);
     }
     p.limit_bytes.assign(D, 0.0);
+    // Bytes in units of a million, so that the boundaries are whole bytes;
+    // every other trial's boundaries are free.
+    constexpr double kUnit = 1e6;
+    const bool buffers = trial % 4 < 2;
+    std::vector<int64_t> boundary;
     for (int st = 0; st < K; ++st) {
       p.forward_s.push_back(u(rng) * 1e-3), p.input_s.push_back(u(rng) * 1e-3), p.weight_s.push_back(u(rng) * 1e-3);
       p.comm_s.push_back(u(rng) * 1e-4);
-      const double act = u(rng), kept = act * (trial % 2 ? frac(rng) : 1.0);  // odd trials recompute
+      const double act = u(rng) * kUnit, kept = act * (trial % 2 ? frac(rng) : 1.0);  // odd trials recompute
       p.activation_bytes.push_back(act), p.kept_bytes.push_back(kept);
       p.pending_bytes.push_back(act * frac(rng));
+      boundary.push_back(buffers ? static_cast<int64_t>(kept * frac(rng)) : 0);
+      p.boundary_bytes.push_back(static_cast<double>(boundary.back()));
       // At least one micro-batch of each of its stages at once (the V's
       // device must pass a micro-batch down and back up).
       const int d = v ? p.placement[st] : st;
       p.limit_bytes[d] += act + kept * (rng() % (2 * K + 1)) * frac(rng);
     }
+    // With its input and gradient where they cross devices.
+    for (int st = 0; st < K; ++st) {
+      auto device = [&](int x) { return v ? p.placement[x] : x; };
+      if (st > 0 && device(st - 1) != device(st)) p.limit_bytes[device(st)] += p.boundary_bytes[st - 1];
+      if (st + 1 < K && device(st + 1) != device(st)) p.limit_bytes[device(st)] += p.boundary_bytes[st];
+    }
     auto s = ir::BuildAuto(p);
-    ASSERT_TRUE(s) << s.error().message;
+    ASSERT_TRUE(s) << "trial " << trial << ": " << s.error().message;
     ir::InsertRecompute(*s, trial % 2 ? ir::RecomputeMode::kFull : ir::RecomputeMode::kNone);
-    ir::InsertComm(*s, {});
+    const std::vector<int64_t> crossing(boundary.begin(), boundary.end() - 1);
+    ir::InsertComm(*s, {crossing, crossing});
     ASSERT_TRUE(ir::Verify(*s).empty()) << "trial " << trial;
     SimCosts c = CostsOf(*s, p, 0);
     for (int st = 0; st < K; ++st) {
@@ -483,7 +500,8 @@ TEST(Simulate, AutoScheduleStaysUnderItsMemoryLimit) {
     auto r = Simulate(*s, c);
     ASSERT_TRUE(r) << r.error().message;
     for (int d = 0; d < D; ++d) {
-      EXPECT_LE(r->devices[d].peak_memory_bytes, p.limit_bytes[d] * (1 + 1e-12)) << "trial " << trial << " device " << d;
+      EXPECT_LE(r->devices[d].peak_memory_bytes, p.limit_bytes[d] * (1 + 1e-12))
+          << "trial " << trial << " device " << d;
     }
   }
 }

@@ -255,7 +255,7 @@ cli_case(execute_tensor_parallel_refused 2 "tensor (and sequence) parallelism is
 # The auto schedule: planned from the config's costs under a memory cap.
 cli_case(simulate_auto 0 "steps overlapped (each device's span, as with post-validation)"
          ${TP} simulate ${SRC}/examples/transformer_h100.json --schedule auto --memory-cap 1e10)
-cli_case(simulate_auto_cap_too_small 1 "the auto schedule: stage 0: one micro-batch's activations take 1.734 GiB"
+cli_case(simulate_auto_cap_too_small 1 "the auto schedule: stage 0: one micro-batch's activations and received buffers take 1.742 GiB"
          ${TP} simulate ${SRC}/examples/transformer_h100.json --schedule auto --memory-cap 3e9)
 cli_case(simulate_auto_bad_cap 2 "--memory-cap: expected bytes"
          ${TP} simulate ${SRC}/examples/transformer_h100.json --schedule auto --memory-cap -5)
