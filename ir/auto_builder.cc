@@ -218,9 +218,11 @@ class Greedy {
     return g == kNever ? kNever : std::max(f, g + Comm(s));
   }
 
+  // Only a sender whose next forward would widen its window asks about d.
   void RefreshSendersOf(int32_t d) {
     for (int32_t to : dv_[d].stages) {
-      if (to > 0 && Buffered(to - 1)) Refresh(Device(to - 1));
+      const Stage& from = to > 0 ? st_[to - 1] : st_[0];
+      if (to > 0 && Buffered(to - 1) && from.next_f - from.next_i + 1 > from.window) Refresh(Device(to - 1));
     }
   }
 
