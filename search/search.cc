@@ -5,6 +5,7 @@
 #include <chrono>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <ranges>
 #include <tuple>
 
@@ -419,12 +420,24 @@ Result<SearchResult> Search(const cost::Config& config, const SearchOptions& o) 
   const auto total = static_cast<int64_t>(grid.size());
   SearchResult r;
   r.configs_evaluated = total;
-  // Pass 1: every point's bounds (cheap: no comm, no simulation).
+  // Pass 1: every point's bounds (cheap: no comm, no simulation), visited
+  // by the model's costs (tensor and sequence parallelism, selective
+  // recompute), which change only between groups, so that each is
+  // generated once.
   std::vector<Bounds> bounds(grid.size());
+  std::vector<size_t> visit(grid.size());
+  std::iota(visit.begin(), visit.end(), size_t{0});
+  auto model_key = [&](size_t i) {
+    return std::tuple(grid[i].tensor_parallel, grid[i].sequence_parallel,
+                      grid[i].recompute == ir::RecomputeMode::kSelective);
+  };
+  std::stable_sort(visit.begin(), visit.end(), [&](size_t a, size_t b) { return model_key(a) < model_key(b); });
+  for (size_t k = 0; k < visit.size(); ++k) {
+    if (o.progress && k % 256 == 0) o.progress(static_cast<int64_t>(k) / 2, total);
+    bounds[visit[k]] = searcher.Bound(grid[visit[k]]);
+  }
   std::vector<size_t> order;
   for (size_t i = 0; i < grid.size(); ++i) {
-    if (o.progress && i % 256 == 0) o.progress(static_cast<int64_t>(i) / 2, total);
-    bounds[i] = searcher.Bound(grid[i]);
     if (!bounds[i].runs || bounds[i].over_cap) {
       ++r.over_cap;
     } else {
