@@ -20,7 +20,7 @@ void AddPlanOptions(CLI::App& cmd, PlanSource& s) {
       ->check(BytesValidator());
   cmd.add_option("--chunks,-v", s.chunks, "override the stages per device (interleaved >= 2)")->check(CLI::Range(1, 1 << 16));
   cmd.add_option("--recompute", s.recompute, "override the config's recompute mode")
-      ->check(CLI::IsMember({"none", "full", "except-last"}));
+      ->check(CLI::IsMember({"none", "full", "except-last", "selective"}));
 }
 
 CLI::Validator BytesValidator() {
@@ -32,15 +32,24 @@ CLI::Validator BytesValidator() {
       "BYTES");
 }
 
-Result<cost::Plan> MakePlan(const cost::Config& config, const PlanSource& s, const simulate::Calibration* cal) {
+Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& s, const simulate::Calibration* cal) {
   if (!s.schedule_file.empty()) {
     auto loaded = LoadSchedule(s.schedule_file, s.format, s.dialect);
     if (!loaded) return tl::unexpected(loaded.error());
     return partition::PlanForSchedule(config, std::move(loaded->schedule), s.schedule_file);
   }
   partition::PlanOverrides overrides{s.schedule, std::nullopt, s.chunks};
-  if (!s.recompute.empty()) overrides.recompute = ir::RecomputeModeFromName(s.recompute);
   overrides.build_auto = simulate::AutoScheduler(cal, s.memory_cap_bytes);
+  if (!s.recompute.empty()) {
+    // Selective recompute, or leaving it, changes a transformer's costs.
+    const ir::RecomputeMode mode = *ir::RecomputeModeFromName(s.recompute);
+    if (mode == ir::RecomputeMode::kSelective && !config.transformer) {
+      return Fail(fmt::format("--recompute selective: {} has no transformer generator model (selective recompute "
+                              "re-runs a transformer's attention core)",
+                              config.source));
+    }
+    cost::SetParallelism(config, config.pipeline.tensor_parallel, config.pipeline.sequence_parallel, mode);
+  }
   return partition::PlanFromConfig(config, overrides);
 }
 

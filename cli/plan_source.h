@@ -37,8 +37,10 @@ CLI::Validator BytesValidator();
 // Bad files and configs are bad input; a builder failure or a model that
 // does not fit in memory is a runtime error.
 // The auto schedule plans with `calibration`'s costs when one is given.
-Result<cost::Plan> MakePlan(const cost::Config& config, const PlanSource& source,
-                                 const simulate::Calibration* calibration = nullptr);
+// `--recompute` changes `config` itself (a transformer's costs change with
+// selective recompute), so that costs taken from it after match the plan.
+Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& source,
+                            const simulate::Calibration* calibration = nullptr);
 
 // A calibration file for the config (`--calibration` of simulate and
 // search): none for an empty path; bad input when it cannot be read, is

@@ -435,12 +435,7 @@ Config Load(std::string_view text, std::string_view source) {
       r.Fail("/pipeline/tensor_parallel", fmt::format("{} GPUs do not divide the vocabulary of {} (/model/vocab; pad "
                                                       "it as Megatron does)", tp, c.transformer->vocab));
     }
-    if (tp > 1 || c.pipeline.sequence_parallel || selective) {
-      c.transformer->tensor_parallel = tp;
-      c.transformer->sequence_parallel = c.pipeline.sequence_parallel;
-      c.transformer->selective_recompute = selective;
-      c.model = GenerateTransformer(*c.transformer);
-    }
+    SetParallelism(c, tp, c.pipeline.sequence_parallel, c.pipeline.recompute);
   }
   c.pipeline.partition = r.String(pl, "partition", "/pipeline", PartitionAlgorithms(), "minmax");
   if (pl.contains("first_layers")) {
@@ -493,6 +488,22 @@ Config Load(std::string_view text, std::string_view source) {
 const std::vector<std::string>& PartitionAlgorithms() {
   static const std::vector<std::string> names = {"gpipe", "minmax", "memory", "manual"};
   return names;
+}
+
+void SetParallelism(Config& c, int tensor_parallel, bool sequence_parallel, ir::RecomputeMode recompute) {
+  c.pipeline.tensor_parallel = tensor_parallel;
+  c.pipeline.sequence_parallel = sequence_parallel;
+  c.pipeline.recompute = recompute;
+  if (!c.transformer) return;
+  TransformerSpec& t = *c.transformer;
+  const bool selective = recompute == ir::RecomputeMode::kSelective;
+  if (t.tensor_parallel != tensor_parallel || t.sequence_parallel != sequence_parallel ||
+      t.selective_recompute != selective) {
+    t.tensor_parallel = tensor_parallel;
+    t.sequence_parallel = sequence_parallel;
+    t.selective_recompute = selective;
+    c.model = GenerateTransformer(t);
+  }
 }
 
 bool Regenerate(Config& c, int layers) {

@@ -93,6 +93,12 @@ Result<Config> LoadConfigFile(const std::string& path);
 // layer list.
 bool Regenerate(Config& config, int layers);
 
+// Sets the pipeline's tensor and sequence parallelism and recompute mode,
+// regenerating a generated transformer when its costs change with them
+// (they split its GEMMs, add its collectives, and selective recompute
+// moves the attention core's work into the backward).
+void SetParallelism(Config& config, int tensor_parallel, bool sequence_parallel, ir::RecomputeMode recompute);
+
 // The partition algorithm names, for messages and --help.
 const std::vector<std::string>& PartitionAlgorithms();
 

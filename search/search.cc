@@ -109,25 +109,10 @@ struct Searcher {
   }
 
   void Use(const Candidate& c) {
-    // Tensor and sequence parallelism and selective recompute change the
-    // model's costs: regenerate it when they change.
-    if (work.transformer) {
-      const bool selective = c.recompute == ir::RecomputeMode::kSelective;
-      cost::TransformerSpec& t = *work.transformer;
-      if (t.tensor_parallel != c.tensor_parallel || t.sequence_parallel != c.sequence_parallel ||
-          t.selective_recompute != selective) {
-        t.tensor_parallel = c.tensor_parallel;
-        t.sequence_parallel = c.sequence_parallel;
-        t.selective_recompute = selective;
-        work.model = cost::GenerateTransformer(t);
-      }
-    }
-    work.pipeline.tensor_parallel = c.tensor_parallel;
-    work.pipeline.sequence_parallel = c.sequence_parallel;
+    cost::SetParallelism(work, c.tensor_parallel, c.sequence_parallel, c.recompute);
     work.pipeline.stages = c.stages;
     work.pipeline.schedule = c.schedule;
     work.pipeline.chunks = c.chunks;
-    work.pipeline.recompute = c.recompute;
     work.pipeline.partition = c.partition;
     work.pipeline.first_layers.clear();
     work.training.batch = c.batch;

@@ -255,6 +255,13 @@ cli_case(execute_tensor_parallel_refused 2 "tensor (and sequence) parallelism is
 # The auto schedule: planned from the config's costs under a memory cap.
 cli_case(simulate_auto 0 "steps overlapped (each device's span, as with post-validation)"
          ${TP} simulate ${SRC}/examples/transformer_h100.json --schedule auto --memory-cap 1e10)
+# --recompute predicts what the config with that recompute mode predicts,
+# selective recompute included (it changes a transformer's costs), both ways.
+cli_case(simulate_recompute_selective_override 0 "same"
+         bash -c "sed 's/\"recompute\": \"full\"/\"recompute\": \"selective\"/' ${SRC}/examples/transformer_h100.json > \"$0\" && a=$(${TP} simulate --json \"$0\") && b=$(${TP} simulate --json --recompute selective ${SRC}/examples/transformer_h100.json) && c=$(${TP} simulate --json --recompute full \"$0\") && d=$(${TP} simulate --json ${SRC}/examples/transformer_h100.json) && [ \"$a\" = \"$b\" ] && [ \"$c\" = \"$d\" ] && [ \"$a\" != \"$d\" ] && echo same"
+         ${CMAKE_CURRENT_BINARY_DIR}/selective.json)
+cli_case(simulate_recompute_selective_needs_transformer 2 "--recompute selective: "
+         ${TP} simulate ${SRC}/examples/mlp_h100.json --recompute selective)
 cli_case(simulate_auto_cap_too_small 1 "the auto schedule: stage 0: one micro-batch's activations and received buffers take 1.742 GiB"
          ${TP} simulate ${SRC}/examples/transformer_h100.json --schedule auto --memory-cap 3e9)
 cli_case(simulate_auto_bad_cap 2 "--memory-cap: expected bytes"
