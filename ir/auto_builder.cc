@@ -411,11 +411,12 @@ Result<void> Check(const AutoProblem& p) {
       const int32_t next = p.placement.empty() ? static_cast<int32_t>(st + 1) : p.placement[st + 1];
       return !p.boundary_bytes.empty() && st + 1 < S && here != next ? p.boundary_bytes[st] : 0.0;
     };
-    const double one = p.activation_bytes[s] + (s > 0 ? crosses(s - 1) : 0.0) + crosses(s);
+    const double buffers = (s > 0 ? crosses(s - 1) : 0.0) + crosses(s), one = p.activation_bytes[s] + buffers;
     if (one > p.limit_bytes[d]) {
-      return Fail(fmt::format("stage {}: one micro-batch's activations and received buffers take {:.4g} GiB, more than "
-                              "the {:.4g} GiB the memory limit leaves it",
-                              s, one / (1 << 30), p.limit_bytes[d] / (1 << 30)));
+      return Fail(fmt::format("stage {}: one micro-batch's activations {}take {:.4g} GiB, more than the {:.4g} GiB the "
+                              "memory limit leaves it",
+                              s, buffers > 0 ? "and received buffers " : "", one / (1 << 30),
+                              p.limit_bytes[d] / (1 << 30)));
     }
   }
   return {};
