@@ -404,12 +404,11 @@ Result<void> Check(const AutoProblem& p) {
     if (!(p.forward_s[s] >= 0 && p.input_s[s] >= 0 && p.weight_s[s] >= 0)) {
       return Fail(fmt::format("stage {}: op times must be finite and >= 0", s));
     }
-    const int32_t d = p.placement.empty() ? static_cast<int32_t>(s) : p.placement[s];
     // With its received input and gradient, where they cross devices.
+    auto device = [&](size_t st) { return p.placement.empty() ? static_cast<int32_t>(st) : p.placement[st]; };
+    const int32_t d = device(s);
     auto crosses = [&](size_t st) {
-      const int32_t here = p.placement.empty() ? static_cast<int32_t>(st) : p.placement[st];
-      const int32_t next = p.placement.empty() ? static_cast<int32_t>(st + 1) : p.placement[st + 1];
-      return !p.boundary_bytes.empty() && st + 1 < S && here != next ? p.boundary_bytes[st] : 0.0;
+      return !p.boundary_bytes.empty() && st + 1 < S && device(st) != device(st + 1) ? p.boundary_bytes[st] : 0.0;
     };
     const double buffers = (s > 0 ? crosses(s - 1) : 0.0) + crosses(s), one = p.activation_bytes[s] + buffers;
     if (one > p.limit_bytes[d]) {
