@@ -21,17 +21,29 @@ namespace {
 using ir::Op;
 using ir::OpKind;
 
-// A memory change, packed: op id x 2, + 1 when at the op's end. Its time and
-// size are looked up at merge time.
-using MemoryEvent = int32_t;
+// A memory change of the compute stream: op id x 2, + 1 when at the op's
+// end (its time is looked up at merge time), and its size.
+struct MemoryEvent {
+  int32_t at;
+  double delta;
+};
 
 struct InOrderChannel {
-  const ir::Channel* pair;  // src, dst; sends[k] pairs with recvs[k]
-  size_t next = 0;
+  const ir::Channel* pair;  // src, dst; its receives are its allocations, in time order
   double free = 0;
   int32_t prev_send = -1;
-  std::vector<int32_t> allocations;  // receives (buffers taken at transfer start), in time order
 };
+
+// The receive a send's transfer fills: the receiving stage's op for the same
+// micro-batch, which on a verified schedule is the channel's next receive in
+// FIFO order (ir/channels.h) but lies on a huge page where the channel's
+// list does not; -1 when there is none.
+int32_t ReceiveOf(const Dependencies& deps, const Op& send, int32_t stages) {
+  const bool forward = send.kind == OpKind::kSendF;
+  const int32_t stage = forward ? send.stage + 1 : send.stage - 1;
+  if (stage < 0 || stage >= stages) return -1;
+  return deps.Find(forward ? OpKind::kRecvF : OpKind::kRecvB, stage, send.micro_batch);
+}
 
 bool IsComputeEngineOp(OpKind k) { return ComputeSlot(k) >= 0 || k == OpKind::kStep; }
 
@@ -67,7 +79,9 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
   BigVector<char> arrived(serial ? n : 0, 0);  // serial: a receive's data is there (its end is set)
   std::vector<int32_t> ready;
   for (int32_t d = D - 1; d >= 0; --d) ready.push_back(d);
-  for (int32_t d = 0; d < D; ++d) compute_memory[d].reserve(2 * s.programs[d].size());
+  // At most two changes per compute op; about one per op where transfers
+  // interleave (the vector grows where not).
+  for (int32_t d = 0; d < D; ++d) compute_memory[d].reserve(s.programs[d].size());
 
   // Start time of an op on a resource free at `free` after `prev`: the later
   // of that and its inputs; `who` gets the op whose end decided it.
@@ -124,8 +138,8 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
         compute_prev[d] = id;
         r.devices[d].busy_s += end - start;
         TouchSpan(r.devices[d], start, end);
-        if (MemoryAtStart(c, op) != 0) compute_memory[d].push_back(2 * id);
-        if (MemoryAtEnd(deps, c, op) != 0) compute_memory[d].push_back(2 * id + 1);
+        if (const double delta = MemoryAtStart(c, op); delta != 0) compute_memory[d].push_back({2 * id, delta});
+        if (const double delta = MemoryAtEnd(deps, c, op); delta != 0) compute_memory[d].push_back({2 * id + 1, delta});
         if (op.kind == OpKind::kForward) {
           r.peak_in_flight[op.stage] = std::max(r.peak_in_flight[op.stage], ++in_flight[op.stage]);
         }
@@ -145,11 +159,11 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
         InOrderChannel& ch = channels[channel(d, op.peer)];
         const double start = start_after(op, serial ? std::max(ch.free, compute_free[d]) : ch.free, ch.prev_send, who,
                                          inputs_done);
-        if (!inputs_done || ch.next == ch.pair->recvs.size()) {  // no receive will ever take it
+        const int32_t recv = ReceiveOf(deps, op, s.num_stages);
+        if (!inputs_done || recv < 0) {  // no receive will ever take it
           blocked[d] = 1;
           break;
         }
-        const int32_t recv = ch.pair->recvs[ch.next++];
         const double end = start + c.TransferSeconds(d, op.peer, static_cast<double>(op.bytes));
         r.start_s[id] = r.start_s[recv] = start;
         r.end_s[id] = r.end_s[recv] = end;
@@ -163,7 +177,6 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
         }
         ch.free = end;
         ch.prev_send = id;
-        ch.allocations.push_back(recv);
         LinkStats& link = links[&ch - channels.data()];
         link.bytes += op.bytes;
         link.busy_s += end - start;
@@ -196,35 +209,36 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
     double time, delta;
     int32_t op;
   };
-  auto compute_change = [&](int32_t d, MemoryEvent e) {
-    const int32_t id = e / 2;
-    const Op& op = deps.OpOn(d, id);
-    return e % 2 ? Change{r.end_s[id], MemoryAtEnd(deps, c, op), id} : Change{r.start_s[id], MemoryAtStart(c, op), id};
+  auto compute_change = [&](MemoryEvent e) {
+    const int32_t id = e.at / 2;
+    return Change{e.at % 2 ? r.end_s[id] : r.start_s[id], e.delta, id};
   };
   auto allocation = [&](int32_t d, int32_t recv) {
     return Change{r.start_s[recv], static_cast<double>(deps.OpOn(d, recv).bytes), recv};
   };
   for (int32_t d = 0; d < D; ++d) {
     // Stream 0: the compute engine's changes; then each incoming channel's.
-    std::vector<const std::vector<int32_t>*> streams = {&compute_memory[d]};
+    const std::vector<MemoryEvent>& compute = compute_memory[d];
+    std::vector<const std::vector<int32_t>*> streams = {nullptr};
     for (const auto& ch : channels) {
-      if (ch.pair->dst == d) streams.push_back(&ch.allocations);
+      if (ch.pair->dst == d) streams.push_back(&ch.pair->recvs);
     }
+    auto size_of = [&](size_t k) { return k == 0 ? compute.size() : streams[k]->size(); };
     auto change = [&](size_t k, size_t i) {
-      return k == 0 ? compute_change(d, (*streams[0])[i]) : allocation(d, (*streams[k])[i]);
+      return k == 0 ? compute_change(compute[i]) : allocation(d, (*streams[k])[i]);
     };
     // A change's time alone, to pick the next (its size is worked out for
     // the one picked only).
     auto time_of = [&](size_t k, size_t i) {
       if (k > 0) return r.start_s[(*streams[k])[i]];
-      const MemoryEvent e = (*streams[0])[i];
+      const int32_t e = compute[i].at;
       return e % 2 ? r.end_s[e / 2] : r.start_s[e / 2];
     };
     std::vector<size_t> at(streams.size(), 0);
     double now = c.static_bytes[d];
     auto& samples = r.memory[d];
     size_t changes = 1;
-    for (const auto* stream : streams) changes += stream->size();
+    for (size_t k = 0; k < streams.size(); ++k) changes += size_of(k);
     samples.reserve(changes);
     samples.emplace_back(0.0, now);
     DeviceStats& stats = r.devices[d];
@@ -233,7 +247,7 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
       int best = -1;
       double best_time = 0;
       for (size_t k = 0; k < streams.size(); ++k) {
-        if (at[k] == streams[k]->size()) continue;
+        if (at[k] == size_of(k)) continue;
         const double t = time_of(k, at[k]);
         if (best < 0 || t < best_time) {
           best = static_cast<int>(k);
