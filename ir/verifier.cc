@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -101,22 +102,38 @@ class Checker {
     return out_.empty();
   }
 
-  // Fields in range, placement, peers, duplicates; fills the index.
+  // Ids, fields in range, placement, peers, duplicates; fills the index and
+  // what CheckStepOrder needs, in one pass over the ops (a large schedule
+  // does not fit in the cache: each pass costs memory bandwidth).
   void CheckOps(OpIndex& index) {
     const int32_t K = s_.num_stages, M = s_.num_micro_batches;
-    std::vector<int32_t> steps(s_.programs.size(), 0);
+    const int32_t D = static_cast<int32_t>(s_.programs.size());
     all_reduce_.assign(K, Where{});
-    CheckIds();
-    for (int32_t d = 0; d < static_cast<int32_t>(s_.programs.size()); ++d) {
+    steps_.assign(D, {});
+    last_backward_.assign(K, -1);
+    last_any_.assign(D, -1);
+    // Ids are canonical: 0..N-1 in program order, device by device (readers
+    // and passes renumber). Consumers index arrays by id, so any other id is
+    // refused here rather than trusted there. The first misnumbered op is
+    // reported, first; the rest follow from it.
+    int32_t expected = 0;
+    std::optional<Diagnostic> bad_id;
+    const size_t reported_before = out_.size();
+    for (int32_t d = 0; d < D; ++d) {
       const auto& program = s_.programs[d];
-      for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
+      for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i, ++expected) {
         const Op& op = program[i];
+        if (op.id != expected && !bad_id) {
+          bad_id = Diagnostic{d, i, fmt::format("op id {}, expected {} (ids are 0..N-1 in program order; see Renumber)",
+                                                op.id, expected)};
+        }
         if (op.device != d) {
           Report(d, i, fmt::format("op says device {} but sits in device {}'s program", op.device, d));
         }
         if (op.bytes < 0) Report(d, i, fmt::format("negative bytes {}", op.bytes));
         if (op.kind == OpKind::kStep) {
-          if (++steps[d] == 2) Report(d, i, "second STEP on this device (one per mini-batch)");
+          steps_[d].push_back(i);
+          if (steps_[d].size() == 2) Report(d, i, "second STEP on this device (one per mini-batch)");
           continue;
         }
         if (op.stage < 0 || op.stage >= K) {
@@ -135,6 +152,7 @@ class Checker {
         }
         if (IsComm(op.kind) && !CheckPeer(d, i, op)) continue;
         if (op.kind == OpKind::kAllReduce) {
+          last_any_[d] = i;
           if (s_.replicas < 2) {
             Report(d, i, "ALLREDUCE in a schedule with one replica (nothing to reduce with)");
           } else if (all_reduce_[op.stage].found()) {
@@ -150,26 +168,13 @@ class Checker {
           continue;
         }
         slot = i;
-      }
-    }
-  }
-
-  // Ids are canonical: 0..N-1 in program order, device by device (readers
-  // and passes renumber). Consumers index arrays by id, so any other id is
-  // refused here rather than trusted there. The first misnumbered op is
-  // reported; the rest follow from it.
-  void CheckIds() {
-    int32_t expected = 0;
-    for (int32_t d = 0; d < static_cast<int32_t>(s_.programs.size()); ++d) {
-      for (int32_t i = 0; i < static_cast<int32_t>(s_.programs[d].size()); ++i, ++expected) {
-        const int32_t id = s_.programs[d][i].id;
-        if (id != expected) {
-          Report(d, i, fmt::format("op id {}, expected {} (ids are 0..N-1 in program order; see Renumber)", id,
-                                   expected));
-          return;
+        if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardInput || op.kind == OpKind::kBackwardWeight) {
+          last_backward_[op.stage] = i;
+          last_any_[d] = i;
         }
       }
     }
+    if (bad_id) out_.insert(out_.begin() + static_cast<ptrdiff_t>(reported_before), *bad_id);
   }
 
   bool CheckPeer(int32_t d, int32_t i, const Op& op) {
@@ -286,40 +291,31 @@ class Checker {
   // and all-reduce of its device; and a STEP on every device that holds a
   // stage (else its parameters are never updated).
   void CheckStepOrder() {
-    const int32_t K = s_.num_stages;
-    std::vector<char> holds_stage(s_.programs.size(), 0);
+    const int32_t K = s_.num_stages, D = static_cast<int32_t>(s_.programs.size());
+    std::vector<char> holds_stage(D, 0);
     for (int32_t st = 0; st < K; ++st) holds_stage[s_.placement[st]] = 1;
-    for (int32_t d = 0; d < static_cast<int32_t>(s_.programs.size()); ++d) {
-      const auto& p = s_.programs[d];
-      const bool has_step = std::any_of(p.begin(), p.end(), [](const Op& op) { return op.kind == OpKind::kStep; });
-      if (holds_stage[d] && !has_step) {
+    for (int32_t d = 0; d < D; ++d) {
+      if (holds_stage[d] && steps_[d].empty()) {
         Report(d, -1, "missing STEP: the device holds stages but never applies their gradients");
       }
     }
-    for (int32_t d = 0; d < static_cast<int32_t>(s_.programs.size()); ++d) {
-      const auto& program = s_.programs[d];
-      std::vector<int32_t> last_backward(K, -1);
-      int32_t last_any = -1;
-      for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
-        const Op& op = program[i];
-        const bool backward = op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardInput ||
-                              op.kind == OpKind::kBackwardWeight;
-        if (backward) {
-          last_backward[op.stage] = i;
-          last_any = i;
-        }
-        if (op.kind == OpKind::kAllReduce) last_any = i;
+    // Per device, in program order: its all-reduces and STEPs that come too early.
+    std::vector<std::vector<std::pair<int32_t, std::string>>> early(D);
+    for (int32_t st = 0; st < K; ++st) {
+      const Where ar = all_reduce_[st];
+      if (ar.found() && last_backward_[st] > ar.position) {
+        early[ar.device].emplace_back(
+            ar.position, fmt::format("all-reduce before the last backward of its stage, {}",
+                                     Describe(Where{ar.device, last_backward_[st]})));
       }
-      for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
-        const Op& op = program[i];
-        if (op.kind == OpKind::kAllReduce && last_backward[op.stage] > i) {
-          Report(d, i, fmt::format("all-reduce before the last backward of its stage, {}",
-                                   Describe(Where{d, last_backward[op.stage]})));
-        }
-        if (op.kind == OpKind::kStep && last_any > i) {
-          Report(d, i, fmt::format("STEP before {}", Describe(Where{d, last_any})));
-        }
+    }
+    for (int32_t d = 0; d < D; ++d) {
+      for (const int32_t i : steps_[d]) {
+        if (last_any_[d] > i) early[d].emplace_back(i, fmt::format("STEP before {}", Describe(Where{d, last_any_[d]})));
       }
+      std::stable_sort(early[d].begin(), early[d].end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (auto& [i, message] : early[d]) Report(d, i, std::move(message));
     }
   }
 
@@ -483,6 +479,9 @@ class Checker {
   const Schedule& s_;
   std::vector<Diagnostic> out_;
   std::vector<Where> all_reduce_;
+  std::vector<std::vector<int32_t>> steps_;  // per device: its STEPs' positions
+  std::vector<int32_t> last_backward_;       // per stage: its last backward's position
+  std::vector<int32_t> last_any_;            // per device: its last backward's or all-reduce's position
 };
 
 }  // namespace
