@@ -167,13 +167,28 @@ Result<void> InsertComm(Schedule& s, const CommBytes& bytes) {
   // Receives: per channel (src -> dst) in send order, each before the earliest
   // consumer among itself and every later message of the channel.
   std::vector<std::vector<PendingRecv>> incoming(D);
-  std::vector<int32_t> order;
+  std::vector<int32_t> order, dsts;
   for (int32_t src = 0; src < D; ++src) {
     const auto& msgs = outgoing[src];
+    // Grouped by destination, in send order within each: a source talks to
+    // a few neighbours, so one sweep per destination beats a sort.
+    dsts.clear();
+    for (const Message& msg : msgs) {
+      if (std::find(dsts.begin(), dsts.end(), msg.dst) == dsts.end()) dsts.push_back(msg.dst);
+    }
+    std::sort(dsts.begin(), dsts.end());
     order.resize(msgs.size());
     for (size_t j = 0; j < msgs.size(); ++j) order[j] = static_cast<int32_t>(j);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int32_t a, int32_t b) { return msgs[a].dst < msgs[b].dst; });
+    if (dsts.size() > 8) {
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return msgs[a].dst < msgs[b].dst; });
+    } else if (dsts.size() > 1) {
+      order.clear();
+      for (const int32_t dst : dsts) {
+        for (size_t j = 0; j < msgs.size(); ++j) {
+          if (msgs[j].dst == dst) order.push_back(static_cast<int32_t>(j));
+        }
+      }
+    }
     size_t group_end = order.size();
     while (group_end > 0) {
       const int32_t dst = msgs[order[group_end - 1]].dst;
