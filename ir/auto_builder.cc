@@ -242,6 +242,22 @@ class Greedy {
     return room;
   }
 
+  // Room device d keeps, when stage s runs a forward, for the largest
+  // activation another stage's I must restore (a recompute) before it frees
+  // it: each stage with micro-batches in flight, but an earlier one whose
+  // oldest micro-batch still waits for this very forward (its gradient
+  // comes back through s: holding room for it here would deadlock).
+  double RestoreRoom(int32_t d, int32_t s) const {
+    double room = 0;
+    for (int32_t u : dv_[d].stages) {
+      const Stage& st = st_[u];
+      if (u == s || st.next_f == st.next_i) continue;
+      if (u < s && st_[s].next_f <= st.next_i) continue;
+      room = std::max(room, p_.activation_bytes[u] - p_.kept_bytes[u]);
+    }
+    return room;
+  }
+
   // When the next F of stage s can start (kNever: not known, or not allowed).
   double ForwardReady(int32_t s, double used) {
     Stage& st = st_[s];
@@ -255,7 +271,9 @@ class Greedy {
     // room to run one of each of their stages once nothing is in flight.
     const bool grows = Buffered(s) && st.next_f - st.next_i + 1 > st.window;
     if (grows) Widen(s, 1);
-    bool fits = !Over((grows ? Used(d) : used) + LaterRoom(d, s) + p_.activation_bytes[s], d);
+    bool fits = !Over((grows ? Used(d) : used) + LaterRoom(d, s) +
+                          std::max(p_.activation_bytes[s], p_.kept_bytes[s] + RestoreRoom(d, s)),
+                      d);
     if (grows && fits) {
       const int32_t r = Device(s + 1);
       fits = !Over(peak_[r] + Reserved(r), r) && !Over(Reserved(r) + LaterRoom(r, -1), r) &&
@@ -411,7 +429,7 @@ Result<void> Check(const AutoProblem& p) {
       return !p.boundary_bytes.empty() && st + 1 < S && device(st) != device(st + 1) ? p.boundary_bytes[st] : 0.0;
     };
     const double buffers = (s > 0 ? crosses(s - 1) : 0.0) + crosses(s), one = p.activation_bytes[s] + buffers;
-    if (one > p.limit_bytes[d]) {
+    if (one > p.limit_bytes[d] * (1 + 1e-12)) {  // beyond rounding, as Greedy::Over
       return Fail(fmt::format("stage {}: one micro-batch's activations {}take {:.4g} GiB, more than the {:.4g} GiB the "
                               "memory limit leaves it",
                               s, buffers > 0 ? "and received buffers " : "", one / (1 << 30),
