@@ -5,7 +5,6 @@
 // step (each stage's span, first op to last) wins, ties going to the shorter
 // step.
 #include <algorithm>
-#include <deque>
 #include <limits>
 #include <optional>
 #include <random>
@@ -55,6 +54,7 @@ class Greedy {
     for (int32_t s = 0; s < p.stages; ++s) dv_[Device(s)].stages.push_back(s);
     for (auto& d : dv_) std::reverse(d.stages.begin(), d.stages.end());  // later stages win ties
     peak_.assign(D, 0.0);
+    first_ = Tournament(D);
     if (!p.boundary_bytes.empty()) reserved_.assign(D, 0.0);
     if (policy.predict) WarmUp();
   }
@@ -66,14 +66,9 @@ class Greedy {
     for (int32_t d = 0; d < D; ++d) Refresh(d);
     const int64_t total = 3 * int64_t{p_.stages} * p_.micro_batches;
     for (int64_t placed = 0; placed < total; ++placed) {
-      // The device whose next op starts first (the lower device on a tie):
-      // a scan, cheaper than a heap of stale entries for pipeline widths.
-      int32_t d = -1;
-      double first = kNever;
-      for (int32_t k = 0; k < D; ++k) {
-        if (dv_[k].next_start < first) first = dv_[k].next_start, d = k;
-      }
-      if (d < 0) return FailRuntime("the automatic scheduler found no op to run (a bug: the problem is feasible)");
+      // The device whose next op starts first (the lower device on a tie).
+      const int32_t d = first_.Min();
+      if (dv_[d].next_start == kNever) return FailRuntime("the automatic scheduler found no op to run (a bug: the problem is feasible)");
       const int32_t s = dv_[d].next_stage;
       const OpKind kind = dv_[d].next_kind;
       const int32_t window = st_[s].window;
@@ -105,7 +100,10 @@ class Greedy {
  private:
   struct Stage {
     int32_t next_f = 0, next_i = 0;
-    std::deque<int32_t> pending_w;  // I done, W not yet
+    // I done, W not yet: micro-batches next_w .. next_i - 1 (a stage's Is
+    // and Ws both run in micro-batch order).
+    int32_t next_w = 0;
+    int32_t PendingW() const { return next_i - next_w; }
     int32_t warm = std::numeric_limits<int32_t>::max();  // forwards before the first I
     int32_t window = 0;  // the most micro-batches in flight so far
   };
@@ -147,7 +145,7 @@ class Greedy {
     double used = 0;
     for (int32_t s : dv_[d].stages) {
       const Stage& st = st_[s];
-      used += (st.next_f - st.next_i) * p_.kept_bytes[s] + static_cast<double>(st.pending_w.size()) * p_.pending_bytes[s];
+      used += (st.next_f - st.next_i) * p_.kept_bytes[s] + st.PendingW() * p_.pending_bytes[s];
     }
     return used;
   }
@@ -307,7 +305,7 @@ class Greedy {
                          (std::max(b, t) == std::max(tf, t) && st_[s].next_f < st_[sf].next_f))) {
         sf = s, tf = b;
       }
-      if (!st_[s].pending_w.empty() && sw < 0) sw = s;
+      if (st_[s].PendingW() > 0 && sw < 0) sw = s;
     }
     OpKind kind = OpKind::kForward;
     int32_t stage = -1;
@@ -344,6 +342,7 @@ class Greedy {
     dev.next_kind = kind;
     dev.next_stage = stage;
     dev.next_start = start;
+    first_.Set(d, start);
   }
 
   void Place(int32_t d) {
@@ -372,11 +371,9 @@ class Greedy {
         m = st.next_i++;
         duration = p_.input_s[s];
         IEnd(s, m) = start + duration;
-        st.pending_w.push_back(m);
         break;
       default:
-        m = st.pending_w.front();
-        st.pending_w.pop_front();
+        m = st.next_w++;
         duration = p_.weight_s[s];
         break;
     }
@@ -386,8 +383,39 @@ class Greedy {
     dev.free_at = dev.last_end = start + duration;
   }
 
+  // A tournament over the devices' next start times: the earliest (the
+  // lower device on a tie) at the root, a change in log2(devices) steps.
+  class Tournament {
+   public:
+    Tournament() = default;
+    explicit Tournament(int32_t n) {
+      while (leaves_ < n) leaves_ *= 2;
+      time_.assign(2 * leaves_, kNever);
+      who_.assign(2 * leaves_, 0);
+      for (int32_t k = 0; k < leaves_; ++k) who_[leaves_ + k] = k;
+      for (int32_t i = leaves_ - 1; i >= 1; --i) Pull(i);
+    }
+    void Set(int32_t k, double time) {
+      int32_t i = leaves_ + k;
+      time_[i] = time;
+      for (i /= 2; i >= 1; i /= 2) Pull(i);
+    }
+    int32_t Min() const { return who_[1]; }
+
+   private:
+    void Pull(int32_t i) {
+      const int32_t l = 2 * i, r = l + 1;
+      const int32_t w = time_[r] < time_[l] ? r : l;  // the left (lower device) on a tie
+      time_[i] = time_[w], who_[i] = who_[w];
+    }
+    int32_t leaves_ = 1;
+    std::vector<double> time_;
+    std::vector<int32_t> who_;
+  };
+
   const AutoProblem& p_;
   Policy policy_;
+  Tournament first_;
   std::vector<double> f_end_, i_end_;
   std::vector<Stage> st_;
   std::vector<Dev> dv_;
