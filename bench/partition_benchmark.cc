@@ -18,7 +18,7 @@ PartitionProblem Random(int layers, int cells, bool comm) {
   for (double& c : costs) c = u(rng);
   PartitionProblem p = UniformProblem(costs, cells);
   if (comm) {
-    for (double& c : p.cut_cost) c = u(rng) / 10;
+    for (double& c : p.cut_costs[0]) c = u(rng) / 10;
   }
   return p;
 }

@@ -10,6 +10,16 @@ double TransferTime(const Link& link, double bytes) {
   return link.host_staged ? 2 * one_copy : one_copy;
 }
 
+double BoundaryGatherTime(double bytes, int gather_ranks, const Link& gather_link) {
+  if (gather_ranks <= 1) return 0;
+  const double t = gather_ranks;
+  return CollectiveTime(Kernel::Collective::kAllGather, bytes * t, t, gather_link);
+}
+
+double BoundaryTransferTime(const Link& link, double bytes, int gather_ranks, const Link& gather_link) {
+  return TransferTime(link, bytes) + BoundaryGatherTime(bytes, gather_ranks, gather_link);
+}
+
 double CollectiveTime(Kernel::Collective kind, double bytes, const CollectiveGroup& g) {
   const double n = g.ranks;
   if (kind == Kernel::Collective::kNone || n <= 1) return 0;

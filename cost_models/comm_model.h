@@ -18,6 +18,16 @@ namespace twinpipe::cost {
 // latency, an empty one too.
 double TransferTime(const Link& link, double bytes);
 
+// Seconds from the start of an idle pipeline transfer of `bytes` per GPU
+// over `link` until the receivers hold the boundary: the transfer, then,
+// where each of a t-GPU tensor-parallel group sends 1/t of it (Megatron's
+// scatter-gather without sequence parallelism: gather_ranks = t), their
+// ring all-gather of the whole boundary over `gather_link`, the link inside
+// their node. The simulator and the partitioner charge a cut this.
+double BoundaryTransferTime(const Link& link, double bytes, int gather_ranks, const Link& gather_link);
+// That all-gather alone (0 where gather_ranks <= 1).
+double BoundaryGatherTime(double bytes, int gather_ranks, const Link& gather_link);
+
 // Where a collective's ranks sit: `ranks` GPUs spread evenly over `nodes`
 // nodes, joined by `intra` inside a node and by `inter` between nodes
 // (unused while nodes is 1).

@@ -83,6 +83,18 @@ struct Config {
 
   // Data-parallel replicas: the GPUs over t x K.
   int Replicas() const { return cluster.NumDevices() / (pipeline.stages * pipeline.tensor_parallel); }
+  // The node of pipeline device d in the first replica, in Megatron's order
+  // (tensor-parallel groups inside a node, then the pipeline's devices,
+  // then the replicas): its GPUs are t d .. t d + t - 1.
+  int NodeOf(int device) const {
+    return static_cast<int>(int64_t{pipeline.tensor_parallel} * device / cluster.gpus_per_node);
+  }
+  // The GPUs that all-gather a received pipeline boundary: the t of a
+  // tensor-parallel group, each sent 1/t of it; 1 (none) without tensor
+  // parallelism, or with sequence parallelism, where it stays sharded.
+  int BoundaryGatherRanks() const {
+    return pipeline.tensor_parallel > 1 && !pipeline.sequence_parallel ? pipeline.tensor_parallel : 1;
+  }
 };
 
 Result<Config> LoadConfig(std::string_view text, std::string_view source);

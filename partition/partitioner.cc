@@ -111,7 +111,9 @@ bool SweepFeasible(const PartitionProblem& p, const std::vector<double>& fastest
 bool Simple(const PartitionProblem& p) {
   const bool one_class = std::all_of(p.cell_class.begin(), p.cell_class.end(),
                                      [&](int c) { return c == p.cell_class[0]; });
-  const bool no_cuts = std::all_of(p.cut_cost.begin(), p.cut_cost.end(), [](double c) { return c == 0; });
+  const bool no_cuts = std::all_of(p.cut_costs.begin(), p.cut_costs.end(), [](const std::vector<double>& costs) {
+    return std::all_of(costs.begin(), costs.end(), [](double c) { return c == 0; });
+  });
   return one_class && no_cuts;
 }
 
@@ -143,7 +145,8 @@ PartitionProblem UniformProblem(const std::vector<double>& costs, int cells) {
   p.prefix.assign(1, std::vector<double>(costs.size() + 1, 0.0));
   for (size_t i = 0; i < costs.size(); ++i) p.prefix[0][i + 1] = p.prefix[0][i] + costs[i];
   p.cell_class.assign(std::max(cells, 0), 0);
-  p.cut_cost.assign(costs.empty() ? 0 : costs.size() - 1, 0.0);
+  p.cut_costs.assign(1, std::vector<double>(costs.empty() ? 0 : costs.size() - 1, 0.0));
+  p.cut_class.assign(std::max(cells, 0), 0);
   return p;
 }
 
@@ -161,7 +164,11 @@ Result<Partition> MinMax(const PartitionProblem& p) {
   // An upper bound: the whole model on the slowest class plus every cut.
   double hi = 0;
   for (const auto& pre : p.prefix) hi = std::max(hi, pre.back());
-  for (double c : p.cut_cost) hi += c;
+  for (int j = 0; j + 1 < p.num_layers; ++j) {
+    double most = 0;
+    for (const auto& costs : p.cut_costs) most = std::max(most, costs[j]);
+    hi += most;
+  }
   hi = hi * (1 + 1e-12) + 1e-300;
   if (Simple(p)) {
     return Bisect(p, 0, hi, [&](double limit, std::vector<int>& f) { return GreedyFeasible(p, limit, f); });
@@ -178,7 +185,8 @@ Result<Partition> MinMax(const PartitionProblem& p) {
   PartitionProblem relaxed = UniformProblem({}, p.num_cells);
   relaxed.num_layers = p.num_layers;
   relaxed.prefix = {fastest};
-  relaxed.cut_cost.assign(p.cut_cost.size(), 0.0);
+  relaxed.cut_costs.assign(1, std::vector<double>(std::max(0, p.num_layers - 1), 0.0));
+  relaxed.cut_class.assign(p.num_cells, 0);
   const Partition low = Bisect(relaxed, 0, hi, [&](double limit, std::vector<int>& f) {
     return GreedyFeasible(relaxed, limit, f);
   });

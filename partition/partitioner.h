@@ -22,8 +22,12 @@ struct PartitionProblem {
   // on class cell_class[k], so heterogeneous devices scale a cell's cost.
   std::vector<std::vector<double>> prefix;
   std::vector<int> cell_class;
-  // Added to the cell that ends at layer j (its outgoing transfer), j < L - 1.
-  std::vector<double> cut_cost;
+  // Added to the cell that ends at layer j (its outgoing transfer), j < L - 1,
+  // per class of the link that transfer takes (inside a node, between
+  // nodes, none where the next cell is on the same device): cell k's
+  // transfer costs cut_costs[cut_class[k]][j].
+  std::vector<std::vector<double>> cut_costs;
+  std::vector<int> cut_class;
   // Optional memory constraint: bytes cell k needs for layers [a, b], and the
   // capacity of cell k's device.
   std::function<double(int a, int b, int k)> memory;
@@ -33,7 +37,7 @@ struct PartitionProblem {
   // Cost of cell k holding layers a..b inclusive.
   double CellCost(int k, int a, int b) const {
     const auto& p = prefix[cell_class[k]];
-    return p[b + 1] - p[a] + (b + 1 < num_layers ? cut_cost[b] : 0.0);
+    return p[b + 1] - p[a] + (b + 1 < num_layers ? cut_costs[cut_class[k]][b] : 0.0);
   }
 };
 

@@ -38,7 +38,12 @@ PartitionProblem RandomProblem(std::mt19937_64& rng, int L, int K, bool heteroge
     for (int k = 0; k < K; ++k) p.cell_class[k] = static_cast<int>(rng() % 2);
   }
   if (comm) {
-    for (double& c : p.cut_cost) c = cost(rng) / 3;
+    // Two links (inside a node, between nodes), cells on either at random.
+    for (double& c : p.cut_costs[0]) c = cost(rng) / 3;
+    std::vector<double> slow(p.cut_costs[0].size());
+    for (double& c : slow) c = cost(rng);
+    p.cut_costs.push_back(slow);
+    for (int k = 0; k < K; ++k) p.cut_class[k] = static_cast<int>(rng() % 2);
   }
   return p;
 }

@@ -120,7 +120,9 @@ Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const i
       static_cast<int>(staged.pipeline.first_layers.size()) != schedule.num_stages) {
     staged.pipeline.partition = "minmax";
   }
-  auto report = PlanPartition(staged, staged.pipeline.partition, &in_flight);
+  // The staged config lists a device per stage; the nodes and links are the
+  // schedule's devices'.
+  auto report = PlanPartition(staged, staged.pipeline.partition, &in_flight, &schedule.placement);
   if (!report) return report;
   for (auto& cell : report->cells) cell.device = schedule.placement[cell.device];
   return report;

@@ -35,9 +35,25 @@ double LayerStepTime(const Config& c, const cost::Device& d, int i) {
   return s;
 }
 
-double CutTime(const Config& c, double bytes_per_sample) {
+// The links a cut's transfer can take, as classes of PartitionProblem::cut_costs.
+enum CutLink { kInsideNode = 0, kBetweenNodes = 1, kNoTransfer = 2 };
+
+// The link cell k's outgoing transfer takes, as the simulator charges it
+// (SimCosts::TransferSeconds).
+CutLink CutLinkOf(const Config& c, int k, const std::vector<int>* placement) {
+  const int K = c.pipeline.stages;
+  if (k + 1 >= K) return kNoTransfer;
+  const int from = placement ? (*placement)[k] : k, to = placement ? (*placement)[k + 1] : k + 1;
+  if (from == to) return kNoTransfer;
+  return c.NodeOf(from) != c.NodeOf(to) ? kBetweenNodes : kInsideNode;
+}
+
+double CutTime(const Config& c, CutLink link, double bytes_per_sample) {
+  if (link == kNoTransfer) return 0;
   const double bytes = bytes_per_sample * static_cast<double>(c.training.MicroBatchSize());
-  return 2 * cost::TransferTime(c.cluster.link, bytes);  // activation forward, gradient backward
+  const cost::Link& over = link == kBetweenNodes ? c.cluster.inter_node_link : c.cluster.link;
+  // Activation forward, gradient backward.
+  return 2 * cost::BoundaryTransferTime(over, bytes, c.BoundaryGatherRanks(), c.cluster.link);
 }
 
 // Most micro-batches in flight per stage: the caller's, counted on the
@@ -49,7 +65,8 @@ std::vector<int> InFlight(const Config& c, const std::vector<int>* given) {
 
 }  // namespace
 
-PartitionProblem BuildProblem(const Config& c, const std::vector<int>* given_in_flight) {
+PartitionProblem BuildProblem(const Config& c, const std::vector<int>* given_in_flight,
+                              const std::vector<int>* placement) {
   const int L = static_cast<int>(c.model.layers.size()), K = c.pipeline.stages;
   PartitionProblem p;
   p.num_layers = L;
@@ -77,10 +94,13 @@ PartitionProblem BuildProblem(const Config& c, const std::vector<int>* given_in_
     p.prefix.push_back(std::move(prefix));
   }
   const auto cut = cost::CutBytes(c.model);
-  p.cut_cost.assign(std::max(0, L - 1), 0.0);
+  p.cut_costs.assign(3, std::vector<double>(std::max(0, L - 1), 0.0));
   if (!user) {
-    for (int j = 0; j + 1 < L; ++j) p.cut_cost[j] = CutTime(c, cut[j]);
+    for (const CutLink link : {kInsideNode, kBetweenNodes}) {
+      for (int j = 0; j + 1 < L; ++j) p.cut_costs[link][j] = CutTime(c, link, cut[j]);
+    }
   }
+  for (int k = 0; k < K; ++k) p.cut_class.push_back(CutLinkOf(c, k, placement));
   const auto in_flight = InFlight(c, given_in_flight);
   // Everything by value: the problem may outlive the config.
   p.memory = [table = std::make_shared<const cost::CellMemoryTable>(c.model, cut), in_flight,
@@ -94,7 +114,8 @@ PartitionProblem BuildProblem(const Config& c, const std::vector<int>* given_in_
   return p;
 }
 
-PartitionReport DescribePartition(const Config& c, const std::vector<int>& firsts, const std::vector<int>* given_in_flight) {
+PartitionReport DescribePartition(const Config& c, const std::vector<int>& firsts, const std::vector<int>* given_in_flight,
+                                  const std::vector<int>* placement) {
   const int L = static_cast<int>(c.model.layers.size()), K = static_cast<int>(firsts.size());
   const auto cut = cost::CutBytes(c.model);
   const auto in_flight = InFlight(c, given_in_flight);
@@ -118,7 +139,7 @@ PartitionReport DescribePartition(const Config& c, const std::vector<int>& first
         });
     if (cell.last_layer + 1 < L) {
       cell.boundary_bytes = cut[cell.last_layer] * mb;
-      cell.time_s += CutTime(c, cut[cell.last_layer]);
+      cell.time_s += CutTime(c, CutLinkOf(c, k, placement), cut[cell.last_layer]);
     }
     if (!user) cell.cost = cell.time_s;
     cost::MemoryInputs in{c.training.bytes_per_param, mb, in_flight[k], c.pipeline.recompute};
@@ -131,8 +152,9 @@ PartitionReport DescribePartition(const Config& c, const std::vector<int>& first
   return r;
 }
 
-Result<PartitionReport> PlanPartition(const Config& c, const std::string& algorithm, const std::vector<int>* in_flight) {
-  const PartitionProblem p = BuildProblem(c, in_flight);
+Result<PartitionReport> PlanPartition(const Config& c, const std::string& algorithm, const std::vector<int>* in_flight,
+                                      const std::vector<int>* placement) {
+  const PartitionProblem p = BuildProblem(c, in_flight, placement);
   Result<Partition> part = Fail(fmt::format("unknown partition algorithm '{}': expected one of {}", algorithm,
                                             fmt::join(cost::PartitionAlgorithms(), ", ")));
   if (algorithm == "gpipe") part = MinVariance(p);
@@ -145,7 +167,7 @@ Result<PartitionReport> PlanPartition(const Config& c, const std::string& algori
   if (!part) {
     return tl::unexpected(Error{fmt::format("{}: {}", c.source, part.error().message), part.error().kind});
   }
-  PartitionReport r = DescribePartition(c, part->first_layers, in_flight);
+  PartitionReport r = DescribePartition(c, part->first_layers, in_flight, placement);
   r.algorithm = algorithm;
   return r;
 }

@@ -24,16 +24,22 @@ using cost::PartitionReport;
 // The partitioning problem of a config (one cell per stage of the first
 // pipeline replica).
 // `in_flight` (per stage, from a schedule already built) spares building the
-// configured schedule again to count them.
-PartitionProblem BuildProblem(const cost::Config& config, const std::vector<int>* in_flight = nullptr);
+// configured schedule again to count them. `placement` (per stage, its
+// pipeline device; default stage k on device k) decides which link each
+// cut's transfer takes: none between stages on one device, the inter-node
+// link between devices on two nodes (Config::NodeOf).
+PartitionProblem BuildProblem(const cost::Config& config, const std::vector<int>* in_flight = nullptr,
+                              const std::vector<int>* placement = nullptr);
 
 // Runs gpipe | minmax | memory | manual. Bad manual indices are bad input
 // (exit 2); a model that does not fit in memory is a runtime failure (exit 1).
 Result<PartitionReport> PlanPartition(const cost::Config& config, const std::string& algorithm,
-                                      const std::vector<int>* in_flight = nullptr);
+                                      const std::vector<int>* in_flight = nullptr,
+                                      const std::vector<int>* placement = nullptr);
 
 // Describes the cells of a given partition.
 PartitionReport DescribePartition(const cost::Config& config, const std::vector<int>& first_layers,
-                                  const std::vector<int>* in_flight = nullptr);
+                                  const std::vector<int>* in_flight = nullptr,
+                                  const std::vector<int>* placement = nullptr);
 
 }  // namespace twinpipe::partition

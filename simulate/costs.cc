@@ -30,7 +30,7 @@ SimCosts CostsFromPlan(const cost::Config& config, const cost::Plan& plan, const
   if (t * D * s.replicas > per_node) {
     costs.inter_node_link = c.cluster.inter_node_link;
     for (int32_t d = 0; d < D; ++d) {
-      costs.node.push_back(static_cast<int32_t>(t * d / per_node));
+      costs.node.push_back(c.NodeOf(d));
       int32_t nodes = 1;  // the replicas' nodes ascend: count the changes
       for (int32_t r = 1; r < s.replicas; ++r) {
         nodes += t * (d + int64_t{D} * r) / per_node != t * (d + int64_t{D} * (r - 1)) / per_node;
@@ -43,7 +43,7 @@ SimCosts CostsFromPlan(const cost::Config& config, const cost::Plan& plan, const
   costs.comm_on_compute_stream = c.pipeline.blocking_p2p ||
                                  std::all_of(c.cluster.devices.begin(), c.cluster.devices.end(),
                                              [](const cost::Device& d) { return d.comm_on_compute; });
-  if (t > 1 && !c.pipeline.sequence_parallel) costs.boundary_gather_ranks = static_cast<int32_t>(t);
+  costs.boundary_gather_ranks = c.BoundaryGatherRanks();
   costs.compute_s.assign(K, {});
   costs.activation_bytes.assign(K, 0.0);
   costs.input_bytes.assign(K, 0.0);

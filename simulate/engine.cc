@@ -36,9 +36,7 @@ bool SimCosts::Unshared() const {
 }
 
 double SimCosts::GatherSeconds(double bytes) const {
-  if (boundary_gather_ranks <= 1) return 0;
-  const double t = boundary_gather_ranks;
-  return cost::CollectiveTime(cost::Kernel::Collective::kAllGather, bytes * t, t, link);
+  return cost::BoundaryGatherTime(bytes, boundary_gather_ranks, link);
 }
 
 SimCosts UniformCosts(const ir::Schedule& s, double forward_s, double backward_s) {

@@ -58,7 +58,7 @@ struct SimCosts {
   // device `src` to `dst` until the receiver holds the boundary: the transfer
   // on its link, then the all-gather where there is one.
   double TransferSeconds(int32_t src, int32_t dst, double bytes) const {
-    return cost::TransferTime(LinkBetween(src, dst), bytes) + GatherSeconds(bytes);
+    return cost::BoundaryTransferTime(LinkBetween(src, dst), bytes, boundary_gather_ranks, link);
   }
   // Every channel carries one transfer at a time, sharing with none.
   bool Unshared() const;

@@ -8,6 +8,7 @@
 #include "cost_models/catalogue.h"
 #include "cost_models/comm_model.h"
 #include "partition/pipeline_plan.h"
+#include "partition/plan.h"
 #include "simulate/costs.h"
 #include "simulate/dependencies.h"
 #include "simulate/engine.h"
@@ -125,6 +126,58 @@ TEST(Nodes, AllReducesOverReplicasInOtherNodesUseTheInterNodeLink) {
     }
     EXPECT_EQ(all_reduces, 2);
   }
+}
+
+// The partitioner charges each cut what the simulator charges its two
+// transfers (activation, gradient): the link the devices' nodes imply, and
+// the receivers' all-gather of a tensor-parallel boundary.
+TEST(Nodes, PartitionerChargesCutsAsTheSimulatorChargesTransfers) {
+  struct Case {
+    int devices, gpus_per_node, t;
+    bool sp;
+  };
+  for (const Case& k : {Case{2, 2, 1, false}, Case{2, 1, 1, false}, Case{16, 8, 8, false}, Case{16, 8, 8, true},
+                        Case{8, 4, 2, false}}) {
+    SCOPED_TRACE(fmt::format("{} GPUs, {} per node, t={}{}", k.devices, k.gpus_per_node, k.t, k.sp ? " sp" : ""));
+    const Placed run = Simulate(k.devices, k.gpus_per_node, k.t, k.sp);
+    auto c = cost::LoadConfig(fmt::format(R"({{
+      "model": {{"generator": "transformer", "layers": 4, "d_model": 1024, "heads": 16, "seq": 512, "vocab": 32000,
+                 "dtype": "bf16"}},
+      "training": {{"batch": 8, "microbatches": 4}},
+      "pipeline": {{"stages": 2, "schedule": "1f1b", "tensor_parallel": {}, "sequence_parallel": {}}},
+      "cluster": {{"device": "A100-80GB", "devices": {}, "gpus_per_node": {}, "link": "nvlink3",
+                   "inter_node_link": "ib-hdr"}}}})", k.t, k.sp, k.devices, k.gpus_per_node), "nodes.json");
+    ASSERT_TRUE(c) << c.error().message;
+    const partition::PartitionProblem p = partition::BuildProblem(*c);
+    const auto cut = cost::CutBytes(c->model);
+    const double mb = static_cast<double>(c->training.MicroBatchSize());
+    const auto& s = run.plan.schedule;
+    for (int st = 0; st + 1 < s.num_stages; ++st) {
+      for (int j = 0; j + 1 < p.num_layers; ++j) {
+        EXPECT_NEAR(p.cut_costs[p.cut_class[st]][j],
+                    2 * run.costs.TransferSeconds(s.placement[st], s.placement[st + 1], cut[j] * mb), 1e-15)
+            << "stage " << st << " cut after layer " << j;
+      }
+    }
+  }
+  // Stages on one device (a V) pass their boundary in memory: no cut cost;
+  // between devices in two nodes, the inter-node link.
+  auto c = cost::LoadConfig(R"({
+    "model": {"generator": "transformer", "layers": 8, "d_model": 1024, "heads": 16, "seq": 512, "vocab": 32000,
+              "dtype": "bf16"},
+    "training": {"batch": 8, "microbatches": 4},
+    "pipeline": {"stages": 4, "schedule": "1f1b"},
+    "cluster": {"device": "A100-80GB", "devices": 4, "gpus_per_node": 1, "link": "nvlink3", "inter_node_link": "ib-hdr"}
+  })", "v.json");
+  ASSERT_TRUE(c) << c.error().message;
+  const std::vector<int> v = {0, 1, 1, 0};
+  const partition::PartitionProblem p = partition::BuildProblem(*c, nullptr, &v);
+  const double mb = static_cast<double>(c->training.MicroBatchSize());
+  const double bytes = cost::CutBytes(c->model)[2] * mb;
+  const cost::Link& ib = *cost::FindLink("ib-hdr");
+  EXPECT_DOUBLE_EQ(p.cut_costs[p.cut_class[0]][2], 2 * cost::TransferTime(ib, bytes));
+  EXPECT_EQ(p.cut_costs[p.cut_class[1]][2], 0);
+  EXPECT_DOUBLE_EQ(p.cut_costs[p.cut_class[2]][2], 2 * cost::TransferTime(ib, bytes));
 }
 
 }  // namespace
