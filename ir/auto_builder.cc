@@ -397,6 +397,7 @@ class Greedy {
     }
     void Set(int32_t k, double time) {
       int32_t i = leaves_ + k;
+      if (time_[i] == time) return;
       time_[i] = time;
       for (i /= 2; i >= 1; i /= 2) Pull(i);
     }
