@@ -527,10 +527,52 @@ Result<SimResult> SimulateEventDriven(const ir::Schedule& schedule, const SimCos
   return Checked(schedule, costs, [](const ir::Schedule& s, const SimCosts& c) { return Simulator(s, c).Run(); });
 }
 
-Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs) {
-  if (costs.Unshared() || costs.comm_on_compute_stream) {
-    return Checked(schedule, costs, [](const ir::Schedule& s, const SimCosts& c) { return SimulateInOrder(s, c); });
+namespace {
+
+// Whether, in a run that gave every transfer its link's whole bandwidth, no
+// two transfers that share a domain (a sender's port, the host) were ever
+// under way at once: then sharing never happened and the run is the
+// event-driven engine's, but for rounding. Each transfer counts from its
+// start to the end of its last byte (latency included: conservative).
+bool NothingShared(const ir::Schedule& s, const SimCosts& c, const SimResult& r) {
+  struct Span {
+    double begin, end;
+  };
+  // Per link (inside a node, between nodes) and domain: its transfers.
+  std::vector<std::vector<Span>> spans(2 * static_cast<size_t>(s.num_devices));
+  for (int32_t d = 0; d < s.num_devices; ++d) {
+    for (const Op& op : s.programs[d]) {
+      if (!ir::IsSend(op.kind)) continue;
+      const cost::Link& link = c.LinkBetween(d, op.peer);
+      if (link.contention == cost::Contention::kPerPair) continue;
+      if (op.bytes <= 0 || link.bandwidth == std::numeric_limits<double>::infinity()) continue;
+      const size_t domain = link.contention == cost::Contention::kHost ? 0 : static_cast<size_t>(d);
+      const double begin = r.start_s[op.id];
+      spans[(&link == &c.link ? 0 : s.num_devices) + domain].push_back(
+          {begin, begin + cost::TransferTime(link, static_cast<double>(op.bytes))});
+    }
   }
+  for (auto& list : spans) {
+    std::sort(list.begin(), list.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+    double busy_until = -std::numeric_limits<double>::infinity();
+    for (const Span& span : list) {
+      if (span.begin < busy_until) return false;
+      busy_until = std::max(busy_until, span.end);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs) {
+  auto in_order = [](const ir::Schedule& s, const SimCosts& c) { return SimulateInOrder(s, c); };
+  if (costs.Unshared() || costs.comm_on_compute_stream) return Checked(schedule, costs, in_order);
+  // Shared links where transfers rarely meet (a pipeline's sends between
+  // nodes, far apart next to its compute): the fast engine's run stands
+  // where no two of them met.
+  auto r = Checked(schedule, costs, in_order);
+  if (r && NothingShared(schedule, costs, *r)) return r;
   return SimulateEventDriven(schedule, costs);
 }
 

@@ -295,9 +295,7 @@ TEST(Simulate, TraceRoundTripsThroughJson) {
 namespace twinpipe::simulate {
 namespace {
 
-void ExpectSameResults(const ir::Schedule& s, const SimCosts& c, const std::string& what) {
-  auto a = SimulateInOrder(s, c);
-  auto b = SimulateEventDriven(s, c);
+void ExpectAgree(const Result<SimResult>& a, const Result<SimResult>& b, const std::string& what) {
   ASSERT_TRUE(a && b) << what;
   const double tol = 1e-12 * std::max(1e-9, b->step_time_s);
   EXPECT_NEAR(a->step_time_s, b->step_time_s, tol) << what;
@@ -317,6 +315,47 @@ void ExpectSameResults(const ir::Schedule& s, const SimCosts& c, const std::stri
     EXPECT_NEAR(a->links[l].busy_s, b->links[l].busy_s, tol * 100);
   }
   EXPECT_NEAR(a->end_s[a->critical_path.back()], b->end_s[b->critical_path.back()], tol);
+}
+
+void ExpectSameResults(const ir::Schedule& s, const SimCosts& c, const std::string& what) {
+  ExpectAgree(SimulateInOrder(s, c), SimulateEventDriven(s, c), what);
+}
+
+// On links whose transfers share bandwidth (a sender's port, the host),
+// Simulate runs the fast engine and keeps its run where no two transfers
+// met; else the event-driven engine's. Either way, the event-driven result.
+TEST(Engines, SharedLinksGiveTheEventDrivenResult) {
+  int fast = 0, shared = 0;
+  for (const auto contention : {cost::Contention::kPerDevice, cost::Contention::kHost}) {
+    for (const std::string name : {"gpipe", "1f1b", "interleaved"}) {
+      for (int K : {2, 3, 4}) {
+        for (const double bandwidth : {2e8, 2e9, 2e10}) {
+          const int M = 2 * K;
+          ir::Schedule s = name == "interleaved" ? *ir::BuildInterleaved(K, M, 2) : *ir::BuildByName(name, K, M);
+          std::vector<int64_t> bytes;
+          for (int b = 0; b + 1 < s.num_stages; ++b) bytes.push_back(1000000 * (b % 3 + 1));
+          ASSERT_TRUE(ir::InsertComm(s, {bytes, bytes}));
+          SimCosts c = UniformCosts(s, 1e-3, 2.5e-3);
+          for (int st = 0; st < s.num_stages; ++st) c.compute_s[st][0] *= 1 + 0.3 * st;
+          c.link = cost::Link{.name = "l", .latency_s = 2e-5, .bandwidth = bandwidth, .contention = contention};
+          c.activation_bytes.assign(s.num_stages, 5e6);
+          c.input_bytes.assign(s.num_stages, 1e6);
+          const auto what = fmt::format("{} K={} {} GB/s {}", name, K, bandwidth / 1e9,
+                                        contention == cost::Contention::kHost ? "host" : "per device");
+          const auto event_driven = SimulateEventDriven(s, c);
+          ExpectAgree(Simulate(s, c), event_driven, what);
+          // Whether the transfers met: the fast engine alone (no sharing) then differs.
+          const auto alone = SimulateInOrder(s, c);
+          ASSERT_TRUE(alone && event_driven);
+          ++(std::abs(alone->step_time_s - event_driven->step_time_s) > 1e-12 * event_driven->step_time_s ? shared
+                                                                                                           : fast);
+        }
+      }
+    }
+  }
+  // Both ways are taken.
+  EXPECT_GT(fast, 0);
+  EXPECT_GT(shared, 0);
 }
 
 TEST(Engines, InOrderAndEventDrivenAgree) {
