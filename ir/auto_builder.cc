@@ -74,7 +74,8 @@ class Greedy {
       const int32_t window = st_[s].window;
       Place(d);
       const bool widened = st_[s].window > window;
-      if (dv_[d].last_end - dv_[d].first_start > give_up) return std::optional<Outcome>();
+      // Its remaining ops run after this one: the span can only end later.
+      if (dv_[d].last_end - dv_[d].first_start + Remaining(d) > give_up * (1 + 1e-9)) return std::optional<Outcome>();
       Refresh(d);
       // What else the op changes: an F the next stage's forward input, an I
       // the previous stage's gradient; a W only its own device's memory.
@@ -175,6 +176,17 @@ class Greedy {
   }
 
   double Used(int32_t d) const { return Activations(d) + Reserved(d); }
+
+  // Seconds of the ops device d has still to run, from counts.
+  double Remaining(int32_t d) const {
+    const double M = p_.micro_batches;
+    double left = 0;
+    for (int32_t s : dv_[d].stages) {
+      const Stage& st = st_[s];
+      left += (M - st.next_f) * p_.forward_s[s] + (M - st.next_i) * p_.input_s[s] + (M - st.next_w) * p_.weight_s[s];
+    }
+    return left;
+  }
 
   // The warm-up's forward counts from a prediction of the first gradient's
   // trip: each stage's forwards back to back as their inputs allow, the
