@@ -8,6 +8,7 @@
 #include <limits>
 #include <optional>
 #include <random>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -62,32 +63,12 @@ class Greedy {
   // The outcome, or nothing once a device's span exceeds `give_up` (a
   // variant already found is better).
   Result<std::optional<Outcome>> Run(double give_up) {
-    const int32_t D = static_cast<int32_t>(dv_.size());
-    for (int32_t d = 0; d < D; ++d) Refresh(d);
-    const int64_t total = 3 * int64_t{p_.stages} * p_.micro_batches;
-    for (int64_t placed = 0; placed < total; ++placed) {
-      // The device whose next op starts first (the lower device on a tie).
-      const int32_t d = first_.Min();
-      if (dv_[d].next_start == kNever) return FailRuntime("the automatic scheduler found no op to run (a bug: the problem is feasible)");
-      const int32_t s = dv_[d].next_stage;
-      const OpKind kind = dv_[d].next_kind;
-      const int32_t window = st_[s].window;
-      Place(d);
-      const bool widened = st_[s].window > window;
+    Start();
+    for (int64_t placed = 0; placed < Total(); ++placed) {
+      auto d = PlaceNext();
+      if (!d) return tl::unexpected(d.error());
       // Its remaining ops run after this one: the span can only end later.
-      if (dv_[d].last_end - dv_[d].first_start + Remaining(d) > give_up * (1 + 1e-9)) return std::optional<Outcome>();
-      Refresh(d);
-      // What else the op changes: an F the next stage's forward input, an I
-      // the previous stage's gradient; a W only its own device's memory.
-      const int32_t n = kind == OpKind::kForward ? s + 1 : kind == OpKind::kBackwardInput ? s - 1 : -1;
-      if (n >= 0 && n < p_.stages && Device(n) != d) Refresh(Device(n));
-      // With buffers, what this device holds (and, after a window grew,
-      // what the next one reserves) decides whether the devices that send
-      // them inputs may run forwards.
-      if (!p_.boundary_bytes.empty()) {
-        RefreshSendersOf(d);
-        if (widened && Buffered(s)) RefreshSendersOf(Device(s + 1));
-      }
+      if (dv_[*d].last_end - dv_[*d].first_start + Remaining(*d) > give_up * (1 + 1e-9)) return std::optional<Outcome>();
     }
     Outcome out;
     for (auto& dev : dv_) {
@@ -98,7 +79,52 @@ class Greedy {
     return std::optional<Outcome>(std::move(out));
   }
 
+  // The most any device holds (base[d] plus its activations, the running
+  // op's included) over the first `ops` ops placed, stopping once that
+  // reaches `enough`; nothing when the variant fails before.
+  std::optional<double> PrefixPeak(int64_t ops, std::span<const double> base, double enough) {
+    Start();
+    double most = 0;
+    for (int64_t placed = 0; placed < std::min(ops, Total()) && most < enough; ++placed) {
+      auto d = PlaceNext();
+      if (!d) return std::nullopt;
+      most = std::max(most, base[*d] + peak_[*d]);
+    }
+    return most;
+  }
+
  private:
+  int64_t Total() const { return 3 * int64_t{p_.stages} * p_.micro_batches; }
+
+  void Start() {
+    for (int32_t d = 0; d < static_cast<int32_t>(dv_.size()); ++d) Refresh(d);
+  }
+
+  // Places the op that starts first (the lower device on a tie) and
+  // refreshes what it changes; returns its device.
+  Result<int32_t> PlaceNext() {
+    const int32_t d = first_.Min();
+    if (dv_[d].next_start == kNever) return FailRuntime("the automatic scheduler found no op to run (a bug: the problem is feasible)");
+    const int32_t s = dv_[d].next_stage;
+    const OpKind kind = dv_[d].next_kind;
+    const int32_t window = st_[s].window;
+    Place(d);
+    const bool widened = st_[s].window > window;
+    Refresh(d);
+    // What else the op changes: an F the next stage's forward input, an I
+    // the previous stage's gradient; a W only its own device's memory.
+    const int32_t n = kind == OpKind::kForward ? s + 1 : kind == OpKind::kBackwardInput ? s - 1 : -1;
+    if (n >= 0 && n < p_.stages && Device(n) != d) Refresh(Device(n));
+    // With buffers, what this device holds (and, after a window grew,
+    // what the next one reserves) decides whether the devices that send
+    // them inputs may run forwards.
+    if (!p_.boundary_bytes.empty()) {
+      RefreshSendersOf(d);
+      if (widened && Buffered(s)) RefreshSendersOf(Device(s + 1));
+    }
+    return d;
+  }
+
   struct Stage {
     int32_t next_f = 0, next_i = 0;
     // I done, W not yet: micro-batches next_w .. next_i - 1 (a stage's Is
@@ -364,7 +390,7 @@ class Greedy {
     const double start = dev.next_start;
     int32_t m = 0;
     double duration = 0;
-    if (!p_.boundary_bytes.empty()) {
+    {
       // What the device holds while the op runs: a forward's whole
       // activation, an I's restored one (a recompute) before it frees it.
       const double held = dev.next_kind == OpKind::kForward       ? p_.activation_bytes[s]
@@ -389,7 +415,7 @@ class Greedy {
         duration = p_.weight_s[s];
         break;
     }
-    if (!p_.boundary_bytes.empty()) peak_[d] = std::max(peak_[d], Activations(d));
+    peak_[d] = std::max(peak_[d], Activations(d));
     dev.order.push_back({dev.next_kind, s, m});
     if (dev.first_start < 0) dev.first_start = start;
     dev.free_at = dev.last_end = start + duration;
@@ -432,9 +458,22 @@ class Greedy {
   std::vector<double> f_end_, i_end_;
   std::vector<Stage> st_;
   std::vector<Dev> dv_;
-  std::vector<double> peak_;      // per device, the most activation bytes held so far (with boundaries)
+  std::vector<double> peak_;      // per device, the most activation bytes held so far
   std::vector<double> reserved_;  // per device, the room its stages' windows reserve (with boundaries)
 };
+
+// The variants of the rule, those most often best first (so that the
+// others give up early).
+std::vector<Policy> Variants() {
+  std::vector<Policy> variants;
+  for (const bool overrun : {false, true}) {
+    for (const double wait_with_weight : {0.0, 0.5}) {
+      for (const double wait_for_input : {0.1, 0.25}) variants.push_back({true, overrun, wait_for_input, wait_with_weight});
+    }
+  }
+  variants.push_back({false, false, 0.1, 0.0});  // memory alone bounds the warm-up
+  return variants;
+}
 
 Result<void> Check(const AutoProblem& p) {
   const size_t S = p.stages;
@@ -496,6 +535,16 @@ AutoProblem RandomAutoProblem(int32_t stages, int32_t micro_batches, uint32_t se
   return p;
 }
 
+double AutoLeastPeak(const AutoProblem& p, std::span<const double> base, int64_t ops, double enough) {
+  if (!Check(p)) return kNever;  // BuildAuto fails: no schedule at all
+  double least = kNever;
+  for (const Policy& policy : Variants()) {
+    // A variant that fails cannot be the one chosen.
+    if (auto most = Greedy(p, policy).PrefixPeak(ops, base, enough)) least = std::min(least, *most);
+  }
+  return least;
+}
+
 Result<Schedule> BuildAuto(const AutoProblem& p) {
   if (auto ok = Check(p); !ok) return tl::unexpected(ok.error());
   std::optional<Outcome> best;
@@ -509,15 +558,7 @@ Result<Schedule> BuildAuto(const AutoProblem& p) {
     work[d] += p.micro_batches * (p.forward_s[st] + p.input_s[st] + p.weight_s[st]);
   }
   const double floor = *std::max_element(work.begin(), work.end());
-  // The variants most often best come first, so that the others give up early.
-  std::vector<Policy> variants;
-  for (const bool overrun : {false, true}) {
-    for (const double wait_with_weight : {0.0, 0.5}) {
-      for (const double wait_for_input : {0.1, 0.25}) variants.push_back({true, overrun, wait_for_input, wait_with_weight});
-    }
-  }
-  variants.push_back({false, false, 0.1, 0.0});  // memory alone bounds the warm-up
-  for (const Policy& policy : variants) {
+  for (const Policy& policy : Variants()) {
     auto out = Greedy(p, policy).Run(best ? best->overlapped : kNever);
     if (!out) {
       failure = out.error();

@@ -8,6 +8,9 @@
 //   Result<Schedule> v = BuildByName("interleaved", /*devices=*/4, /*micro_batches=*/8, /*chunks=*/2);
 #pragma once
 
+#include <cstdint>
+#include <limits>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -106,6 +109,19 @@ struct AutoProblem {
 // output leaves the next device room to run one). A micro-batch that alone
 // exceeds a limit is an error naming the stage.
 Result<Schedule> BuildAuto(const AutoProblem& problem);
+
+// A lower bound on the peak of the schedule BuildAuto makes, from the start
+// of each variant: the least, over the variants, of the most any device
+// holds over the variant's first `ops` ops (as the simulator counts a
+// device's activations: a forward's whole activation while it runs, then
+// what it keeps; an I's restored activation while it runs, then its
+// pending W's bytes), plus base[device] (its parameters and optimizer
+// state). A variant stops once that reaches `enough`, so a result of
+// `enough` or more says only that the peak is at least `enough`. Infinity
+// when BuildAuto would fail. The start decides: the greedy fills the room
+// it is given within its first few percent of ops.
+double AutoLeastPeak(const AutoProblem& problem, std::span<const double> base, int64_t ops,
+                     double enough = std::numeric_limits<double>::infinity());
 
 // A random feasible problem for tests: one stage per device, times in
 // [0.2, 2), transfers in [0.05, 0.5), unit activations with M_W in

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -75,6 +76,7 @@ struct Bounds {
   bool over_cap = false;      // even the lower bound on memory is over the cap
   double most_throughput = 0; // from the lower bound on the step time
   double least_peak = 0;
+  bool over_cap_whatever_the_cut = false;  // over the cap by the totals alone (then no partition is made)
 };
 
 // Running state of one search: the grid point's settings written into a
@@ -84,6 +86,7 @@ struct Searcher {
   cost::Config work;
   double cap = 0;
   const simulate::Calibration* calibration = nullptr;
+  bool check = false;  // SearchOptions::check_bounds: every bound is taken in full
   // A compute-only schedule, its in-flight counts and, per device, the stage
   // whose input gradient its last compute op makes (-1: it makes none).
   struct Shape {
@@ -101,6 +104,7 @@ struct Searcher {
   std::map<std::pair<std::vector<int>, std::vector<int>>, int> cut_classes;      // (placement, in flight)
   std::map<CutKey, std::optional<Cut>> cuts;  // nothing: no partition exists
   std::map<PlanKey, Outcome> memo;
+  std::map<PlanKey, double> auto_peaks;  // AutoPeakBound's, by plan
   std::vector<std::pair<double, double>> front;  // (throughput, peak) of fitting points, none dominating another
   int64_t simulated = 0;
 
@@ -171,6 +175,22 @@ struct Searcher {
     return it->second ? &*it->second : nullptr;
   }
 
+  // Whatever the cut, the fullest device holds at least the mean over the
+  // devices of what they hold for good (every parameter's bytes, the
+  // optimizer's included) and of the activation a forward of one of its
+  // stages allocates while it runs (one micro-batch's; a device with v
+  // stages, at least 1/v of theirs): a point over the cap by that needs no
+  // partition, shape or cost table (Use(c) first).
+  bool OverCapWhateverTheCut(const Candidate& c) const {
+    double params = 0, stash = 0;
+    for (const auto& layer : work.model.layers) params += layer.params, stash += layer.stash_bytes;
+    const double micro_batch = static_cast<double>(c.batch) / c.micro_batches;
+    const double least = (params * work.training.bytes_per_param + stash * micro_batch / c.chunks) / c.stages;
+    double limit = 0;
+    for (int d = 0; d < c.stages; ++d) limit = std::max(limit, Limit(d));
+    return least > limit * (1 + 1e-9);  // beyond the rounding of sums taken in another order
+  }
+
   // Lower bounds on the step time and the peak, without building comm or
   // simulating: device d starts no earlier than micro-batch 0's forward
   // reaches its first stage, is then busy for its ops' summed time, and
@@ -182,6 +202,11 @@ struct Searcher {
   Bounds Bound(const Candidate& c) {
     Use(c);
     Bounds b;
+    b.over_cap_whatever_the_cut = OverCapWhateverTheCut(c);
+    if (b.over_cap_whatever_the_cut && !check) {
+      b.over_cap = true;
+      return b;
+    }
     const Shape* shape = ShapeOf(c);
     if (!shape) return b;
     const Cut* cut = CutOf(c, *shape);
@@ -257,6 +282,46 @@ struct Searcher {
     return b;
   }
 
+  // The least peak of a fitting point at least `throughput` fast (infinity:
+  // none yet): a point whose peak is no less cannot be best or on the front.
+  double LeastPeakAtLeast(double throughput) const {
+    double least = std::numeric_limits<double>::infinity();
+    for (const auto& [t, p] : front) {
+      if (t >= throughput) least = std::min(least, p);
+    }
+    return least;
+  }
+
+  // A lower bound on the peak of an `auto` point's plan, from the start of
+  // each variant of its greedy builder (ir::AutoLeastPeak: a tenth of its
+  // ops, stopping at `enough`): the bound Bound gives it (one micro-batch in
+  // flight) is far below what the builder holds, as it plans to the cap.
+  // Infinity where no plan exists.
+  double AutoPeakBound(const Candidate& c, double enough) {
+    Use(c);
+    const Shape* shape = ShapeOf(c);
+    const Cut* cut = shape ? CutOf(c, *shape) : nullptr;
+    if (!cut) return std::numeric_limits<double>::infinity();
+    auto [it, fresh] = auto_peaks.try_emplace(KeyOf(c, *cut), 0.0);
+    if (fresh) {
+      const ir::Schedule& s = shape->schedule;
+      const cost::Plan skeleton{cut->report, ir::Schedule{s.num_stages, s.num_micro_batches, s.num_devices,
+                                                          c.replicas, s.placement, {}}};
+      const ir::AutoProblem problem =
+          simulate::AutoProblemFor(work, skeleton, cut->costs, simulate::AutoMemoryCap(work, cap));
+      const int64_t ops = 3 * int64_t{s.num_stages} * s.num_micro_batches;
+      it->second = ir::AutoLeastPeak(problem, cut->costs.static_bytes, std::max<int64_t>(1, ops / 10), enough);
+    }
+    return it->second;
+  }
+
+  static PlanKey KeyOf(const Candidate& c, const Cut& cut) {
+    PlanKey key{c.stages, c.replicas, c.micro_batches, c.schedule, c.chunks, static_cast<int>(c.recompute),
+                c.tensor_parallel, c.sequence_parallel, {}};
+    for (const auto& cell : cut.report.cells) std::get<8>(key).push_back(cell.first_layer);
+    return key;
+  }
+
   // A fitting point already beats these bounds on both axes: the point
   // cannot be best or on the front.
   bool Beaten(const Bounds& b) const {
@@ -275,9 +340,7 @@ struct Searcher {
     if (!shape) return std::nullopt;
     const Cut* cut = CutOf(c, *shape);
     if (!cut) return std::nullopt;
-    PlanKey key{c.stages, c.replicas, c.micro_batches, c.schedule, c.chunks, static_cast<int>(c.recompute),
-                c.tensor_parallel, c.sequence_parallel, {}};
-    for (const auto& cell : cut->report.cells) std::get<8>(key).push_back(cell.first_layer);
+    PlanKey key = KeyOf(c, *cut);
     auto it = memo.find(key);
     if (it == memo.end()) {
       partition::PlanOverrides overrides;
@@ -398,7 +461,7 @@ Result<SearchResult> Search(const cost::Config& config, const SearchOptions& o) 
   const auto start = Clock::now();
   auto resized = Resize(config, o.devices);
   if (!resized) return tl::unexpected(resized.error());
-  Searcher searcher{std::move(*resized), o.memory_cap_bytes, o.calibration};
+  Searcher searcher{std::move(*resized), o.memory_cap_bytes, o.calibration, o.check_bounds};
   const int devices = searcher.work.cluster.NumDevices();
   const int64_t global_batch = config.training.batch * config.Replicas();
   const std::vector<Candidate> grid = Grid(searcher.work, devices, global_batch);
@@ -419,7 +482,11 @@ Result<SearchResult> Search(const cost::Config& config, const SearchOptions& o) 
   std::stable_sort(visit.begin(), visit.end(), [&](size_t a, size_t b) { return model_key(a) < model_key(b); });
   for (size_t k = 0; k < visit.size(); ++k) {
     if (o.progress && k % 256 == 0) o.progress(static_cast<int64_t>(k) / 2, total);
-    bounds[visit[k]] = searcher.Bound(grid[visit[k]]);
+    const Bounds& b = bounds[visit[k]] = searcher.Bound(grid[visit[k]]);
+    // The totals' shortcut drops only points the full bound drops.
+    if (o.check_bounds && b.over_cap_whatever_the_cut && b.runs && !b.over_cap) {
+      return FailRuntime(fmt::format("point {} is over the cap by its totals but not by its bounds", visit[k]));
+    }
   }
   std::vector<size_t> order;
   for (size_t i = 0; i < grid.size(); ++i) {
@@ -440,6 +507,20 @@ Result<SearchResult> Search(const cost::Config& config, const SearchOptions& o) 
     if (!o.check_bounds && searcher.Beaten(bounds[i])) {
       ++r.configs_bounded;
       continue;
+    }
+    // `auto` fills the room it is given: its builder's start bounds its
+    // peak far better (and costs a fraction of a plan), where a fitting
+    // point is fast enough for that to matter (tests: always).
+    if (grid[i].schedule == ir::kAutoSchedule) {
+      const double enough = o.check_bounds ? std::numeric_limits<double>::infinity()
+                                           : searcher.LeastPeakAtLeast(bounds[i].most_throughput);
+      if (o.check_bounds || std::isfinite(enough)) {
+        bounds[i].least_peak = std::max(bounds[i].least_peak, searcher.AutoPeakBound(grid[i], enough));
+        if (!o.check_bounds && searcher.Beaten(bounds[i])) {
+          ++r.configs_bounded;
+          continue;
+        }
+      }
     }
     auto c = searcher.Simulate(grid[i]);
     // The throughput bound holds for points that fit (it counts on their

@@ -87,7 +87,15 @@ SimCosts CostsFromPlan(const cost::Config& config, const cost::Plan& plan, const
 
 ir::AutoProblem AutoProblemFor(const cost::Config& config, const cost::Plan& skeleton, const Calibration* cal,
                                double memory_cap_bytes) {
-  const SimCosts c = CostsFromPlan(config, skeleton, cal);
+  return AutoProblemFor(config, skeleton, CostsFromPlan(config, skeleton, cal), memory_cap_bytes);
+}
+
+double AutoMemoryCap(const cost::Config& config, double memory_cap_bytes) {
+  return memory_cap_bytes > 0 ? memory_cap_bytes : config.pipeline.memory_cap;
+}
+
+ir::AutoProblem AutoProblemFor(const cost::Config& config, const cost::Plan& skeleton, const SimCosts& c,
+                               double memory_cap_bytes) {
   const ir::Schedule& s = skeleton.schedule;
   const bool recompute = ir::InsertsRecompute(config.pipeline.recompute);
   ir::AutoProblem p;
@@ -116,8 +124,7 @@ ir::AutoProblem AutoProblemFor(const cost::Config& config, const cost::Plan& ske
 std::function<Result<ir::Schedule>(const cost::Config&, const cost::Plan&)> AutoScheduler(
     const Calibration* cal, double memory_cap_bytes) {
   return [cal, memory_cap_bytes](const cost::Config& config, const cost::Plan& skeleton) -> Result<ir::Schedule> {
-    const double cap = memory_cap_bytes > 0 ? memory_cap_bytes : config.pipeline.memory_cap;
-    auto s = ir::BuildAuto(AutoProblemFor(config, skeleton, cal, cap));
+    auto s = ir::BuildAuto(AutoProblemFor(config, skeleton, cal, AutoMemoryCap(config, memory_cap_bytes)));
     if (!s) return FailRuntime(fmt::format("{}: the auto schedule: {}", config.source, s.error().message));
     return s;
   };

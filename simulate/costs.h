@@ -26,6 +26,11 @@ SimCosts CostsFromPlan(const cost::Config& config, const cost::Plan& plan, const
 // parameters, optimizer state and two received boundaries.
 ir::AutoProblem AutoProblemFor(const cost::Config& config, const cost::Plan& skeleton,
                                const Calibration* calibration, double memory_cap_bytes);
+// The same from costs already taken (CostsFromPlan of the skeleton).
+ir::AutoProblem AutoProblemFor(const cost::Config& config, const cost::Plan& skeleton, const SimCosts& costs,
+                               double memory_cap_bytes);
+// The cap AutoScheduler(_, memory_cap_bytes) plans to (0: the devices').
+double AutoMemoryCap(const cost::Config& config, double memory_cap_bytes);
 
 // partition::PlanOverrides::build_auto with this cost model, planning to
 // `memory_cap_bytes` (0: the config's /pipeline/memory_cap, or the devices').
