@@ -199,15 +199,16 @@ Result<Partition> MinMax(const PartitionProblem& p) {
 Result<Partition> MinVariance(const PartitionProblem& p) {
   if (auto ok = CheckShape(p); !ok) return tl::unexpected(ok.error());
   const int L = p.num_layers, K = p.num_cells;
-  // f[k][b]: least sum of squared cell costs covering layers 0..b with cells 0..k.
+  // f[k][b]: least sum of squared cell costs covering layers 0..b with cells
+  // 0..k; only ends that leave a layer for each later cell are ever used.
   std::vector<std::vector<double>> f(K, std::vector<double>(L, kInf));
   std::vector<std::vector<int>> from(K, std::vector<int>(L, -1));
-  for (int b = 0; b < L; ++b) {
+  for (int b = 0; b <= L - K; ++b) {
     const double c = p.CellCost(0, 0, b);
     f[0][b] = c * c;
   }
   for (int k = 1; k < K; ++k) {
-    for (int b = k; b < L; ++b) {
+    for (int b = k; b <= L - K + k; ++b) {
       for (int a = k; a <= b; ++a) {
         if (f[k - 1][a - 1] == kInf) continue;
         const double c = p.CellCost(k, a, b);
@@ -236,11 +237,11 @@ Result<Partition> MinMaxUnderMemory(const PartitionProblem& p) {
   // g[k][b]: least bottleneck covering layers 0..b with cells 0..k that all fit.
   std::vector<std::vector<double>> g(K, std::vector<double>(L, kInf));
   std::vector<std::vector<int>> from(K, std::vector<int>(L, -1));
-  for (int b = 0; b < L; ++b) {
+  for (int b = 0; b <= L - K; ++b) {  // only ends that leave a layer for each later cell
     if (fits(0, b, 0)) g[0][b] = p.CellCost(0, 0, b);
   }
   for (int k = 1; k < K; ++k) {
-    for (int b = k; b < L; ++b) {
+    for (int b = k; b <= L - K + k; ++b) {
       for (int a = b; a >= k; --a) {
         const double c = p.CellCost(k, a, b);
         if (c >= g[k][b]) break;  // cells only get costlier as a moves left

@@ -1,5 +1,7 @@
 #include "partition/pipeline_plan.h"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "ir/builders.h"
@@ -101,11 +103,15 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
   return Plan{std::move(*report), std::move(s)};
 }
 
-Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const ir::Schedule& schedule,
-                                             const std::vector<int>& in_flight) {
+namespace {
+
+// The config as PartitionForSchedule cuts it for a schedule that is not one
+// stage per device in order: a device per stage, each device's memory
+// shared evenly by its stages; nothing for the config's own layout.
+std::optional<cost::Config> Staged(const cost::Config& config, const ir::Schedule& schedule) {
   bool own = schedule.num_stages == config.pipeline.stages;
   for (int st = 0; own && st < schedule.num_stages; ++st) own = schedule.placement[st] == st;
-  if (own) return PlanPartition(config, config.pipeline.partition, &in_flight);
+  if (own) return std::nullopt;
   cost::Config staged = config;
   staged.pipeline.stages = schedule.num_stages;
   std::vector<int> held(schedule.num_devices, 0);
@@ -120,12 +126,37 @@ Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const i
       static_cast<int>(staged.pipeline.first_layers.size()) != schedule.num_stages) {
     staged.pipeline.partition = "minmax";
   }
+  return staged;
+}
+
+}  // namespace
+
+Result<std::vector<int>> CutForSchedule(const cost::Config& config, const ir::Schedule& schedule,
+                                        const std::vector<int>& in_flight) {
+  const auto staged = Staged(config, schedule);
+  if (!staged) return CutLayers(config, config.pipeline.partition, &in_flight);
   // The staged config lists a device per stage; the nodes and links are the
   // schedule's devices'.
-  auto report = PlanPartition(staged, staged.pipeline.partition, &in_flight, &schedule.placement);
-  if (!report) return report;
-  for (auto& cell : report->cells) cell.device = schedule.placement[cell.device];
+  return CutLayers(*staged, staged->pipeline.partition, &in_flight, &schedule.placement);
+}
+
+PartitionReport DescribeForSchedule(const cost::Config& config, const ir::Schedule& schedule,
+                                    const std::vector<int>& in_flight, const std::vector<int>& first_layers) {
+  const auto staged = Staged(config, schedule);
+  PartitionReport report = staged ? DescribePartition(*staged, first_layers, &in_flight, &schedule.placement)
+                                  : DescribePartition(config, first_layers, &in_flight);
+  report.algorithm = (staged ? *staged : config).pipeline.partition;
+  if (staged) {
+    for (auto& cell : report.cells) cell.device = schedule.placement[cell.device];
+  }
   return report;
+}
+
+Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const ir::Schedule& schedule,
+                                             const std::vector<int>& in_flight) {
+  auto firsts = CutForSchedule(config, schedule, in_flight);
+  if (!firsts) return tl::unexpected(firsts.error());
+  return DescribeForSchedule(config, schedule, in_flight, *firsts);
 }
 
 Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule, std::string_view source) {

@@ -50,6 +50,13 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& ove
 Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const ir::Schedule& schedule,
                                              const std::vector<int>& in_flight);
 
+// PartitionForSchedule in two steps, for callers that share cuts: the first
+// layer of each cell, then the cells' report.
+Result<std::vector<int>> CutForSchedule(const cost::Config& config, const ir::Schedule& schedule,
+                                        const std::vector<int>& in_flight);
+PartitionReport DescribeForSchedule(const cost::Config& config, const ir::Schedule& schedule,
+                                    const std::vector<int>& in_flight, const std::vector<int>& first_layers);
+
 // For a schedule read from a file: partitions the config's model into the
 // schedule's stages (placing stage s on cluster device placement[s]) and
 // fills every comm and all-reduce op whose bytes are unknown (0). `source`

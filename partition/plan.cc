@@ -152,8 +152,8 @@ PartitionReport DescribePartition(const Config& c, const std::vector<int>& first
   return r;
 }
 
-Result<PartitionReport> PlanPartition(const Config& c, const std::string& algorithm, const std::vector<int>* in_flight,
-                                      const std::vector<int>* placement) {
+Result<std::vector<int>> CutLayers(const Config& c, const std::string& algorithm, const std::vector<int>* in_flight,
+                                   const std::vector<int>* placement) {
   const PartitionProblem p = BuildProblem(c, in_flight, placement);
   Result<Partition> part = Fail(fmt::format("unknown partition algorithm '{}': expected one of {}", algorithm,
                                             fmt::join(cost::PartitionAlgorithms(), ", ")));
@@ -167,7 +167,14 @@ Result<PartitionReport> PlanPartition(const Config& c, const std::string& algori
   if (!part) {
     return tl::unexpected(Error{fmt::format("{}: {}", c.source, part.error().message), part.error().kind});
   }
-  PartitionReport r = DescribePartition(c, part->first_layers, in_flight, placement);
+  return std::move(part->first_layers);
+}
+
+Result<PartitionReport> PlanPartition(const Config& c, const std::string& algorithm, const std::vector<int>* in_flight,
+                                      const std::vector<int>* placement) {
+  auto firsts = CutLayers(c, algorithm, in_flight, placement);
+  if (!firsts) return tl::unexpected(firsts.error());
+  PartitionReport r = DescribePartition(c, *firsts, in_flight, placement);
   r.algorithm = algorithm;
   return r;
 }

@@ -37,6 +37,11 @@ Result<PartitionReport> PlanPartition(const cost::Config& config, const std::str
                                       const std::vector<int>* in_flight = nullptr,
                                       const std::vector<int>* placement = nullptr);
 
+// PlanPartition's cut alone: the first layer of each cell.
+Result<std::vector<int>> CutLayers(const cost::Config& config, const std::string& algorithm,
+                                   const std::vector<int>* in_flight = nullptr,
+                                   const std::vector<int>* placement = nullptr);
+
 // Describes the cells of a given partition.
 PartitionReport DescribePartition(const cost::Config& config, const std::vector<int>& first_layers,
                                   const std::vector<int>* in_flight = nullptr,

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <ranges>
 #include <tuple>
@@ -69,6 +70,14 @@ struct Cut {
 // replica's batch and micro-batches, the algorithm, and the shape's class
 // (its placement and in-flight counts: see Searcher::Shape).
 using CutKey = std::tuple<int, bool, int, int64_t, int, std::string, int>;
+// What a time-balancing cut (gpipe, minmax) depends on: the layers' times
+// and the cuts' transfers, that is tensor and sequence parallelism, whether
+// R runs (none, full or except-last, selective), the micro-batch size and
+// the placement; not the in-flight counts or the memory.
+using TimeCutKey = std::tuple<int, bool, int, int64_t, std::string, std::vector<int>>;
+// What a cut's report and costs read: a CutKey's but the algorithm, and the
+// cells (algorithms that cut alike share them).
+using DescribedKey = std::tuple<int, bool, int, int64_t, int, int, std::vector<int>>;
 
 // A point's lower bounds (or why it cannot be run at all).
 struct Bounds {
@@ -102,11 +111,22 @@ struct Searcher {
   };
   std::map<std::tuple<std::string, int, int, int>, std::optional<Shape>> shapes;  // by (schedule, K, M, chunks)
   std::map<std::pair<std::vector<int>, std::vector<int>>, int> cut_classes;      // (placement, in flight)
-  std::map<CutKey, std::optional<Cut>> cuts;  // nothing: no partition exists
+  std::map<CutKey, std::shared_ptr<const Cut>> cuts;  // null: no partition exists
+  std::map<TimeCutKey, std::optional<std::vector<int>>> time_cuts;  // first layers; nothing: none
+  std::map<DescribedKey, std::shared_ptr<const Cut>> described;
   std::map<PlanKey, Outcome> memo;
   std::map<PlanKey, double> auto_peaks;  // AutoPeakBound's, by plan
   std::vector<std::pair<double, double>> front;  // (throughput, peak) of fitting points, none dominating another
   int64_t simulated = 0;
+
+  // The model changed under the keys (MaxLayers regenerates it).
+  void ForgetTheModel() {
+    memo.clear();
+    cuts.clear();
+    time_cuts.clear();
+    described.clear();
+    auto_peaks.clear();
+  }
 
   double Limit(int d) const {
     return std::min(cap > 0 ? cap : std::numeric_limits<double>::infinity(), work.cluster.devices[d].memory_bytes);
@@ -157,22 +177,38 @@ struct Searcher {
   }
 
   // The point's partition and costs (Use(c) first), computed once per cut
-  // key; null when no partition exists.
+  // key (a time-balancing cut once per TimeCutKey, a report and costs once
+  // per DescribedKey); null when no partition exists.
   const Cut* CutOf(const Candidate& c, const Shape& shape) {
     auto [it, fresh] = cuts.try_emplace(CutKey{c.tensor_parallel, c.sequence_parallel, static_cast<int>(c.recompute),
                                                c.batch, c.micro_batches, c.partition, shape.cut_class});
-    if (fresh) {
-      const ir::Schedule& s = shape.schedule;
-      auto report = partition::PartitionForSchedule(work, s, shape.in_flight);
-      if (report) {
-        // The costs need the placement only: a shape without programs.
-        cost::Plan shape_only{std::move(*report), ir::Schedule{s.num_stages, s.num_micro_batches, s.num_devices,
-                                                                    c.replicas, s.placement, {}}};
-        simulate::SimCosts costs = simulate::CostsFromPlan(work, shape_only, calibration);
-        it->second = Cut{std::move(shape_only.partition), std::move(costs)};
+    if (!fresh) return it->second.get();
+    const ir::Schedule& s = shape.schedule;
+    std::optional<std::vector<int>> firsts;
+    if (c.partition == "gpipe" || c.partition == "minmax") {
+      const int runs_r = c.recompute == ir::RecomputeMode::kSelective ? 2 : ir::InsertsRecompute(c.recompute) ? 1 : 0;
+      auto [cut, solve] = time_cuts.try_emplace(TimeCutKey{c.tensor_parallel, c.sequence_parallel, runs_r,
+                                                           c.batch / c.micro_batches, c.partition, s.placement});
+      if (solve) {
+        if (auto f = partition::CutForSchedule(work, s, shape.in_flight)) cut->second = std::move(*f);
       }
+      firsts = cut->second;
+    } else if (auto f = partition::CutForSchedule(work, s, shape.in_flight)) {
+      firsts = std::move(*f);
     }
-    return it->second ? &*it->second : nullptr;
+    if (!firsts) return nullptr;
+    auto [d, describe] = described.try_emplace(DescribedKey{c.tensor_parallel, c.sequence_parallel,
+                                                            static_cast<int>(c.recompute), c.batch, c.micro_batches,
+                                                            shape.cut_class, *firsts});
+    if (describe) {
+      // The costs need the placement only: a shape without programs.
+      cost::Plan shape_only{partition::DescribeForSchedule(work, s, shape.in_flight, *firsts),
+                            ir::Schedule{s.num_stages, s.num_micro_batches, s.num_devices, c.replicas, s.placement, {}}};
+      simulate::SimCosts costs = simulate::CostsFromPlan(work, shape_only, calibration);
+      d->second = std::make_shared<const Cut>(Cut{std::move(shape_only.partition), std::move(costs)});
+    }
+    it->second = d->second;
+    return it->second.get();
   }
 
   // Whatever the cut, the fullest device holds at least the mean over the
@@ -601,8 +637,7 @@ Result<std::vector<MaxLayersRow>> MaxLayers(const cost::Config& config, const Se
     // The time-balanced cut first; the memory-aware one (quadratic in the
     // layers) where that overflows and the model is small enough.
     c.partition = "minmax";
-    searcher.memo.clear();  // the model changed under the keys
-    searcher.cuts.clear();
+    searcher.ForgetTheModel();
     auto e = searcher.Simulate(c);
     if ((!e || !e->fits) && layers <= kMemoryPartitionLayers) {
       c.partition = "memory";
