@@ -115,7 +115,7 @@ struct Searcher {
   std::map<TimeCutKey, std::optional<std::vector<int>>> time_cuts;  // first layers; nothing: none
   std::map<DescribedKey, std::shared_ptr<const Cut>> described;
   std::map<PlanKey, Outcome> memo;
-  std::map<PlanKey, double> auto_peaks;  // AutoPeakBound's, by plan
+  std::map<PlanKey, double> peak_bounds;  // PeakBound's, by plan
   std::vector<std::pair<double, double>> front;  // (throughput, peak) of fitting points, none dominating another
   int64_t simulated = 0;
 
@@ -125,7 +125,7 @@ struct Searcher {
     cuts.clear();
     time_cuts.clear();
     described.clear();
-    auto_peaks.clear();
+    peak_bounds.clear();
   }
 
   double Limit(int d) const {
@@ -328,25 +328,32 @@ struct Searcher {
     return least;
   }
 
-  // A lower bound on the peak of an `auto` point's plan, from the start of
-  // each variant of its greedy builder (ir::AutoLeastPeak: a tenth of its
-  // ops, stopping at `enough`): the bound Bound gives it (one micro-batch in
-  // flight) is far below what the builder holds, as it plans to the cap.
-  // Infinity where no plan exists.
-  double AutoPeakBound(const Candidate& c, double enough) {
+  // A lower bound on the peak of the point's plan, finer than Bound's (and
+  // dearer: a fraction of a plan), by plan; infinity where no plan exists.
+  // `auto`, from the start of each variant of its greedy builder
+  // (ir::AutoLeastPeak: a tenth of its ops, stopping at `enough`): Bound
+  // gives it one micro-batch in flight, far below what the builder holds as
+  // it plans to the cap. Other schedules, from their compute stream's own
+  // memory walked in program order (Bound counts only the stash at its most
+  // in flight, not the I-to-W bytes a zero-bubble schedule holds, nor both
+  // at once).
+  double PeakBound(const Candidate& c, double enough) {
     Use(c);
     const Shape* shape = ShapeOf(c);
     const Cut* cut = shape ? CutOf(c, *shape) : nullptr;
     if (!cut) return std::numeric_limits<double>::infinity();
-    auto [it, fresh] = auto_peaks.try_emplace(KeyOf(c, *cut), 0.0);
-    if (fresh) {
-      const ir::Schedule& s = shape->schedule;
+    auto [it, fresh] = peak_bounds.try_emplace(KeyOf(c, *cut), 0.0);
+    if (!fresh) return it->second;
+    const ir::Schedule& s = shape->schedule;
+    if (c.schedule == ir::kAutoSchedule) {
       const cost::Plan skeleton{cut->report, ir::Schedule{s.num_stages, s.num_micro_batches, s.num_devices,
                                                           c.replicas, s.placement, {}}};
       const ir::AutoProblem problem =
           simulate::AutoProblemFor(work, skeleton, cut->costs, simulate::AutoMemoryCap(work, cap));
       const int64_t ops = 3 * int64_t{s.num_stages} * s.num_micro_batches;
       it->second = ir::AutoLeastPeak(problem, cut->costs.static_bytes, std::max<int64_t>(1, ops / 10), enough);
+    } else {
+      it->second = simulate::ComputeStreamPeak(s, c.recompute, cut->costs);
     }
     return it->second;
   }
@@ -544,18 +551,15 @@ Result<SearchResult> Search(const cost::Config& config, const SearchOptions& o) 
       ++r.configs_bounded;
       continue;
     }
-    // `auto` fills the room it is given: its builder's start bounds its
-    // peak far better (and costs a fraction of a plan), where a fitting
-    // point is fast enough for that to matter (tests: always).
-    if (grid[i].schedule == ir::kAutoSchedule) {
-      const double enough = o.check_bounds ? std::numeric_limits<double>::infinity()
-                                           : searcher.LeastPeakAtLeast(bounds[i].most_throughput);
-      if (o.check_bounds || std::isfinite(enough)) {
-        bounds[i].least_peak = std::max(bounds[i].least_peak, searcher.AutoPeakBound(grid[i], enough));
-        if (!o.check_bounds && searcher.Beaten(bounds[i])) {
-          ++r.configs_bounded;
-          continue;
-        }
+    // The finer bound on the peak, where a fitting point is fast enough for
+    // it to matter (tests: always).
+    const double enough = o.check_bounds ? std::numeric_limits<double>::infinity()
+                                         : searcher.LeastPeakAtLeast(bounds[i].most_throughput);
+    if (o.check_bounds || std::isfinite(enough)) {
+      bounds[i].least_peak = std::max(bounds[i].least_peak, searcher.PeakBound(grid[i], enough));
+      if (!o.check_bounds && searcher.Beaten(bounds[i])) {
+        ++r.configs_bounded;
+        continue;
       }
     }
     auto c = searcher.Simulate(grid[i]);

@@ -1,11 +1,14 @@
 #include "simulate/dependencies.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "cost_models/comm_model.h"
 
 namespace twinpipe::simulate {
 
+using ir::Op;
 using ir::OpKind;
 
 double MemoryAtStart(const SimCosts& c, const ir::Op& op) {
@@ -25,6 +28,58 @@ double MemoryAtEnd(const Dependencies& deps, const SimCosts& c, const ir::Op& op
   const int32_t recv = deps.InputRecv(op);
   if (recv >= 0) delta -= static_cast<double>(deps.OpOn(op.device, recv).bytes);  // the consumed receive buffer
   return delta;
+}
+
+double ComputeStreamPeak(const ir::Schedule& s, ir::RecomputeMode recompute, const SimCosts& c) {
+  const int32_t M = s.num_micro_batches;
+  // An R the schedule already has keeps InsertRecompute from adding one.
+  std::vector<char> has_recompute;
+  for (const auto& program : s.programs) {
+    for (const Op& op : program) {
+      if (op.kind != OpKind::kRecompute) continue;
+      if (has_recompute.empty()) has_recompute.assign(static_cast<size_t>(s.num_stages) * M, 0);
+      has_recompute[static_cast<size_t>(op.stage) * M + op.micro_batch] = 1;
+    }
+  }
+  auto recomputed = [&](const Op& op) {
+    if (!has_recompute.empty() && has_recompute[static_cast<size_t>(op.stage) * M + op.micro_batch]) return true;
+    return ir::InsertsRecompute(recompute) && !(recompute == ir::RecomputeMode::kExceptLast && op.micro_batch == M - 1);
+  };
+  double peak = 0;
+  for (int32_t d = 0; d < s.num_devices; ++d) {
+    double now = 0, most = 0;
+    for (const Op& op : s.programs[d]) {
+      if (op.stage < 0) continue;  // STEP, all-reduce
+      const double act = c.activation_bytes[op.stage], input = c.input_bytes[op.stage];
+      switch (op.kind) {
+        case OpKind::kForward:
+          now += act;
+          most = std::max(most, now);
+          if (recomputed(op)) now += input - act;
+          break;
+        case OpKind::kRecompute:
+          now += act - input;
+          most = std::max(most, now);
+          break;
+        case OpKind::kBackward:
+        case OpKind::kBackwardInput:
+          if (recomputed(op) && (has_recompute.empty() ||
+                                 !has_recompute[static_cast<size_t>(op.stage) * M + op.micro_batch])) {
+            now += act - input;  // the R InsertRecompute puts before it
+            most = std::max(most, now);
+          }
+          now -= op.kind == OpKind::kBackward ? act : act - c.PendingBytes(op.stage);
+          break;
+        case OpKind::kBackwardWeight:
+          now -= c.PendingBytes(op.stage);
+          break;
+        default:
+          break;
+      }
+    }
+    peak = std::max(peak, c.static_bytes[d] + most);
+  }
+  return peak;
 }
 
 std::string DescribeBlocked(const Dependencies& deps, const std::vector<int32_t>& stuck, const BigVector<char>& done) {

@@ -21,9 +21,10 @@
 
 #include "cost_models/catalogue.h"
 #include "cost_models/comm_model.h"
+#include "ir/huge_page_allocator.h"
+#include "ir/passes.h"
 #include "ir/result.h"
 #include "ir/schedule.h"
-#include "ir/huge_page_allocator.h"
 
 namespace twinpipe::simulate {
 
@@ -121,6 +122,14 @@ struct SimResult {
 // the compute stream (only it runs a device's sends and receives between its
 // compute ops).
 Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs);
+
+// A lower bound on the peak of the plan made from a compute-only schedule
+// (as ir::BuildShape makes it: no comm, R only where `recompute` inserts
+// it) on its fullest device, static bytes included, without simulating:
+// each device's compute stream's own memory (a forward's activation, what it
+// keeps, a restored one, the I-to-W bytes) walked in program order as the
+// engines count it, the received buffers left out.
+double ComputeStreamPeak(const ir::Schedule& shape, ir::RecomputeMode recompute, const SimCosts& costs);
 
 // The two engines, for tests that hold one against the other. The in-order
 // engine gives every transfer its link's whole bandwidth: exact where no two

@@ -481,6 +481,58 @@ TEST(Simulate, AutoScheduleMatchesZeroBubble2p) {
   }
 }
 
+// The search's bound on a plan's peak from its compute-only shape: the very
+// peak the simulator finds where no received buffer adds to it (0-byte
+// boundaries), and below it where they do; for every schedule with a fixed
+// order, recompute mode and random memory per stage.
+TEST(Simulate, ComputeStreamPeakIsThePeakWithoutBuffers) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(0.2, 2.0), frac(0.1, 1.0);
+  int checked = 0;
+  for (const std::string& name : ir::ScheduleNames()) {
+    if (name == ir::kAutoSchedule) continue;  // its order comes from its builder (ir::AutoLeastPeak)
+    for (const int v : ir::ChunkChoices(name)) {
+      for (const int K : {2, 4}) {
+        for (const int M : {4, 8}) {
+          if (!ir::CheckShape(name, K, M, v)) continue;
+          for (const auto mode : {ir::RecomputeMode::kNone, ir::RecomputeMode::kFull, ir::RecomputeMode::kExceptLast}) {
+            for (const int64_t bytes : {0, 1 << 20}) {
+              auto shape = ir::BuildShape(name, K, M, v);
+              ASSERT_TRUE(shape) << name;
+              SimCosts c = UniformCosts(*shape, 1e-3, 2e-3);
+              for (int st = 0; st < shape->num_stages; ++st) {
+                c.activation_bytes[st] = u(rng) * 1e8;
+                c.input_bytes[st] = mode == ir::RecomputeMode::kNone ? c.activation_bytes[st]
+                                                                      : c.activation_bytes[st] * frac(rng);
+                c.pending_bytes.push_back(c.activation_bytes[st] * frac(rng));
+              }
+              for (auto& b : c.static_bytes) b = u(rng) * 1e9;
+              const double bound = ComputeStreamPeak(*shape, mode, c);
+              Schedule s = *shape;
+              ir::InsertRecompute(s, mode);
+              const std::vector<int64_t> b(s.num_stages - 1, bytes);
+              ASSERT_TRUE(ir::InsertComm(s, {b, b}));
+              auto r = Simulate(s, c);
+              ASSERT_TRUE(r) << r.error().message;
+              double peak = 0;
+              for (const auto& d : r->devices) peak = std::max(peak, d.peak_memory_bytes);
+              const std::string what = fmt::format("{} v={} K={} M={} {} bytes {}", name, v, K, M,
+                                                   ir::RecomputeModeName(mode), bytes);
+              if (bytes == 0) {
+                EXPECT_NEAR(bound, peak, 1e-12 * peak) << what;
+              } else {
+                EXPECT_LE(bound, peak * (1 + 1e-12)) << what;
+              }
+              ++checked;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 100);
+}
+
 // Over random times, memory, boundaries and limits the automatic schedule
 // verifies and never holds more than its limit in the simulator, received
 // buffers included, though the simulator times it otherwise than the
