@@ -1,6 +1,7 @@
 #include "ir/passes.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 
 #include <fmt/format.h>
@@ -243,24 +244,23 @@ void InsertAllReduce(Schedule& s, const std::vector<int64_t>& stage_bytes) {
                             op.kind == OpKind::kBackwardInput;
       if (backward && op.stage >= 0 && op.stage < s.num_stages) last[op.stage] = i;
     }
-    std::vector<std::vector<Op>> after(program.size());
+    // Each after its op and the sends that follow it, in stage order where
+    // two meet; inserted from the back, so that the positions hold (they
+    // lie near the end: a few ops move).
+    std::vector<std::pair<int32_t, int32_t>> after;  // (position, stage)
     for (int32_t st = 0; st < s.num_stages; ++st) {
       if (last[st] < 0) continue;
       int32_t at = last[st];
       while (at + 1 < static_cast<int32_t>(program.size()) && IsSend(program[at + 1].kind)) ++at;
-      after[at].push_back(Op{.kind = OpKind::kAllReduce,
-                             .stage = st,
-                             .bytes = st < static_cast<int32_t>(stage_bytes.size())
-                                          ? stage_bytes[st]
-                                          : 0});
+      after.emplace_back(at, st);
     }
-    std::vector<Op> out;
-    out.reserve(program.size() + s.num_stages);
-    for (size_t i = 0; i < program.size(); ++i) {
-      out.push_back(program[i]);
-      for (const Op& op : after[i]) out.push_back(op);
+    std::sort(after.begin(), after.end(), std::greater<>());
+    for (const auto& [at, st] : after) {
+      program.insert(program.begin() + at + 1,
+                     Op{.kind = OpKind::kAllReduce,
+                        .stage = st,
+                        .bytes = st < static_cast<int32_t>(stage_bytes.size()) ? stage_bytes[st] : 0});
     }
-    program = std::move(out);
   }
   Renumber(s);
 }

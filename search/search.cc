@@ -229,10 +229,10 @@ struct Searcher {
 
   // Lower bounds on the step time and the peak, without building comm or
   // simulating: device d starts no earlier than micro-batch 0's forward
-  // reaches its first stage, is then busy for its ops' summed time, and
-  // then takes its optimizer step or, when its last op made the input
-  // gradient of stage s, waits for the stages below s to pass that gradient
-  // down, whichever is longer; it holds its static bytes plus,
+  // (and its transfers) reaches its first stage, is then busy for its ops'
+  // summed time, and then takes its optimizer step or, when its last op made
+  // the input gradient of stage s, waits for the stages below s to pass that
+  // gradient down, whichever is longer; it holds its static bytes plus,
   // on each stage, the stash of its most in-flight micro-batches while the
   // last one's forward runs.
   Bounds Bound(const Candidate& c) {
@@ -264,12 +264,24 @@ struct Searcher {
       if (shape->has_whole[st] && shape->has_input[st]) return std::min(t[B], t[I]);
       return shape->has_input[st] ? t[I] : t[B];
     };
+    // A boundary between devices takes at least its transfer alone on its
+    // link (sharing only slows it), as the plan's comm ops carry it (whole
+    // bytes), up for the activation and down for its gradient.
+    auto transfer = [&](int from, int to) {
+      const int src = s.placement[from], dst = s.placement[to];
+      if (src == dst) return 0.0;
+      const double bytes = static_cast<double>(static_cast<int64_t>(cut->report.cells[std::min(from, to)].boundary_bytes));
+      return costs.TransferSeconds(src, dst, bytes);
+    };
     std::vector<double> busy(s.num_devices, 0.0), head(s.num_devices, 0.0), stash(s.num_devices, 0.0);
     std::vector<int> first_stage(s.num_devices, s.num_stages);
-    double before = 0;  // forwards of the stages before stage st, micro-batch 0
+    double before = 0;  // micro-batch 0's forwards and transfers up to stage st
     std::vector<double> prefix_forward(s.num_stages + 1, 0.0);  // the same, per stage
-    std::vector<double> below(s.num_stages + 1, 0.0);  // input gradients of the stages before st
-    for (int st = 0; st < s.num_stages; ++st) below[st + 1] = below[st] + input_gradient(st);
+    // The input gradients of the stages before st and the transfers down to them.
+    std::vector<double> below(s.num_stages + 1, 0.0);
+    for (int st = 0; st < s.num_stages; ++st) {
+      below[st + 1] = below[st] + input_gradient(st) + (st + 1 < s.num_stages ? transfer(st + 1, st) : 0.0);
+    }
     for (int st = 0; st < s.num_stages; ++st) {
       const int d = s.placement[st];
       const auto& t = costs.compute_s[st];
@@ -279,7 +291,7 @@ struct Searcher {
         first_stage[d] = st;
         head[d] = before;
       }
-      before += t[F];
+      before += t[F] + (st + 1 < s.num_stages ? transfer(st, st + 1) : 0.0);
       prefix_forward[st + 1] = before;
       const double act = costs.activation_bytes[st];
       const double held = !ir::InsertsRecompute(c.recompute) ? act : std::min(act, costs.input_bytes[st]);
