@@ -77,7 +77,7 @@ struct Model {
 // simulator's op times, a cell's description).
 template <typename Time, typename Visit>
 void ForEachLayerTime(const Model& m, int first, int last, Time&& time, Visit&& visit) {
-  double t = 0;
+  decltype(time(first)) t{};  // seconds, or an array of them
   for (int i = first; i <= last; ++i) {
     if (i == first || !SameCosts(m.layers[i], m.layers[i - 1])) t = time(i);
     visit(i, t);

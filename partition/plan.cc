@@ -124,19 +124,28 @@ PartitionReport DescribePartition(const Config& c, const std::vector<int>& first
   PartitionReport r;
   r.user_costs = user;
   double total = 0;
+  // The layers' step times, taken once per device kind for all its cells.
+  std::vector<std::pair<const cost::Device*, std::vector<double>>> timed;
   for (int k = 0; k < K; ++k) {
     CellReport cell;
     cell.first_layer = firsts[k];
     cell.last_layer = k + 1 < K ? firsts[k + 1] - 1 : L - 1;
     cell.device = k;
     const cost::Device& d = c.cluster.devices[k];
-    cost::ForEachLayerTime(
-        c.model, cell.first_layer, cell.last_layer, [&](int i) { return LayerStepTime(c, d, i); },
-        [&](int i, double t) {
-          cell.time_s += t;
-          cell.params += c.model.layers[i].params;
-          if (user) cell.cost += *c.model.layers[i].cost;
-        });
+    auto times =
+        std::find_if(timed.begin(), timed.end(), [&](const auto& entry) { return entry.first->name == d.name; });
+    if (times == timed.end()) {
+      std::vector<double> step(L);
+      cost::ForEachLayerTime(
+          c.model, 0, L - 1, [&](int i) { return LayerStepTime(c, d, i); }, [&](int i, double t) { step[i] = t; });
+      timed.emplace_back(&d, std::move(step));
+      times = timed.end() - 1;
+    }
+    for (int i = cell.first_layer; i <= cell.last_layer; ++i) {
+      cell.time_s += times->second[i];
+      cell.params += c.model.layers[i].params;
+      if (user) cell.cost += *c.model.layers[i].cost;
+    }
     if (cell.last_layer + 1 < L) {
       cell.boundary_bytes = cut[cell.last_layer] * mb;
       cell.time_s += CutTime(c, CutLinkOf(c, k, placement), cut[cell.last_layer]);

@@ -63,16 +63,21 @@ std::vector<double> Solve(const std::vector<std::vector<double>>& X, const std::
 
 }  // namespace
 
-double CalibratedOpTime(const cost::Config& c, const Calibration* cal, int first, int last, ir::OpKind kind,
-                        const cost::Device& d) {
-  const OpFit* fit = nullptr;
-  if (cal) {
-    auto it = cal->compute.find(std::string(ir::OpKindName(kind)));
-    // R re-runs the forward: without its own samples it takes F's fit.
-    if (it == cal->compute.end() && kind == ir::OpKind::kRecompute) it = cal->compute.find("F");
-    if (it != cal->compute.end()) fit = &it->second;
-  }
-  double t = 0;
+namespace {
+
+// The calibration's fit for an op kind, if any (R without samples of its
+// own takes F's).
+const OpFit* FitOf(const Calibration* cal, ir::OpKind kind) {
+  if (!cal) return nullptr;
+  auto it = cal->compute.find(std::string(ir::OpKindName(kind)));
+  if (it == cal->compute.end() && kind == ir::OpKind::kRecompute) it = cal->compute.find("F");
+  return it != cal->compute.end() ? &it->second : nullptr;
+}
+
+// Calls visit(i, seconds) for each layer of [first, last].
+template <typename Visit>
+void ForEachCalibratedLayer(const cost::Config& c, const OpFit* fit, int first, int last, ir::OpKind kind,
+                            const cost::Device& d, Visit&& visit) {
   cost::ForEachLayerTime(
       c.model, first, last,
       [&](int i) {
@@ -84,8 +89,42 @@ double CalibratedOpTime(const cost::Config& c, const Calibration* cal, int first
         auto s = fit->scale.find(layer.kind);
         return (s != fit->scale.end() ? s->second : 1.0) * Roofline(c, i, kind, d);
       },
-      [&](int, double layer_t) { t += layer_t; });
+      visit);
+}
+
+}  // namespace
+
+double CalibratedOpTime(const cost::Config& c, const Calibration* cal, int first, int last, ir::OpKind kind,
+                        const cost::Device& d) {
+  const OpFit* fit = FitOf(cal, kind);
+  double t = 0;
+  ForEachCalibratedLayer(c, fit, first, last, kind, d, [&](int, double layer_t) { t += layer_t; });
   return fit ? t + fit->overhead_s : t;
+}
+
+CalibratedOpTimes::CalibratedOpTimes(const cost::Config& c, const Calibration* cal, const cost::Device& d) {
+  const int L = static_cast<int>(c.model.layers.size());
+  for (size_t k = 0; k < kKinds.size(); ++k) fits_[k] = FitOf(cal, kKinds[k]);
+  layer_s_.resize(L);
+  if (L == 0) return;
+  // One walk for every kind: the runs of layers that cost alike are found once.
+  cost::ForEachLayerTime(
+      c.model, 0, L - 1,
+      [&](int i) {
+        std::array<double, kKinds.size()> t{};
+        for (size_t k = 0; k < kKinds.size(); ++k) {
+          ForEachCalibratedLayer(c, fits_[k], i, i, kKinds[k], d, [&](int, double s) { t[k] = s; });
+        }
+        return t;
+      },
+      [&](int i, const std::array<double, kKinds.size()>& t) { layer_s_[i] = t; });
+}
+
+double CalibratedOpTimes::Cell(ir::OpKind kind, int first, int last) const {
+  const size_t k = static_cast<size_t>(std::find(kKinds.begin(), kKinds.end(), kind) - kKinds.begin());
+  double t = 0;
+  for (int i = first; i <= last; ++i) t += layer_s_[i][k];
+  return fits_[k] ? t + fits_[k]->overhead_s : t;
 }
 
 Result<Calibration> FitCalibration(const cost::Config& c, const cost::Plan& plan,

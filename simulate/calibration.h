@@ -9,6 +9,7 @@
 //   std::string json = WriteCalibration(*cal);
 #pragma once
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -75,5 +76,22 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
 // without samples of its own takes F's fit).
 double CalibratedOpTime(const cost::Config& config, const Calibration* calibration, int first_layer, int last_layer,
                         ir::OpKind kind, const cost::Device& device);
+
+// CalibratedOpTime for many cells of one model and device, for F, B, I, W
+// and R: the layers' times taken once (a cell's first layer is not timed
+// again where it costs what the layer before it does), each cell's summed
+// in the same order.
+class CalibratedOpTimes {
+ public:
+  static constexpr std::array<ir::OpKind, 5> kKinds = {ir::OpKind::kForward, ir::OpKind::kBackward,
+                                                       ir::OpKind::kBackwardInput, ir::OpKind::kBackwardWeight,
+                                                       ir::OpKind::kRecompute};
+  CalibratedOpTimes(const cost::Config& config, const Calibration* calibration, const cost::Device& device);
+  double Cell(ir::OpKind kind, int first_layer, int last_layer) const;  // equals CalibratedOpTime's
+
+ private:
+  std::array<const OpFit*, kKinds.size()> fits_{};
+  std::vector<std::array<double, kKinds.size()>> layer_s_;
+};
 
 }  // namespace twinpipe::simulate

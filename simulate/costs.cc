@@ -1,6 +1,8 @@
 #include "simulate/costs.h"
 
 #include <algorithm>
+#include <iterator>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -11,6 +13,19 @@
 #include "simulate/dependencies.h"
 
 namespace twinpipe::simulate {
+
+namespace {
+
+// Two devices whose ops take the same time (their memory may differ).
+bool SameTiming(const cost::Device& a, const cost::Device& b) {
+  auto timing = [](const cost::Device& d) {
+    return std::tie(d.name, d.fp32_flops, d.tf32_flops, d.half_flops, d.memory_bandwidth, d.launch_overhead_s,
+                    d.sm_count, d.simt_half_flops, d.gemm_efficiency, d.bandwidth_efficiency);
+  };
+  return timing(a) == timing(b);
+}
+
+}  // namespace
 
 SimCosts CostsFromPlan(const cost::Config& config, const cost::Plan& plan, const Calibration* cal) {
   // A fitted device profile replaces the catalogue's figures.
@@ -50,13 +65,19 @@ SimCosts CostsFromPlan(const cost::Config& config, const cost::Plan& plan, const
   costs.static_bytes.assign(D, 0.0);
   costs.step_s.assign(D, 0.0);
   std::vector<double> device_params(D, 0.0);
+  // The layers' times per device kind, taken once for all the cells on it.
+  std::vector<std::pair<const cost::Device*, CalibratedOpTimes>> timed;
   for (int32_t st = 0; st < K; ++st) {
     const auto& cell = plan.partition.cells[st];
     const cost::Device& device = c.cluster.devices[s.placement[st]];
-    const ir::OpKind kinds[] = {ir::OpKind::kForward, ir::OpKind::kBackward, ir::OpKind::kBackwardInput,
-                                ir::OpKind::kBackwardWeight, ir::OpKind::kRecompute};
-    for (ir::OpKind k : kinds) {
-      costs.compute_s[st][ComputeSlot(k)] = CalibratedOpTime(c, cal, cell.first_layer, cell.last_layer, k, device);
+    auto times = std::find_if(timed.begin(), timed.end(),
+                              [&](const auto& entry) { return SameTiming(*entry.first, device); });
+    if (times == timed.end()) {
+      timed.emplace_back(&device, CalibratedOpTimes(c, cal, device));
+      times = timed.end() - 1;
+    }
+    for (const ir::OpKind k : CalibratedOpTimes::kKinds) {
+      costs.compute_s[st][ComputeSlot(k)] = times->second.Cell(k, cell.first_layer, cell.last_layer);
     }
     // With recompute a cell keeps its boundary input and the activations of
     // the layers its recompute does not re-run (a head).
