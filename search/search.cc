@@ -405,7 +405,7 @@ struct Searcher {
       overrides.partition = &cut->report;
       auto plan = partition::PlanFromConfig(work, overrides);
       if (!plan) return std::nullopt;
-      auto sim = simulate::Simulate(plan->schedule, cut->costs);
+      auto sim = simulate::Simulate(plan->schedule, cut->costs, {.timeline = false});
       if (!sim) return std::nullopt;
       ++simulated;
       Outcome o{sim->step_time_s, sim->bubble_fraction, {}};

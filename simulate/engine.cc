@@ -565,8 +565,8 @@ bool NothingShared(const ir::Schedule& s, const SimCosts& c, const SimResult& r)
 
 }  // namespace
 
-Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs) {
-  auto in_order = [](const ir::Schedule& s, const SimCosts& c) { return SimulateInOrder(s, c); };
+Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs, const SimOptions& options) {
+  auto in_order = [&](const ir::Schedule& s, const SimCosts& c) { return SimulateInOrder(s, c, options); };
   if (costs.Unshared() || costs.comm_on_compute_stream) return Checked(schedule, costs, in_order);
   // Shared links where transfers rarely meet (a pipeline's sends between
   // nodes, far apart next to its compute): the fast engine's run stands

@@ -121,7 +121,16 @@ struct SimResult {
 // event-driven one otherwise, and always the in-order one when comm runs on
 // the compute stream (only it runs a device's sends and receives between its
 // compute ops).
-Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs);
+// What a simulation records beyond the figures (step time, bubble, each
+// device's busy time, span and peak, the links' use).
+struct SimOptions {
+  // The memory samples and the critical path; a caller that wants only the
+  // figures (the search) spares writing them. The event-driven engine
+  // records them whatever this says.
+  bool timeline = true;
+};
+
+Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs, const SimOptions& options = {});
 
 // A lower bound on the peak of the plan made from a compute-only schedule
 // (as ir::BuildShape makes it: no comm, R only where `recompute` inserts
@@ -138,6 +147,6 @@ double ComputeStreamPeak(const ir::Schedule& shape, ir::RecomputeMode recompute,
 // that a device sends one message at a time. On a host-shared link
 // (kHost) with comm on the compute stream it does not model the sharing.
 Result<SimResult> SimulateEventDriven(const ir::Schedule& schedule, const SimCosts& costs);
-Result<SimResult> SimulateInOrder(const ir::Schedule& schedule, const SimCosts& costs);
+Result<SimResult> SimulateInOrder(const ir::Schedule& schedule, const SimCosts& costs, const SimOptions& options = {});
 
 }  // namespace twinpipe::simulate

@@ -379,6 +379,20 @@ TEST(Engines, InOrderAndEventDrivenAgree) {
           c.input_bytes.assign(K, 1e6);
           c.static_bytes.assign(K, 1e8);
           ExpectSameResults(s, c, name + " K=" + std::to_string(K) + " M=" + std::to_string(M));
+          // Without the timeline, the same figures and no samples or path.
+          auto full = SimulateInOrder(s, c);
+          auto figures = SimulateInOrder(s, c, {.timeline = false});
+          ASSERT_TRUE(full && figures);
+          EXPECT_EQ(figures->step_time_s, full->step_time_s);
+          EXPECT_EQ(figures->bubble_fraction, full->bubble_fraction);
+          for (int d = 0; d < K; ++d) {
+            EXPECT_EQ(figures->devices[d].peak_memory_bytes, full->devices[d].peak_memory_bytes);
+            EXPECT_EQ(figures->devices[d].peak_op, full->devices[d].peak_op);
+            EXPECT_EQ(figures->devices[d].busy_s, full->devices[d].busy_s);
+            EXPECT_TRUE(figures->memory[d].empty());
+          }
+          EXPECT_EQ(figures->links.size(), full->links.size());
+          EXPECT_TRUE(figures->critical_path.empty());
           ++cases;
         }
       }

@@ -49,7 +49,7 @@ bool IsComputeEngineOp(OpKind k) { return ComputeSlot(k) >= 0 || k == OpKind::kS
 
 }  // namespace
 
-Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
+Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c, const SimOptions& options) {
   const Dependencies deps(s);
   const int32_t D = s.num_devices;
   const int64_t n = deps.size();
@@ -237,10 +237,12 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
     std::vector<size_t> at(streams.size(), 0);
     double now = c.static_bytes[d];
     auto& samples = r.memory[d];
-    size_t changes = 1;
-    for (size_t k = 0; k < streams.size(); ++k) changes += size_of(k);
-    samples.reserve(changes);
-    samples.emplace_back(0.0, now);
+    if (options.timeline) {
+      size_t changes = 1;
+      for (size_t k = 0; k < streams.size(); ++k) changes += size_of(k);
+      samples.reserve(changes);
+      samples.emplace_back(0.0, now);
+    }
     DeviceStats& stats = r.devices[d];
     stats.peak_memory_bytes = now;
     while (true) {
@@ -257,10 +259,12 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
       if (best < 0) break;
       const Change e = change(best, at[best]++);
       now += e.delta;
-      if (samples.back().first == e.time) {
-        samples.back().second = now;
-      } else {
-        samples.emplace_back(e.time, now);
+      if (options.timeline) {
+        if (samples.back().first == e.time) {
+          samples.back().second = now;
+        } else {
+          samples.emplace_back(e.time, now);
+        }
       }
       if (now > stats.peak_memory_bytes) {
         stats.peak_memory_bytes = now;
@@ -270,6 +274,8 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
   }
 
   const int32_t last_op = FinishStep(r, D);
+  r.links = std::move(links);
+  if (!options.timeline) return r;
   // The critical path, walked back from the last op: each op's predecessor
   // is whichever of its resource's previous op and its inputs ended last
   // (the resource's op on ties), as the event-driven engine records it.
@@ -313,7 +319,6 @@ Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c) {
     op = who;
   }
   std::reverse(r.critical_path.begin(), r.critical_path.end());
-  r.links = std::move(links);
   return r;
 }
 
