@@ -44,10 +44,13 @@ struct Outcome {
 
 class Greedy {
  public:
-  Greedy(const AutoProblem& p, const Policy& policy) : p_(p), policy_(policy) {
-    const size_t S = p.stages, M = p.micro_batches;
-    f_end_.assign(S * M, kNever);
-    i_end_.assign(S * M, kNever);
+  // `horizon`: the micro-batches whose ops' ends are kept (a run of its
+  // first n ops reaches no further than micro-batch n).
+  Greedy(const AutoProblem& p, const Policy& policy, int32_t horizon)
+      : p_(p), policy_(policy), stride_(std::min(horizon, p.micro_batches)) {
+    const size_t S = p.stages;
+    f_end_.assign(S * stride_, kNever);
+    i_end_.assign(S * stride_, kNever);
     st_.resize(S);
     int32_t D = 0;
     for (int32_t s = 0; s < p.stages; ++s) D = std::max(D, Device(s) + 1);
@@ -150,8 +153,8 @@ class Greedy {
   bool Buffered(int32_t s) const {
     return !p_.boundary_bytes.empty() && s + 1 < p_.stages && Device(s) != Device(s + 1) && p_.boundary_bytes[s] > 0;
   }
-  double& FEnd(int32_t s, int32_t m) { return f_end_[static_cast<size_t>(s) * p_.micro_batches + m]; }
-  double& IEnd(int32_t s, int32_t m) { return i_end_[static_cast<size_t>(s) * p_.micro_batches + m]; }
+  double& FEnd(int32_t s, int32_t m) { return f_end_[static_cast<size_t>(s) * stride_ + m]; }
+  double& IEnd(int32_t s, int32_t m) { return i_end_[static_cast<size_t>(s) * stride_ + m]; }
   // A transfer from stage s to s + 1: none inside a device.
   double Comm(int32_t s) const {
     if (s + 1 < p_.stages && Device(s) == Device(s + 1)) return 0.0;
@@ -219,26 +222,38 @@ class Greedy {
   // gradient passed on without waiting.
   void WarmUp() {
     const int32_t S = p_.stages, M = p_.micro_batches;
-    std::vector<std::vector<double>> end(S, std::vector<double>(M));
-    for (int32_t s = 0; s < S; ++s) {
-      double t = 0;
-      for (int32_t m = 0; m < M; ++m) {
-        const double ready = s == 0 ? 0.0 : end[s - 1][m] + Comm(s - 1);
-        t = std::max(t, ready) + p_.forward_s[s];
-        end[s][m] = t;
+    // end[s][m]: when stage s's forward of micro-batch m ends. Columns are
+    // taken as the counts need them: a warm-up runs a few forwards per
+    // stage, not M.
+    std::vector<std::vector<double>> end(S);
+    int32_t columns = 0;
+    auto need = [&](int32_t m) {  // columns 0..m
+      if (m < columns) return;
+      const int32_t upto = std::min(M, std::max(m + 1, 2 * columns));
+      for (int32_t s = 0; s < S; ++s) {
+        end[s].resize(upto);
+        for (int32_t c = columns; c < upto; ++c) {
+          const double ready = s == 0 ? 0.0 : end[s - 1][c] + Comm(s - 1);
+          end[s][c] = std::max(c > 0 ? end[s][c - 1] : 0.0, ready) + p_.forward_s[s];
+        }
       }
-    }
+      columns = upto;
+    };
+    need(std::min(M, 2 * S + 2) - 1);
     double gradient = end[S - 1][0] + p_.input_s[S - 1];  // the last stage's first I ends
     st_[S - 1].warm = 1;
     for (int32_t s = S - 2; s >= 0; --s) {
       const double arrives = gradient + Comm(s);
       const double limit = p_.limit_bytes[Device(s)];
       int32_t n = 1;
-      while (n < M && n * p_.kept_bytes[s] + p_.activation_bytes[s] <= limit &&
-             (policy_.overrun ? end[s][n - 1] < arrives : end[s][n] <= arrives)) {
-        ++n;
-      }
+      auto more = [&] {
+        if (policy_.overrun) return end[s][n - 1] < arrives;
+        need(n);
+        return end[s][n] <= arrives;
+      };
+      while (n < M && n * p_.kept_bytes[s] + p_.activation_bytes[s] <= limit && more()) ++n;
       st_[s].warm = n;
+      need(n - 1);
       gradient = std::max(arrives, end[s][n - 1]) + p_.input_s[s];
     }
   }
@@ -454,6 +469,7 @@ class Greedy {
 
   const AutoProblem& p_;
   Policy policy_;
+  int32_t stride_;  // micro-batches per stage in f_end_ and i_end_
   Tournament first_;
   std::vector<double> f_end_, i_end_;
   std::vector<Stage> st_;
@@ -540,7 +556,8 @@ double AutoLeastPeak(const AutoProblem& p, std::span<const double> base, int64_t
   double least = kNever;
   for (const Policy& policy : Variants()) {
     // A variant that fails cannot be the one chosen.
-    if (auto most = Greedy(p, policy).PrefixPeak(ops, base, enough)) least = std::min(least, *most);
+    const auto horizon = static_cast<int32_t>(std::min<int64_t>(p.micro_batches, ops + 1));
+    if (auto most = Greedy(p, policy, horizon).PrefixPeak(ops, base, enough)) least = std::min(least, *most);
   }
   return least;
 }
@@ -559,7 +576,7 @@ Result<Schedule> BuildAuto(const AutoProblem& p) {
   }
   const double floor = *std::max_element(work.begin(), work.end());
   for (const Policy& policy : Variants()) {
-    auto out = Greedy(p, policy).Run(best ? best->overlapped : kNever);
+    auto out = Greedy(p, policy, p.micro_batches).Run(best ? best->overlapped : kNever);
     if (!out) {
       failure = out.error();
       continue;
