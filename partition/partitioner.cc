@@ -245,7 +245,8 @@ Result<Partition> MinMaxUnderMemory(const PartitionProblem& p) {
       for (int a = b; a >= k; --a) {
         const double c = p.CellCost(k, a, b);
         if (c >= g[k][b]) break;  // cells only get costlier as a moves left
-        if (g[k - 1][a - 1] == kInf || !fits(a, b, k)) continue;
+        // Nothing to gain (or no way here): spare the memory test.
+        if (g[k - 1][a - 1] >= g[k][b] || !fits(a, b, k)) continue;
         const double v = std::max(g[k - 1][a - 1], c);
         if (v < g[k][b]) {
           g[k][b] = v;
