@@ -61,7 +61,7 @@ def figure(bench, how):
 
 
 # Benchmarks that take minutes: one run.
-LONG = {"175B", "TransformerStep"}
+LONG = {"TransformerStep"}
 
 
 def best(values, how, cmp):
