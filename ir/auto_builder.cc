@@ -247,9 +247,9 @@ class Greedy {
       const double limit = p_.limit_bytes[Device(s)];
       int32_t n = 1;
       auto more = [&] {
-        if (policy_.overrun) return end[s][n - 1] < arrives;
-        need(n);
-        return end[s][n] <= arrives;
+        const int32_t read = policy_.overrun ? n - 1 : n;
+        need(read);
+        return policy_.overrun ? end[s][read] < arrives : end[s][read] <= arrives;
       };
       while (n < M && n * p_.kept_bytes[s] + p_.activation_bytes[s] <= limit && more()) ++n;
       st_[s].warm = n;
