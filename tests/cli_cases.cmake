@@ -73,7 +73,7 @@ cli_case(schedule_too_big 1 "layer 1 (block0) alone needs 59.751 GiB but device 
          ${TP} schedule ${IN}/too_big.json)
 
 # partition
-foreach(example transformer_h100 paper_costs cnn_pcie quickstart)
+foreach(example transformer_h100 paper_costs cnn_pcie quickstart gpt175b_1024_a100)
   cli_case(partition_${example} 0 "bottleneck" ${TP} partition ${SRC}/examples/${example}.json)
   cli_case(partition_${example}_json 0 "\"bottleneck_s\"" ${TP} partition ${SRC}/examples/${example}.json --json)
 endforeach()
