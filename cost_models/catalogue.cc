@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -84,6 +85,14 @@ double Device::PeakFlops(Dtype d) const {
     case Dtype::kBf16: return half_flops;
   }
   return fp32_flops;
+}
+
+bool SameTiming(const Device& a, const Device& b) {
+  auto timing = [](const Device& d) {
+    return std::tie(d.name, d.fp32_flops, d.tf32_flops, d.half_flops, d.memory_bandwidth, d.launch_overhead_s,
+                    d.sm_count, d.simt_half_flops, d.gemm_efficiency, d.bandwidth_efficiency);
+  };
+  return timing(a) == timing(b);
 }
 
 std::string_view ContentionName(Contention c) {

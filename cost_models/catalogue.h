@@ -41,6 +41,10 @@ struct Device {
   double PeakFlops(Dtype dtype) const;
 };
 
+// Two devices whose ops take the same time (their memory and how they run
+// comm may differ): the layers' times of one serve the other.
+bool SameTiming(const Device& a, const Device& b);
+
 // How transfers over a link share bandwidth.
 enum class Contention {
   kPerPair,     // each device pair has its own path (NVLink, P2P through a switch port)

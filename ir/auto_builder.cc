@@ -405,14 +405,12 @@ class Greedy {
     const double start = dev.next_start;
     int32_t m = 0;
     double duration = 0;
-    {
-      // What the device holds while the op runs: a forward's whole
-      // activation, an I's restored one (a recompute) before it frees it.
-      const double held = dev.next_kind == OpKind::kForward       ? p_.activation_bytes[s]
-                          : dev.next_kind == OpKind::kBackwardInput ? p_.activation_bytes[s] - p_.kept_bytes[s]
-                                                                    : 0.0;
-      peak_[d] = std::max(peak_[d], Activations(d) + held);
-    }
+    // What the device holds while the op runs: a forward's whole
+    // activation, an I's restored one (a recompute) before it frees it.
+    const double held = dev.next_kind == OpKind::kForward       ? p_.activation_bytes[s]
+                        : dev.next_kind == OpKind::kBackwardInput ? p_.activation_bytes[s] - p_.kept_bytes[s]
+                                                                  : 0.0;
+    peak_[d] = std::max(peak_[d], Activations(d) + held);
     switch (dev.next_kind) {
       case OpKind::kForward:
         m = st.next_f++;
@@ -554,9 +552,9 @@ AutoProblem RandomAutoProblem(int32_t stages, int32_t micro_batches, uint32_t se
 double AutoLeastPeak(const AutoProblem& p, std::span<const double> base, int64_t ops, double enough) {
   if (!Check(p)) return kNever;  // BuildAuto fails: no schedule at all
   double least = kNever;
+  const auto horizon = static_cast<int32_t>(std::min<int64_t>(p.micro_batches, ops + 1));
   for (const Policy& policy : Variants()) {
     // A variant that fails cannot be the one chosen.
-    const auto horizon = static_cast<int32_t>(std::min<int64_t>(p.micro_batches, ops + 1));
     if (auto most = Greedy(p, policy, horizon).PrefixPeak(ops, base, enough)) least = std::min(least, *most);
   }
   return least;

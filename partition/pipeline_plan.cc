@@ -129,34 +129,47 @@ std::optional<cost::Config> Staged(const cost::Config& config, const ir::Schedul
   return staged;
 }
 
-}  // namespace
-
-Result<std::vector<int>> CutForSchedule(const cost::Config& config, const ir::Schedule& schedule,
-                                        const std::vector<int>& in_flight) {
-  const auto staged = Staged(config, schedule);
+// The two steps on the config Staged gives (nothing: the config's own).
+Result<std::vector<int>> CutStaged(const cost::Config& config, const std::optional<cost::Config>& staged,
+                                   const ir::Schedule& schedule, const std::vector<int>& in_flight) {
   if (!staged) return CutLayers(config, config.pipeline.partition, &in_flight);
   // The staged config lists a device per stage; the nodes and links are the
   // schedule's devices'.
   return CutLayers(*staged, staged->pipeline.partition, &in_flight, &schedule.placement);
 }
 
+PartitionReport DescribeStaged(const cost::Config& config, const std::optional<cost::Config>& staged,
+                               const ir::Schedule& schedule, const std::vector<int>& in_flight,
+                               const std::vector<int>& first_layers) {
+  if (!staged) {
+    PartitionReport report = DescribePartition(config, first_layers, &in_flight);
+    report.algorithm = config.pipeline.partition;
+    return report;
+  }
+  PartitionReport report = DescribePartition(*staged, first_layers, &in_flight, &schedule.placement);
+  report.algorithm = staged->pipeline.partition;
+  for (auto& cell : report.cells) cell.device = schedule.placement[cell.device];
+  return report;
+}
+
+}  // namespace
+
+Result<std::vector<int>> CutForSchedule(const cost::Config& config, const ir::Schedule& schedule,
+                                        const std::vector<int>& in_flight) {
+  return CutStaged(config, Staged(config, schedule), schedule, in_flight);
+}
+
 PartitionReport DescribeForSchedule(const cost::Config& config, const ir::Schedule& schedule,
                                     const std::vector<int>& in_flight, const std::vector<int>& first_layers) {
-  const auto staged = Staged(config, schedule);
-  PartitionReport report = staged ? DescribePartition(*staged, first_layers, &in_flight, &schedule.placement)
-                                  : DescribePartition(config, first_layers, &in_flight);
-  report.algorithm = (staged ? *staged : config).pipeline.partition;
-  if (staged) {
-    for (auto& cell : report.cells) cell.device = schedule.placement[cell.device];
-  }
-  return report;
+  return DescribeStaged(config, Staged(config, schedule), schedule, in_flight, first_layers);
 }
 
 Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const ir::Schedule& schedule,
                                              const std::vector<int>& in_flight) {
-  auto firsts = CutForSchedule(config, schedule, in_flight);
+  const auto staged = Staged(config, schedule);  // once: it copies the config
+  auto firsts = CutStaged(config, staged, schedule, in_flight);
   if (!firsts) return tl::unexpected(firsts.error());
-  return DescribeForSchedule(config, schedule, in_flight, *firsts);
+  return DescribeStaged(config, staged, schedule, in_flight, *firsts);
 }
 
 Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule, std::string_view source) {

@@ -133,7 +133,7 @@ PartitionReport DescribePartition(const Config& c, const std::vector<int>& first
     cell.device = k;
     const cost::Device& d = c.cluster.devices[k];
     auto times =
-        std::find_if(timed.begin(), timed.end(), [&](const auto& entry) { return entry.first->name == d.name; });
+        std::find_if(timed.begin(), timed.end(), [&](const auto& entry) { return cost::SameTiming(*entry.first, d); });
     if (times == timed.end()) {
       std::vector<double> step(L);
       cost::ForEachLayerTime(

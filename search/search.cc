@@ -63,7 +63,7 @@ using PlanKey = std::tuple<int, int, int, std::string, int, int, int, bool, std:
 // A partition and the costs of the plans it makes (which read only the
 // cells and the placement), shared by the points whose cut cannot differ.
 struct Cut {
-  cost::PartitionReport report;
+  cost::Plan skeleton;  // the partition, and the schedule's placement without programs
   simulate::SimCosts costs;
 };
 // What a cut depends on: tensor and sequence parallelism, recompute, the
@@ -202,10 +202,10 @@ struct Searcher {
                                                             shape.cut_class, *firsts});
     if (describe) {
       // The costs need the placement only: a shape without programs.
-      cost::Plan shape_only{partition::DescribeForSchedule(work, s, shape.in_flight, *firsts),
-                            ir::Schedule{s.num_stages, s.num_micro_batches, s.num_devices, c.replicas, s.placement, {}}};
-      simulate::SimCosts costs = simulate::CostsFromPlan(work, shape_only, calibration);
-      d->second = std::make_shared<const Cut>(Cut{std::move(shape_only.partition), std::move(costs)});
+      cost::Plan skeleton{partition::DescribeForSchedule(work, s, shape.in_flight, *firsts),
+                          ir::Schedule{s.num_stages, s.num_micro_batches, s.num_devices, c.replicas, s.placement, {}}};
+      simulate::SimCosts costs = simulate::CostsFromPlan(work, skeleton, calibration);
+      d->second = std::make_shared<const Cut>(Cut{std::move(skeleton), std::move(costs)});
     }
     it->second = d->second;
     return it->second.get();
@@ -270,7 +270,7 @@ struct Searcher {
     auto transfer = [&](int from, int to) {
       const int src = s.placement[from], dst = s.placement[to];
       if (src == dst) return 0.0;
-      const double bytes = static_cast<double>(static_cast<int64_t>(cut->report.cells[std::min(from, to)].boundary_bytes));
+      const double bytes = static_cast<double>(static_cast<int64_t>(cut->skeleton.partition.cells[std::min(from, to)].boundary_bytes));
       return costs.TransferSeconds(src, dst, bytes);
     };
     std::vector<double> busy(s.num_devices, 0.0), head(s.num_devices, 0.0), stash(s.num_devices, 0.0);
@@ -358,10 +358,8 @@ struct Searcher {
     if (!fresh) return it->second;
     const ir::Schedule& s = shape->schedule;
     if (c.schedule == ir::kAutoSchedule) {
-      const cost::Plan skeleton{cut->report, ir::Schedule{s.num_stages, s.num_micro_batches, s.num_devices,
-                                                          c.replicas, s.placement, {}}};
       const ir::AutoProblem problem =
-          simulate::AutoProblemFor(work, skeleton, cut->costs, simulate::AutoMemoryCap(work, cap));
+          simulate::AutoProblemFor(work, cut->skeleton, cut->costs, simulate::AutoMemoryCap(work, cap));
       const int64_t ops = 3 * int64_t{s.num_stages} * s.num_micro_batches;
       it->second = ir::AutoLeastPeak(problem, cut->costs.static_bytes, std::max<int64_t>(1, ops / 10), enough);
     } else {
@@ -373,7 +371,7 @@ struct Searcher {
   static PlanKey KeyOf(const Candidate& c, const Cut& cut) {
     PlanKey key{c.stages, c.replicas, c.micro_batches, c.schedule, c.chunks, static_cast<int>(c.recompute),
                 c.tensor_parallel, c.sequence_parallel, {}};
-    for (const auto& cell : cut.report.cells) std::get<8>(key).push_back(cell.first_layer);
+    for (const auto& cell : cut.skeleton.partition.cells) std::get<8>(key).push_back(cell.first_layer);
     return key;
   }
 
@@ -402,7 +400,7 @@ struct Searcher {
       overrides.verify = false;
       overrides.build_auto = simulate::AutoScheduler(calibration, cap);
       overrides.shape = &shape->schedule;
-      overrides.partition = &cut->report;
+      overrides.partition = &cut->skeleton.partition;
       auto plan = partition::PlanFromConfig(work, overrides);
       if (!plan) return std::nullopt;
       auto sim = simulate::Simulate(plan->schedule, cut->costs, {.timeline = false});

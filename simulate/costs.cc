@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <iterator>
-#include <tuple>
 
 #include <fmt/format.h>
 
@@ -13,19 +12,6 @@
 #include "simulate/dependencies.h"
 
 namespace twinpipe::simulate {
-
-namespace {
-
-// Two devices whose ops take the same time (their memory may differ).
-bool SameTiming(const cost::Device& a, const cost::Device& b) {
-  auto timing = [](const cost::Device& d) {
-    return std::tie(d.name, d.fp32_flops, d.tf32_flops, d.half_flops, d.memory_bandwidth, d.launch_overhead_s,
-                    d.sm_count, d.simt_half_flops, d.gemm_efficiency, d.bandwidth_efficiency);
-  };
-  return timing(a) == timing(b);
-}
-
-}  // namespace
 
 SimCosts CostsFromPlan(const cost::Config& config, const cost::Plan& plan, const Calibration* cal) {
   // A fitted device profile replaces the catalogue's figures.
@@ -71,7 +57,7 @@ SimCosts CostsFromPlan(const cost::Config& config, const cost::Plan& plan, const
     const auto& cell = plan.partition.cells[st];
     const cost::Device& device = c.cluster.devices[s.placement[st]];
     auto times = std::find_if(timed.begin(), timed.end(),
-                              [&](const auto& entry) { return SameTiming(*entry.first, device); });
+                              [&](const auto& entry) { return cost::SameTiming(*entry.first, device); });
     if (times == timed.end()) {
       timed.emplace_back(&device, CalibratedOpTimes(c, cal, device));
       times = timed.end() - 1;
