@@ -50,8 +50,16 @@ Device Gpu(Device d, int sms, double simt_half, double gemm_efficiency = 0.8) {
 // NCCL's all-reduce bus bandwidth over NVLink3 on a DGX A100 is about 230
 // GB/s of the link's 300 GB/s per direction (nccl-tests all_reduce_perf
 // figures NVIDIA publishes for DGX A100): 0.77. Other links: 0.8, an estimate.
-Link WithCollective(Link l, double efficiency) {
+//
+// Every NCCL collective also pays a fixed cost whatever its size. vTrain's
+// all_reduce_perf tables for one A100 node (traces/published/vtrain-a100/
+// nccl_allreduce_a100.csv: 2 to 8 GPUs, 1 to 64 MiB) put it at 40 us over
+// NVLink3: their times less the ring's own cost at 231 GB/s and 3 us a step
+// have a median of 40.3 us from 1 to 16 MiB, 34 to 45 us for every group size.
+// Not measured for the other links: none is assumed there.
+Link WithCollective(Link l, double efficiency, double fixed_s = 0) {
   l.collective_efficiency = efficiency;
+  l.collective_latency_s = fixed_s;
   return l;
 }
 
@@ -170,7 +178,7 @@ const std::vector<Link>& LinkCatalogue() {
       // ~3 us for a peer copy (p2pBandwidthLatencyTest-style measurements).
       {"nvlink1", 3 * kUs, 80 * kG, false, Contention::kPerPair},
       {"nvlink2", 3 * kUs, 150 * kG, false, Contention::kPerPair},
-      WithCollective({"nvlink3", 3 * kUs, 300 * kG, false, Contention::kPerPair}, 0.77),
+      WithCollective({"nvlink3", 3 * kUs, 300 * kG, false, Contention::kPerPair}, 0.77, 40 * kUs),
       {"nvlink4", 3 * kUs, 450 * kG, false, Contention::kPerPair},
       // InfiniBand HDR 200 Gb/s and NDR 400 Gb/s per port (NVIDIA ConnectX-6 /
       // ConnectX-7 product briefs): 25 and 50 GB/s per direction; a few us

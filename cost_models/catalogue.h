@@ -63,6 +63,10 @@ struct Link {
   // Achievable NCCL bus bandwidth of a ring collective over this link, as a
   // fraction of `bandwidth` (all-reduce moves 2(n-1)/n of the bytes at it).
   double collective_efficiency = 0.8;
+  // A collective's fixed cost whatever its size: NCCL's kernel start and its
+  // ranks' handshake. Added once per collective, on top of the ring's or the
+  // tree's per-step latencies.
+  double collective_latency_s = 0;
 };
 
 const std::vector<Device>& DeviceCatalogue();

@@ -31,14 +31,15 @@ double CollectiveTime(Kernel::Collective kind, double bytes, const CollectiveGro
                             : *g.intra;
   const double bus_bandwidth = slowest.bandwidth * slowest.collective_efficiency;
   const double phases = kind == Kernel::Collective::kAllReduce ? 2 : 1;
+  const double fixed = std::max(g.intra->collective_latency_s, nodes > 1 ? inter.collective_latency_s : 0.0);
   // Ring: n - 1 steps a phase, nodes - 1 of them crossing between nodes.
-  const double ring = phases * ((n - 1) / n * bytes / bus_bandwidth + (n - nodes) * g.intra->latency_s +
-                                (nodes - 1) * inter.latency_s);
+  const double ring = fixed + phases * ((n - 1) / n * bytes / bus_bandwidth + (n - nodes) * g.intra->latency_s +
+                                        (nodes - 1) * inter.latency_s);
   // Inside one node the tree is a chain: the ring's latency at less bandwidth.
   if (kind != Kernel::Collective::kAllReduce || nodes == 1) return ring;
   // NCCL's tree: a chain inside each node, a binary tree between nodes.
   constexpr double kTreeBandwidthFactor = 0.9;
-  const double tree = 2 * bytes / (kTreeBandwidthFactor * bus_bandwidth) +
+  const double tree = fixed + 2 * bytes / (kTreeBandwidthFactor * bus_bandwidth) +
                       2 * ((n / nodes - 1) * g.intra->latency_s + std::floor(std::log2(nodes)) * inter.latency_s);
   return std::min(ring, tree);
 }

@@ -6,16 +6,23 @@
 namespace twinpipe::cost {
 namespace {
 
-// Tensor cores take a half-precision GEMM whose dimensions are multiples of
-// 8 elements (16 bytes), a TF32 one multiples of 4; otherwise cuBLAS runs it
-// on the CUDA cores (NVIDIA Deep Learning Performance Guide, "Matrix
-// Multiplication Background": "Tensor Core Requirements").
+// Tensor cores take a half-precision GEMM at full rate when its dimensions
+// are multiples of 8 elements (16 bytes), a TF32 one multiples of 4 (NVIDIA
+// Deep Learning Performance Guide, "Matrix Multiplication Background":
+// "Tensor Core Requirements"). A half-precision GEMM aligned to 4 or 2
+// elements runs cuBLAS's kernels that load operands 8 or 4 bytes at a time:
+// bound by those loads, each halving of the width halves the rate, down to
+// an odd dimension's 2-byte loads, which run at about the CUDA cores' rate.
+// vTrain's A100 runs show both ends: an odd vocabulary projection (50257
+// columns) at 71 TFLOP/s, its 25128-column half on 2 GPUs at 190 TFLOP/s.
 double GemmPeak(const Device& d, Dtype dtype, double m, double n, double k) {
-  const double align = dtype == Dtype::kTf32 ? 4 : 8;
-  const bool aligned = std::fmod(m, align) == 0 && std::fmod(n, align) == 0 && std::fmod(k, align) == 0;
-  if (aligned) return d.PeakFlops(dtype);
-  if (dtype == Dtype::kTf32) return d.fp32_flops;
-  if ((dtype == Dtype::kFp16 || dtype == Dtype::kBf16) && d.simt_half_flops > 0) return d.simt_half_flops;
+  const auto divides = [&](double a) { return std::fmod(m, a) == 0 && std::fmod(n, a) == 0 && std::fmod(k, a) == 0; };
+  if (dtype == Dtype::kTf32) return divides(4) ? d.PeakFlops(dtype) : d.fp32_flops;
+  if (divides(8)) return d.PeakFlops(dtype);
+  if ((dtype == Dtype::kFp16 || dtype == Dtype::kBf16) && d.simt_half_flops > 0) {
+    const double elements = divides(4) ? 4 : divides(2) ? 2 : 1;
+    return std::min(d.PeakFlops(dtype), elements * d.simt_half_flops);
+  }
   return d.PeakFlops(dtype);
 }
 

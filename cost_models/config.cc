@@ -269,7 +269,8 @@ Device ReadCustomDevice(const Reader& r, const json& d, const std::string& p) {
 
 Link ReadCustomLink(const Reader& r, const json& l, const std::string& p) {
   if (!l.is_object()) r.Fail(p, "expected a link object");
-  r.Keys(l, p, {"name", "latency_s", "bandwidth", "host_staged", "contention", "collective_efficiency"});
+  r.Keys(l, p, {"name", "latency_s", "bandwidth", "host_staged", "contention", "collective_efficiency",
+                "collective_latency_s"});
   Link link;
   link.name = r.String(l, "name", p, {}, std::nullopt);
   link.latency_s = r.Number(l, "latency_s", p, 0, 10);
@@ -277,6 +278,7 @@ Link ReadCustomLink(const Reader& r, const json& l, const std::string& p) {
   link.host_staged = r.Bool(l, "host_staged", p, false);
   link.contention = *ContentionFromName(r.String(l, "contention", p, {"pair", "host", "device"}, "pair"));
   link.collective_efficiency = r.Number(l, "collective_efficiency", p, 0, 1, link.collective_efficiency, true);
+  link.collective_latency_s = r.Number(l, "collective_latency_s", p, 0, 10, 0.0);
   return link;
 }
 

@@ -35,7 +35,8 @@ TEST(LoadConfig, ExplicitLayersCustomDevicesAndHeterogeneousClusters) {
     "cluster": {"device": ["mine", "V100"], "link": "slow",
                 "custom_devices": [{"name": "mine", "fp32_flops": 1e12, "memory_bandwidth": 1e11, "memory_bytes": 1e9,
                                     "comm_on_compute": true}],
-                "custom_links": [{"name": "slow", "latency_s": 1e-4, "bandwidth": 1e9, "contention": "host"}]}
+                "custom_links": [{"name": "slow", "latency_s": 1e-4, "bandwidth": 1e9, "contention": "host",
+                                  "collective_latency_s": 2e-5}]}
   })", "x.json");
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->model.layers[1].bwd_input_flops, 2e9);  // defaults to the forward
@@ -46,6 +47,7 @@ TEST(LoadConfig, ExplicitLayersCustomDevicesAndHeterogeneousClusters) {
   EXPECT_TRUE(c->cluster.devices[0].comm_on_compute);
   EXPECT_FALSE(c->cluster.devices[1].comm_on_compute);
   EXPECT_EQ(c->cluster.link.contention, Contention::kHost);
+  EXPECT_EQ(c->cluster.link.collective_latency_s, 2e-5);
   EXPECT_EQ(c->pipeline.first_layers, (std::vector<int>{0, 2}));
 }
 

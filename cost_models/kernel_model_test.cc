@@ -89,6 +89,26 @@ TEST(KernelModel, UnalignedHalfGemmsRunOnTheCudaCores) {
   EXPECT_NEAR(ratio, 312.0 / 78 * 50257 / 50304, 0.05);
 }
 
+// Aligned to 2 or 4 elements, a half-precision GEMM loads its operands 4 or
+// 8 bytes at a time: twice and four times the odd shape's rate, never more
+// than the tensor cores' peak. The vocabulary halves of vTrain's runs on 2,
+// 4 and 8 GPUs (25128, 12564 and 6282 columns) are aligned to 8, 4 and 2.
+TEST(KernelModel, HalfGemmsLoseRateWithTheirAlignment) {
+  const Device& a100 = *FindDevice("A100-80GB");
+  auto rate = [&](double n) {
+    const Kernel k{.m = 4096, .n = n, .k = 1024};
+    return k.Flops() / KernelTime(k, 1, a100, Dtype::kFp16, 1);
+  };
+  // Each against an aligned shape with as many 128-wide tiles.
+  const double peak = a100.PeakFlops(Dtype::kFp16), simt = a100.simt_half_flops;
+  EXPECT_NEAR(rate(6283) / rate(6288), simt / peak, 1e-9);
+  EXPECT_NEAR(rate(6282) / rate(6288), 2 * simt / peak, 1e-9);
+  EXPECT_NEAR(rate(12564) / rate(12568), std::min(4 * simt, peak) / peak, 1e-9);
+  // TF32 keeps its single rule: multiples of 4 on the tensor cores, else fp32.
+  const Kernel tf{.m = 4096, .n = 12566, .k = 1024};
+  EXPECT_NEAR(tf.Flops() / KernelTime(tf, 1, a100, Dtype::kTf32, 1), a100.fp32_flops, a100.fp32_flops * 0.05);
+}
+
 TEST(KernelModel, MemoryBoundKernelsAndTheHostFloor) {
   Device d = *FindDevice("A100-80GB");
   const Kernel copy{.gemm = false, .bytes = 1e9};

@@ -4,6 +4,11 @@
 // Transformer Models", Table 2), and the config's validation.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "cost_models/compute_model.h"
@@ -205,6 +210,64 @@ TEST(Collectives, AllReduceAcrossNodesTakesTheFasterOfRingAndTree) {
   // Gathers and scatters are rings only.
   EXPECT_DOUBLE_EQ(CollectiveTime(Kernel::Collective::kAllGather, 1e6, group),
                    1023.0 / 1024 * 1e6 / bus + 896 * 2e-6 + 127 * 10e-6);
+}
+
+// NCCL's fixed cost is paid once per collective, ring or tree, whatever its
+// size; across nodes the larger of the two links' is taken.
+TEST(Collectives, AFixedCostOncePerCollective) {
+  Link nvlink{.name = "nv", .latency_s = 2e-6, .bandwidth = 200e9, .collective_efficiency = 0.8};
+  Link ib{.name = "ib", .latency_s = 10e-6, .bandwidth = 25e9, .collective_efficiency = 0.8};
+  const CollectiveGroup group{.ranks = 1024, .nodes = 128, .intra = &nvlink, .inter = &ib};
+  std::vector<double> before;
+  for (double bytes : {0.0, 1e6, 4e9}) {
+    for (auto kind : {Kernel::Collective::kAllReduce, Kernel::Collective::kAllGather}) {
+      before.push_back(CollectiveTime(kind, bytes, group));
+      before.push_back(CollectiveTime(kind, bytes, 8, nvlink));
+    }
+  }
+  nvlink.collective_latency_s = 40e-6;
+  ib.collective_latency_s = 25e-6;
+  std::size_t i = 0;
+  for (double bytes : {0.0, 1e6, 4e9}) {
+    for (auto kind : {Kernel::Collective::kAllReduce, Kernel::Collective::kAllGather}) {
+      EXPECT_DOUBLE_EQ(CollectiveTime(kind, bytes, group), before[i++] + 40e-6) << bytes;
+      EXPECT_DOUBLE_EQ(CollectiveTime(kind, bytes, 8, nvlink), before[i++] + 40e-6) << bytes;
+    }
+  }
+  ib.collective_latency_s = 60e-6;
+  EXPECT_DOUBLE_EQ(CollectiveTime(Kernel::Collective::kAllReduce, 1e6, group), before[4] + 60e-6);
+  // A group of one runs no collective.
+  EXPECT_EQ(CollectiveTime(Kernel::Collective::kAllReduce, 1e6, 1, nvlink), 0);
+}
+
+// The catalogue's NVLink3 against NCCL's all_reduce_perf on one A100 node
+// (vTrain's tables, traces/published/vtrain-a100/nccl_allreduce_a100.csv):
+// 2 to 8 GPUs, 1 to 64 MiB, the sizes a tensor-parallel all-reduce has.
+TEST(Collectives, NvLink3AllReduceMatchesNcclOnAnA100Node) {
+  const Link& nvlink = *FindLink("nvlink3");
+  std::ifstream in(std::string(TWINPIPE_SOURCE_DIR) + "/traces/published/vtrain-a100/nccl_allreduce_a100.csv");
+  ASSERT_TRUE(in) << "nccl_allreduce_a100.csv";
+  std::string line;
+  std::getline(in, line);
+  double sum = 0, worst = 0;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    int ranks = 0;
+    double bytes = 0, out_us = 0, in_us = 0;
+    ASSERT_EQ(std::sscanf(line.c_str(), "%d,%lf,%lf,%lf", &ranks, &bytes, &out_us, &in_us), 4) << line;
+    const double measured = (out_us + in_us) / 2 * 1e-6;
+    const double err = CollectiveTime(Kernel::Collective::kAllReduce, bytes, ranks, nvlink) / measured - 1;
+    sum += std::abs(err);
+    worst = std::max(worst, std::abs(err));
+    ++rows;
+  }
+  EXPECT_EQ(rows, 7 * 64);
+  EXPECT_LT(sum / rows, 0.10);
+  EXPECT_LT(worst, 0.30);
+  // Without the fixed cost the small all-reduces are far off.
+  Link bare = nvlink;
+  bare.collective_latency_s = 0;
+  EXPECT_LT(CollectiveTime(Kernel::Collective::kAllReduce, 1 << 21, 2, bare), 0.5 * 52.3e-6);
 }
 
 }  // namespace

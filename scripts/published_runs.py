@@ -10,10 +10,12 @@ micro-batches of micro_batch; Adam at 16 bytes per parameter; 1F1B with full
 recompute; Megatron-LM's partition (an equal share of blocks per stage, the
 embedding on the first, the head on the last); A100-80GB over NVLink3, one
 node of 8. Tensor parallelism t: pipeline.tensor_parallel = t (no sequence
-parallelism: the runs predate it), t x dp x pp GPUs, and the vocabulary
-padded up to a multiple of t (the smallest padding that splits it; the
-unpadded 50257 of the t = 1 rows keeps its projection off the tensor cores,
-and so does this one).
+parallelism: the runs predate it), t x dp x pp GPUs, and each GPU holding
+50257 // t of the vocabulary (t x that in the config), as vTrain's own GPT
+model splits it (src/model/gpt_modeling.py: vocab_size // world_size). The
+rows agree: the 50257-column projection of t = 1 runs at the CUDA cores'
+rate (71 TFLOP/s), while 2 GPUs' 25128-column halves run at 190 TFLOP/s,
+which an odd width (Megatron's smallest padding, 25129) could not.
 
   scripts/published_runs.py traces/published/vtrain-a100/single_node_layers_12_20.csv \
       [--layers 12] [--tensor-parallel 1] > runs.jsonl
@@ -33,7 +35,7 @@ def config_of(row):
     first = [0] + [1 + s * layers // pp for s in range(1, pp)]
     return {
         "model": {"generator": "transformer", "layers": layers, "d_model": hidden, "ffn": 4 * hidden,
-                  "heads": int(row["heads"]), "seq": int(row["seq"]), "vocab": -(-50257 // tp) * tp, "dtype": "fp16",
+                  "heads": int(row["heads"]), "seq": int(row["seq"]), "vocab": 50257 // tp * tp, "dtype": "fp16",
                   "causal": True},
         "training": {"batch": batch, "microbatches": batch // mb, "optimizer": "adam", "bytes_per_param": 16},
         "pipeline": {"stages": pp, "schedule": "1f1b", "recompute": "full", "partition": "manual",

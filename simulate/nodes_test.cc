@@ -42,7 +42,8 @@ Placed Simulate(int devices, int gpus_per_node, int t = 1, bool sp = false, cons
 
 // Each send's duration, against the link its two devices' nodes imply; with
 // `gather_ranks` > 1, then a ring all-gather of the whole boundary over
-// NVLink: gather_ranks - 1 steps, each moving one GPU's share.
+// NVLink: NCCL's fixed cost, and gather_ranks - 1 steps, each moving one
+// GPU's share.
 void ExpectSendsOn(const Placed& run, const cost::Link& link, int gather_ranks = 1) {
   const cost::Link& nvlink = *cost::FindLink("nvlink3");
   int sends = 0;
@@ -50,7 +51,10 @@ void ExpectSendsOn(const Placed& run, const cost::Link& link, int gather_ranks =
     for (const ir::Op& op : program) {
       if (!ir::IsSend(op.kind)) continue;
       const double gather =
-          (gather_ranks - 1) * (op.bytes / (nvlink.bandwidth * nvlink.collective_efficiency) + nvlink.latency_s);
+          gather_ranks == 1 ? 0
+                            : nvlink.collective_latency_s + (gather_ranks - 1) * (op.bytes / (nvlink.bandwidth *
+                                                                                             nvlink.collective_efficiency) +
+                                                                                  nvlink.latency_s);
       EXPECT_NEAR(run.result.end_s[op.id] - run.result.start_s[op.id], cost::TransferTime(link, op.bytes) + gather,
                   1e-12)
           << ir::OpToken(op);
@@ -118,8 +122,10 @@ TEST(Nodes, AllReducesOverReplicasInOtherNodesUseTheInterNodeLink) {
     for (const auto& program : run.plan.schedule.programs) {
       for (const ir::Op& op : program) {
         if (op.kind != ir::OpKind::kAllReduce) continue;
-        // A ring of 2: (n-1)/n of the bytes twice, 2 (n-1) latencies.
-        const double expected = 2 * 0.5 * op.bytes / (link.bandwidth * link.collective_efficiency) + 2 * link.latency_s;
+        // A ring of 2: (n-1)/n of the bytes twice, 2 (n-1) latencies, and
+        // NCCL's fixed cost once: NVLink's (InfiniBand has none of its own).
+        const double expected = 2 * 0.5 * op.bytes / (link.bandwidth * link.collective_efficiency) +
+                                2 * link.latency_s + cost::FindLink("nvlink3")->collective_latency_s;
         EXPECT_NEAR(run.result.end_s[op.id] - run.result.start_s[op.id], expected, 1e-12);
         ++all_reduces;
       }
