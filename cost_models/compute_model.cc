@@ -14,7 +14,8 @@ namespace {
 // bound by those loads, each halving of the width halves the rate, down to
 // an odd dimension's 2-byte loads, which run at about the CUDA cores' rate.
 // vTrain's A100 runs show both ends: an odd vocabulary projection (50257
-// columns) at 71 TFLOP/s, its 25128-column half on 2 GPUs at 190 TFLOP/s.
+// columns) at 71 TFLOP/s, its 25128-column half on 2 GPUs at 190 TFLOP/s or
+// more (traces/published/README.md).
 double GemmPeak(const Device& d, Dtype dtype, double m, double n, double k) {
   const auto divides = [&](double a) { return std::fmod(m, a) == 0 && std::fmod(n, a) == 0 && std::fmod(k, a) == 0; };
   if (dtype == Dtype::kTf32) return divides(4) ? d.PeakFlops(dtype) : d.fp32_flops;

@@ -113,6 +113,9 @@ INSTANTIATE_TEST_SUITE_P(
                   "q.json: /cluster/link: unknown link 'nvlink9': expected one of pcie3, pcie4, pcie5, "
                   "pcie3-host-staged, pcie4-host-staged, pcie5-host-staged, nvlink1, nvlink2, nvlink3, nvlink4, "
                   "ib-hdr, ib-ndr, tpu-ici, inproc or a custom_links name"},
+        BadConfig{"\"nvlink4\"",
+                  "\"x\", \"custom_links\": [{\"name\": \"x\", \"latency_s\": 0, \"bandwidth\": 1e9, \"collective_latency_s\": -1}]",
+                  "q.json: /cluster/custom_links/0/collective_latency_s: expected a number >= 0 and at most 10, got -1"},
         BadConfig{"\"bytes_per_param\": 12", "\"bytes_per_param\": -12",
                   "q.json: /training/bytes_per_param: expected a number >= 0 and at most 1024, got -12"},
         BadConfig{"\"partition\": \"minmax\"", "\"partition\": \"manual\"",
