@@ -215,7 +215,9 @@ Result<void> InsertComm(Schedule& s, const CommBytes& bytes) {
     const auto& program = s.programs[d];
     const auto& sends = outgoing[d];
     std::vector<Op> out;
-    out.reserve(program.size() + recvs.size() + sends.size());
+    // Room for InsertAllReduce's ops too (at most one per stage), so that
+    // adding them does not move the program.
+    out.reserve(program.size() + recvs.size() + sends.size() + (s.replicas > 1 ? K : 0));
     size_t r = 0, snd = 0;
     for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
       for (; r < recvs.size() && recvs[r].before <= i; ++r) {
