@@ -50,11 +50,8 @@ void ExpectSendsOn(const Placed& run, const cost::Link& link, int gather_ranks =
   for (const auto& program : run.plan.schedule.programs) {
     for (const ir::Op& op : program) {
       if (!ir::IsSend(op.kind)) continue;
-      const double gather =
-          gather_ranks == 1 ? 0
-                            : nvlink.collective_latency_s + (gather_ranks - 1) * (op.bytes / (nvlink.bandwidth *
-                                                                                             nvlink.collective_efficiency) +
-                                                                                  nvlink.latency_s);
+      const double ring_step = op.bytes / (nvlink.bandwidth * nvlink.collective_efficiency) + nvlink.latency_s;
+      const double gather = gather_ranks == 1 ? 0 : nvlink.collective_latency_s + (gather_ranks - 1) * ring_step;
       EXPECT_NEAR(run.result.end_s[op.id] - run.result.start_s[op.id], cost::TransferTime(link, op.bytes) + gather,
                   1e-12)
           << ir::OpToken(op);

@@ -12,11 +12,9 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 mape() { grep -o '"mape": *[0-9.e+-]*' | head -1 | grep -o '[0-9.e+-]*$'; }
 status=0
 check() {  # name, mape (fraction), limit (percent)
-  if awk -v m="$2" -v l="$3" 'BEGIN { exit !(100 * m <= l) }'; then
-    printf '%-44s %6.2f%%  (within %s%%)\n' "$1" "$(awk -v m="$2" 'BEGIN { print 100 * m }')" "$3"
-  else
-    printf '%-44s %6.2f%%  outside %s%%\n' "$1" "$(awk -v m="$2" 'BEGIN { print 100 * m }')" "$3"; status=1
-  fi
+  local verdict="(within $3%)"
+  awk -v m="$2" -v l="$3" 'BEGIN { exit !(100 * m <= l) }' || { verdict="outside $3%"; status=1; }
+  printf '%-44s %6.2f%%  %s\n' "$1" "$(awk -v m="$2" 'BEGIN { print 100 * m }')" "$verdict"
 }
 "$tp" calibrate --runs "$dir/runs_layers12.jsonl" -o "$tmp/layers12.json" > /dev/null 2>&1
 check "20 layers, fitted on 12 (t = 1)" "$("$tp" validate "$dir/runs_layers20.jsonl" --calibration "$tmp/layers12.json" --json | mape)" 5
