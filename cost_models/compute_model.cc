@@ -95,7 +95,7 @@ double LayerOpTime(const Layer& l, ir::OpKind kind, const Device& device, Dtype 
   if (!l.kernels.empty()) {
     double device_s = 0, launched = 0;
     for (const Kernel& kn : l.kernels) {
-      if (!RunsIn(kind, kn.pass)) continue;
+      if (!RunsIn(kind, kn.pass) || !RunsFor(kn, samples)) continue;
       device_s += KernelTime(kn, samples, device, dtype, efficiency, tp_link);
       ++launched;
     }

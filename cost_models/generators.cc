@@ -1,5 +1,7 @@
 #include "cost_models/generators.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 namespace twinpipe::cost {
@@ -49,10 +51,52 @@ struct TensorParallel {
   }
 };
 
+// The attention softmax as Megatron-LM runs it (FusedScaleMaskSoftmax):
+// its fused CUDA kernel (read the scores, write the probabilities) takes
+// half-precision scores with 16 < S <= 4096 and S a multiple of 4, and b x
+// (heads on this GPU) a multiple of 4 and of the kernel's batches per
+// thread block (8 rows when S <= 128, else 4; causal masks; a padding mask
+// needs S a multiple of it instead). Otherwise PyTorch's softmax runs:
+// half inputs are cast to fp32 first and back after (query-key layer
+// scaling, Megatron's default, keeps the softmax in fp32), with the scale
+// and the mask as kernels of their own; its backward is autograd's chain of
+// the same. Per score element, bytes read and written: fused forward 2e,
+// backward 3e; PyTorch's, the casts e + 4 each, scale and mask 8 each,
+// softmax 8 (its backward 12).
+void AddSoftmax(std::vector<Kernel>& k, const std::string& name, Kernel::Pass fwd_pass, Kernel::Pass bwd_pass,
+                double A, double e, double S, double heads, bool causal, bool backward) {
+  const bool half = e == 2;
+  const double per_block = S <= 128 ? 8 : 4;
+  const bool shape_fits = half && S > 16 && S <= 4096 && std::fmod(S, 4) == 0 && (causal || std::fmod(S, per_block) == 0);
+  const double quantum = causal ? per_block : 4;
+  auto variant = [&](Kernel kn, Kernel::Variant v) {
+    kn.variant = shape_fits ? v : Kernel::Variant::kAlways;
+    kn.batch = heads;
+    kn.quantum = quantum;
+    return kn;
+  };
+  if (shape_fits) {
+    k.push_back(variant(Memory(name, fwd_pass, 2 * A * e), Kernel::Variant::kFused));
+    if (backward) k.push_back(variant(Memory(name + ".bwd", bwd_pass, 3 * A * e), Kernel::Variant::kFused));
+  }
+  const auto U = Kernel::Variant::kUnfused;
+  if (half) k.push_back(variant(Memory(name + ".to_fp32", fwd_pass, A * (e + 4)), U));
+  k.push_back(variant(Memory(name + ".scale", fwd_pass, 8 * A), U));
+  k.push_back(variant(Memory(name + ".mask", fwd_pass, 8 * A), U));
+  k.push_back(variant(Memory(name + ".torch", fwd_pass, 8 * A), U));
+  if (half) k.push_back(variant(Memory(name + ".to_half", fwd_pass, A * (4 + e)), U));
+  if (!backward) return;
+  if (half) k.push_back(variant(Memory(name + ".to_half.bwd", bwd_pass, A * (e + 4)), U));
+  k.push_back(variant(Memory(name + ".torch.bwd", bwd_pass, 12 * A), U));
+  k.push_back(variant(Memory(name + ".mask.bwd", bwd_pass, 8 * A), U));
+  k.push_back(variant(Memory(name + ".scale.bwd", bwd_pass, 8 * A), U));
+  if (half) k.push_back(variant(Memory(name + ".to_fp32.bwd", bwd_pass, A * (4 + e)), U));
+}
+
 // A pre-LN GPT block as Megatron-LM runs it, per sample and per GPU of its
 // tensor-parallel group (S tokens, d model width, f FFN width, h heads of
 // d/h, e bytes per element, A = h S^2 attention scores). Forward: layernorm,
-// QKV GEMM, scores (h batched S x S x d/h), fused scale-mask-softmax,
+// QKV GEMM, scores (h batched S x S x d/h), scale-mask-softmax (AddSoftmax),
 // dropout (1-byte mask), scores x V, output projection, bias-dropout-residual,
 // layernorm, FFN up, bias-GeLU, FFN down, bias-dropout-residual. Input
 // backward: each GEMM's data gradient, the four attention-core GEMMs, and
@@ -62,7 +106,7 @@ struct TensorParallel {
 // QKV and FFN-up split their outputs, the output projection and FFN-down
 // their inputs, the heads divide; the collectives join them.
 std::vector<Kernel> BlockKernels(double S, double d, double f, double h, double e, const TensorParallel& tp,
-                                 bool selective) {
+                                 bool selective, bool causal) {
   using P = Kernel::Pass;
   const double t = tp.t, n = tp.norm();
   const double A = h / t * S * S, dh = d / h, hs = h / t;
@@ -72,7 +116,7 @@ std::vector<Kernel> BlockKernels(double S, double d, double f, double h, double 
   tp.Gather(k, "ln1.allgather", P::kForward, act);
   AddLinear(k, "qkv", S, d, 3 * d / t);
   k.push_back(Gemm("scores", P::kForward, S, S, dh, hs, Kernel::Scaled::kBatch));
-  k.push_back(Memory("softmax", P::kForward, 2 * A * e));
+  AddSoftmax(k, "softmax", P::kForward, P::kInput, A, e, S, hs, causal, true);
   k.push_back(Memory("attn_dropout", P::kForward, 2 * A * e + A));
   k.push_back(Gemm("attn_v", P::kForward, S, dh, S, hs, Kernel::Scaled::kBatch));
   AddLinear(k, "proj", S, d / t, d);
@@ -88,7 +132,7 @@ std::vector<Kernel> BlockKernels(double S, double d, double f, double h, double 
   // Selective recompute: the attention core's forward again, in the backward.
   if (selective) {
     k.push_back(Gemm("scores.recompute", P::kInput, S, S, dh, hs, Kernel::Scaled::kBatch));
-    k.push_back(Memory("softmax.recompute", P::kInput, 2 * A * e));
+    AddSoftmax(k, "softmax.recompute", P::kInput, P::kInput, A, e, S, hs, causal, false);
     k.push_back(Memory("attn_dropout.recompute", P::kInput, 2 * A * e + A));
     k.push_back(Gemm("attn_v.recompute", P::kInput, S, dh, S, hs, Kernel::Scaled::kBatch));
   }
@@ -97,7 +141,6 @@ std::vector<Kernel> BlockKernels(double S, double d, double f, double h, double 
   k.push_back(Gemm("attn_v.dv", P::kInput, S, dh, S, hs, Kernel::Scaled::kBatch));
   k.push_back(Gemm("scores.dq", P::kInput, S, dh, S, hs, Kernel::Scaled::kBatch));
   k.push_back(Gemm("scores.dk", P::kInput, S, dh, S, hs, Kernel::Scaled::kBatch));
-  k.push_back(Memory("softmax.bwd", P::kInput, 3 * A * e));
   k.push_back(Memory("attn_dropout.bwd", P::kInput, 2 * A * e + A));
   k.push_back(Memory("ln1.bwd", P::kInput, 3 * act / n));
   k.push_back(Memory("ln2.bwd", P::kInput, 3 * act / n));
@@ -161,24 +204,41 @@ Model GenerateTransformer(const TransformerSpec& spec) {
                              .params = (4 * d * d + 2 * d * f + 3 * d + f) / t + 6 * d,
                              .out_bytes = act / t,
                              .stash_bytes = S * d * stash_units * (e / 2),
-                             .kernels = BlockKernels(S, d, f, h, e, tp, spec.selective_recompute)});
+                             .kernels = BlockKernels(S, d, f, h, e, tp, spec.selective_recompute, spec.causal)});
   }
-  // Final layernorm, vocabulary projection, softmax cross-entropy in fp32 as
-  // Megatron computes it: cast the logits (2 + 4 bytes), max (4), exp and
-  // sum (8), log-softmax at the labels (4); backward: the softmax less the
-  // one-hot (4 + 4) cast back to half (4 + 2). Activation checkpointing
-  // wraps the blocks only: the head keeps its activations. Vocabulary-
-  // parallel: each GPU holds V/t logits; the row maxima, the sums of
-  // exponentials and the target logits are all-reduced across the group as
-  // S fp32 scalars each (Megatron's vocab-parallel cross-entropy).
+  // Final layernorm, vocabulary projection, and Megatron's vocabulary-
+  // parallel cross-entropy (tensor_parallel/cross_entropy.py) in fp32, each
+  // GPU over its V/t logits per token, as its kernels: cast the logits (e + 4
+  // bytes a logit), row max (4), subtract it (8), exp (8), sum (4),
+  // normalise in place (8); backward: scale by the loss's gradient in place
+  // (8), cast back (4 + e). The row maxima, the target logits and the sums of
+  // exponentials are all-reduced across the group as S fp32 scalars each.
+  // Around them run kernels over the S tokens alone, which cost their issue
+  // time: forward, the target's range mask (3), the masked target (3), the
+  // target logits' gather (3), log and subtract (2), the transposes of the
+  // labels and the loss (2), the loss's masked mean and its average across
+  // replicas (6); backward, the one-hot update (6) and the masked mean's
+  // and the transpose's gradients (4). Activation checkpointing wraps the
+  // blocks only: the head keeps its activations.
+  const double logits = S * V / t;
   std::vector<Kernel> head{Memory("ln_f", P::kForward, 2 * act / n),
-                           Memory("cross_entropy", P::kForward, S * V / t * 22),
-                           Memory("cross_entropy.bwd", P::kInput, S * V / t * 14),
+                           Memory("cross_entropy.max", P::kForward, 4 * logits),
+                           Memory("cross_entropy.sub_max", P::kForward, 8 * logits),
+                           Memory("cross_entropy.exp", P::kForward, 8 * logits),
+                           Memory("cross_entropy.sum", P::kForward, 4 * logits),
+                           Memory("cross_entropy.normalise", P::kForward, 8 * logits),
+                           Memory("cross_entropy.scale.bwd", P::kInput, 8 * logits),
                            Memory("ln_f.bwd", P::kInput, 3 * act / n)};
+  if (e != 4) {
+    head.push_back(Memory("logits.to_fp32", P::kForward, (e + 4) * logits));
+    head.push_back(Memory("logits.to_fp32.bwd", P::kInput, (4 + e) * logits));
+  }
+  for (int i = 0; i < 19; ++i) head.push_back(Memory(fmt::format("loss.tokens{}", i), P::kForward, 8 * S));
+  for (int i = 0; i < 10; ++i) head.push_back(Memory(fmt::format("loss.tokens{}.bwd", i), P::kInput, 8 * S));
   tp.Gather(head, "ln_f.allgather", P::kForward, act);
   if (t > 1) {
     for (const char* name : {"cross_entropy.max", "cross_entropy.sum", "cross_entropy.target"}) {
-      head.push_back(Collective(name, P::kForward, Kernel::Collective::kAllReduce, S * 4, t));
+      head.push_back(Collective(fmt::format("{}.allreduce", name), P::kForward, Kernel::Collective::kAllReduce, S * 4, t));
     }
   }
   AddLinear(head, "logits", S, d, V / t);
@@ -192,7 +252,7 @@ Model GenerateTransformer(const TransformerSpec& spec) {
                            .bwd_weight_flops = 2 * S * d * V / t,
                            .params = (d * V + V) / t + 2 * d,
                            .out_bytes = 4,  // the loss
-                           .stash_bytes = S * d * e / n + S * V / t * 4,
+                           .stash_bytes = S * d * e / n + logits * 4,
                            .rematerialized = false,
                            .kernels = std::move(head)});
   return m;

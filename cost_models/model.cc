@@ -1,13 +1,21 @@
 #include "cost_models/model.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace twinpipe::cost {
+
+bool RunsFor(const Kernel& kn, double samples) {
+  if (kn.variant == Kernel::Variant::kAlways) return true;
+  const bool whole = std::fmod(samples * kn.batch, kn.quantum) == 0;
+  return whole == (kn.variant == Kernel::Variant::kFused);
+}
 
 bool SameCosts(const Layer& a, const Layer& b) {
   auto same = [](const Kernel& x, const Kernel& y) {  // the name is for reports only
     return x.pass == y.pass && x.gemm == y.gemm && x.collective == y.collective && x.group == y.group && x.m == y.m &&
-           x.n == y.n && x.k == y.k && x.batch == y.batch && x.scaled == y.scaled && x.bytes == y.bytes;
+           x.n == y.n && x.k == y.k && x.batch == y.batch && x.scaled == y.scaled && x.bytes == y.bytes &&
+           x.variant == y.variant && x.quantum == y.quantum;
   };
   return a.fwd_flops == b.fwd_flops && a.bwd_input_flops == b.bwd_input_flops &&
          a.bwd_weight_flops == b.bwd_weight_flops && a.params == b.params && a.out_bytes == b.out_bytes &&

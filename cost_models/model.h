@@ -33,10 +33,20 @@ struct Kernel {
   double m = 0, n = 0, k = 0, batch = 1;  // GEMM shape, per sample along `scaled`
   Scaled scaled = Scaled::kM;
   double bytes = 0;                       // memory-bound kernel: bytes read and written, per sample
-  std::string name;                       // "qkv", "softmax", ... for reports
+  // A kernel that runs for some micro-batch sizes only: Megatron's fused
+  // scale-mask-softmax takes a micro-batch of b samples when b x `batch`
+  // (its heads on this GPU) is a whole multiple of `quantum`; PyTorch's
+  // softmax, another set of kernels, runs when it is not (see RunsFor).
+  enum class Variant : uint8_t { kAlways, kFused, kUnfused };
+  Variant variant = Variant::kAlways;
+  double quantum = 0;
+  std::string name;  // "qkv", "softmax", ... for reports
 
   double Flops() const { return gemm ? 2 * m * n * k * batch : 0; }  // per sample
 };
+
+// Whether the kernel runs for a micro-batch of `samples` (its variant's rule).
+bool RunsFor(const Kernel& kernel, double samples);
 
 struct Layer {
   std::string name;
