@@ -1,6 +1,7 @@
 #include "cost_models/generators.h"
 
 #include <cmath>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -195,6 +196,7 @@ Model GenerateTransformer(const TransformerSpec& spec) {
   // Korthikanti et al.'s per-layer activations in 16-bit units, scaled to e.
   const double scores = spec.selective_recompute ? 0 : 5 * h * S / (d * t);
   const double stash_units = tp.sp ? 34 / t + scores : t > 1 ? 10 + 24 / t + scores : 34 + scores;
+  const Kernels block_kernels = BlockKernels(S, d, f, h, e, tp, spec.selective_recompute, spec.causal);
   for (int i = 0; i < spec.layers; ++i) {
     m.layers.push_back(Layer{.name = fmt::format("block{}", i),
                              .kind = "transformer_block",
@@ -204,7 +206,7 @@ Model GenerateTransformer(const TransformerSpec& spec) {
                              .params = (4 * d * d + 2 * d * f + 3 * d + f) / t + 6 * d,
                              .out_bytes = act / t,
                              .stash_bytes = S * d * stash_units * (e / 2),
-                             .kernels = BlockKernels(S, d, f, h, e, tp, spec.selective_recompute, spec.causal)});
+                             .kernels = block_kernels});
   }
   // Final layernorm, vocabulary projection, and Megatron's vocabulary-
   // parallel cross-entropy (tensor_parallel/cross_entropy.py) in fp32, each
@@ -233,8 +235,12 @@ Model GenerateTransformer(const TransformerSpec& spec) {
     head.push_back(Memory("logits.to_fp32", P::kForward, (e + 4) * logits));
     head.push_back(Memory("logits.to_fp32.bwd", P::kInput, (4 + e) * logits));
   }
-  for (int i = 0; i < 19; ++i) head.push_back(Memory(fmt::format("loss.tokens{}", i), P::kForward, 8 * S));
-  for (int i = 0; i < 10; ++i) head.push_back(Memory(fmt::format("loss.tokens{}.bwd", i), P::kInput, 8 * S));
+  for (const auto& [name, pass, launches] : {std::tuple{"loss.tokens", P::kForward, 19.0},
+                                            std::tuple{"loss.tokens.bwd", P::kInput, 10.0}}) {
+    Kernel tokens = Memory(name, pass, 8 * S * launches);
+    tokens.launches = launches;
+    head.push_back(tokens);
+  }
   tp.Gather(head, "ln_f.allgather", P::kForward, act);
   if (t > 1) {
     for (const char* name : {"cross_entropy.max", "cross_entropy.sum", "cross_entropy.target"}) {

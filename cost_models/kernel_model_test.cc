@@ -2,6 +2,8 @@
 // GEMM model's shape rules, the optimizer's bytes.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "cost_models/catalogue.h"
 #include "cost_models/compute_model.h"
 #include "cost_models/generators.h"
@@ -122,6 +124,123 @@ TEST(KernelModel, MemoryBoundKernelsAndTheHostFloor) {
   EXPECT_EQ(LayerOpTime(m.layers.back(), ir::OpKind::kRecompute, d, Dtype::kFp16, 0.8, 4), 0);
   EXPECT_GT(LayerOpTime(m.layers[1], ir::OpKind::kRecompute, d, Dtype::kFp16, 0.8, 4), 0);
   EXPECT_EQ(RematerializedEnd(m, 0, 2), 2);
+}
+
+// Megatron's FusedScaleMaskSoftmax.is_kernel_available, transcribed with the
+// CUDA extension's get_batch_per_block (scaled_masked_softmax.h): the fused
+// kernel takes b x np score matrices of sq x sk in half precision when the
+// shape passes these tests; else PyTorch's softmax runs.
+bool MegatronFuses(int b, int np, int sq, int sk, bool half, bool causal) {
+  const int attn_batches = b * np;
+  if (!(half && 16 < sk && sk <= 4096 && sq % 4 == 0 && sk % 4 == 0 && attn_batches % 4 == 0)) return false;
+  int log2_elements = 0;
+  while ((1 << log2_elements) < sk) ++log2_elements;
+  const int next_power_of_two = 1 << log2_elements;
+  const int warp_size = next_power_of_two < 32 ? next_power_of_two : 32;
+  const int batches_per_warp = next_power_of_two <= 128 ? 2 : 1;
+  const int batches_per_block = (128 / warp_size) * batches_per_warp;
+  return causal ? attn_batches % batches_per_block == 0 : sq % batches_per_block == 0;
+}
+
+// Forward and backward bytes of the softmax kernels that run for a micro-
+// batch of b, and how many kernels.
+struct SoftmaxRun {
+  double fwd_bytes = 0, bwd_bytes = 0;
+  int fwd_kernels = 0;
+};
+SoftmaxRun SoftmaxKernels(const Layer& block, int b) {
+  SoftmaxRun r;
+  for (const Kernel& k : block.kernels) {
+    if (k.name.rfind("softmax", 0) != 0 || !RunsFor(k, b)) continue;
+    if (k.pass == Kernel::Pass::kForward) {
+      r.fwd_bytes += k.bytes;
+      ++r.fwd_kernels;
+    } else {
+      r.bwd_bytes += k.bytes;
+    }
+  }
+  return r;
+}
+
+// Where Megatron's fused kernel takes the scores, one kernel reads and
+// writes them (2 bytes each way, 3 in backward); elsewhere PyTorch's path
+// runs five kernels in fp32 (cast, scale, mask, softmax, cast back: 36
+// bytes a score in half precision, 24 in fp32 without the casts) and their
+// autograd backward (40, 28). vTrain's runs on 8 GPUs (16 heads, 2 a GPU)
+// with micro-batch 1 take PyTorch's path.
+TEST(KernelModel, MegatronsSoftmaxFallsBackToPyTorchWhereItsKernelCannotTakeTheShape) {
+  int fused = 0, unfused = 0;
+  for (Dtype dtype : {Dtype::kFp16, Dtype::kFp32}) {
+    for (bool causal : {true, false}) {
+      for (int S : {16, 20, 32, 60, 64, 128, 256, 1024, 2048, 4096, 8192}) {
+        for (int t : {1, 2, 4, 8}) {
+          const Layer block = GenerateTransformer({.layers = 1, .d_model = 1024, .ffn = 4096, .heads = 16, .seq = S,
+                                                   .vocab = 64, .causal = causal, .dtype = dtype, .tensor_parallel = t})
+                                  .layers[1];
+          const double A = 16.0 / t * S * S, e = DtypeBytes(dtype);
+          for (int b = 1; b <= 8; ++b) {
+            SCOPED_TRACE(fmt::format("dtype={} causal={} S={} t={} b={}", e, causal, S, t, b));
+            const SoftmaxRun r = SoftmaxKernels(block, b);
+            if (MegatronFuses(b, 16 / t, S, S, e == 2, causal)) {
+              ++fused;
+              EXPECT_EQ(r.fwd_kernels, 1);
+              EXPECT_DOUBLE_EQ(r.fwd_bytes, 2 * A * e);
+              EXPECT_DOUBLE_EQ(r.bwd_bytes, 3 * A * e);
+            } else {
+              ++unfused;
+              EXPECT_EQ(r.fwd_kernels, e == 2 ? 5 : 3);
+              EXPECT_DOUBLE_EQ(r.fwd_bytes, A * (e == 2 ? 36 : 24));
+              EXPECT_DOUBLE_EQ(r.bwd_bytes, A * (e == 2 ? 40 : 28));
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(fused, 100);  // both paths are exercised
+  EXPECT_GT(unfused, 100);
+  // On the A100 the fallback costs vTrain's 8-GPU block at micro-batch 1
+  // more host time (10 more kernels in F and B) and more bytes.
+  const Device& a100 = *FindDevice("A100-80GB");
+  const Layer t8 = GenerateTransformer({.layers = 1, .d_model = 1024, .ffn = 4096, .heads = 16, .seq = 1024,
+                                        .vocab = 64, .causal = true, .dtype = Dtype::kFp16, .tensor_parallel = 8})
+                       .layers[1];
+  Device host_bound = a100;
+  host_bound.launch_overhead_s = 1e-3;
+  const auto launches = [&](ir::OpKind kind, double b) {
+    return LayerOpTime(t8, kind, host_bound, Dtype::kFp16, 1, b) / (kOpsPerKernel * 1e-3);
+  };
+  EXPECT_DOUBLE_EQ(launches(ir::OpKind::kForward, 1) - launches(ir::OpKind::kForward, 2), 4);
+  EXPECT_DOUBLE_EQ(launches(ir::OpKind::kBackward, 1) - launches(ir::OpKind::kBackward, 2), 4);
+}
+
+// Megatron's vocabulary-parallel cross-entropy (cross_entropy.py) in fp32
+// over each GPU's V/t logits a token: forward, the cast from half (6 bytes a
+// logit), max (4), subtract (8), exp (8), sum (4), normalise (8); backward,
+// the scaling (8) and the cast back (6). Its other kernels touch the S tokens
+// only and cost their issue: 19 forward (3 + 3 + 3 + 2 + 2 + 6), 10 backward.
+TEST(KernelModel, TheCrossEntropyRunsMegatronsKernels) {
+  for (int t : {1, 2, 4}) {
+    const double S = 512, V = 32000;
+    const Layer head = GenerateTransformer({.layers = 1, .d_model = 1024, .ffn = 4096, .heads = 16, .seq = int(S),
+                                            .vocab = int(V), .dtype = Dtype::kFp16, .tensor_parallel = t})
+                           .layers.back();
+    double logit_fwd = 0, logit_bwd = 0, token_fwd = 0, token_bwd = 0;
+    for (const Kernel& k : head.kernels) {
+      if (k.gemm || k.collective != Kernel::Collective::kNone || k.name.rfind("ln_f", 0) == 0) continue;
+      const bool fwd = k.pass == Kernel::Pass::kForward;
+      if (k.name.rfind("loss.tokens", 0) == 0) {
+        (fwd ? token_fwd : token_bwd) += k.launches;
+        EXPECT_DOUBLE_EQ(k.bytes, 8 * S * k.launches) << k.name;
+      } else {
+        (fwd ? logit_fwd : logit_bwd) += k.bytes / (S * V / t);
+      }
+    }
+    EXPECT_DOUBLE_EQ(logit_fwd, 6 + 4 + 8 + 8 + 4 + 8) << "t=" << t;
+    EXPECT_DOUBLE_EQ(logit_bwd, 8 + 6) << "t=" << t;
+    EXPECT_EQ(token_fwd, 19);
+    EXPECT_EQ(token_bwd, 10);
+  }
 }
 
 TEST(KernelModel, AdamInMixedPrecisionStreams44BytesPerParameter) {

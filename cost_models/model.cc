@@ -15,12 +15,13 @@ bool SameCosts(const Layer& a, const Layer& b) {
   auto same = [](const Kernel& x, const Kernel& y) {  // the name is for reports only
     return x.pass == y.pass && x.gemm == y.gemm && x.collective == y.collective && x.group == y.group && x.m == y.m &&
            x.n == y.n && x.k == y.k && x.batch == y.batch && x.scaled == y.scaled && x.bytes == y.bytes &&
-           x.variant == y.variant && x.quantum == y.quantum;
+           x.variant == y.variant && x.quantum == y.quantum && x.launches == y.launches;
   };
   return a.fwd_flops == b.fwd_flops && a.bwd_input_flops == b.bwd_input_flops &&
          a.bwd_weight_flops == b.bwd_weight_flops && a.params == b.params && a.out_bytes == b.out_bytes &&
          a.stash_bytes == b.stash_bytes && a.rematerialized == b.rematerialized && a.kind == b.kind &&
-         std::equal(a.kernels.begin(), a.kernels.end(), b.kernels.begin(), b.kernels.end(), same);
+         (a.kernels.SharedWith(b.kernels) ||
+          std::equal(a.kernels.begin(), a.kernels.end(), b.kernels.begin(), b.kernels.end(), same));
 }
 
 int RematerializedEnd(const Model& model, int first, int last) {

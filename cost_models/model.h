@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -40,6 +42,9 @@ struct Kernel {
   enum class Variant : uint8_t { kAlways, kFused, kUnfused };
   Variant variant = Variant::kAlways;
   double quantum = 0;
+  // Kernels this entry stands for: several small memory-bound kernels of one
+  // kind (`bytes` is their total), each issued on its own.
+  double launches = 1;
   std::string name;  // "qkv", "softmax", ... for reports
 
   double Flops() const { return gemm ? 2 * m * n * k * batch : 0; }  // per sample
@@ -47,6 +52,28 @@ struct Kernel {
 
 // Whether the kernel runs for a micro-batch of `samples` (its variant's rule).
 bool RunsFor(const Kernel& kernel, double samples);
+
+// A layer's kernels: a read-only list that the layers generated alike share,
+// so that copying a model copies pointers and comparing two such layers'
+// kernels is one comparison.
+//
+//   Kernels k = std::vector<Kernel>{...};   Layer b = a;   b.kernels.SharedWith(a.kernels)  // true
+class Kernels {
+ public:
+  Kernels() = default;
+  Kernels(std::vector<Kernel> kernels)  // NOLINT: implicit, as the vector it holds
+      : list_(std::make_shared<const std::vector<Kernel>>(std::move(kernels))) {}
+  Kernels(std::initializer_list<Kernel> kernels) : Kernels(std::vector<Kernel>(kernels)) {}
+
+  bool empty() const { return !list_ || list_->empty(); }
+  size_t size() const { return list_ ? list_->size() : 0; }
+  const Kernel* begin() const { return list_ ? list_->data() : nullptr; }
+  const Kernel* end() const { return list_ ? list_->data() + list_->size() : nullptr; }
+  bool SharedWith(const Kernels& other) const { return list_ == other.list_; }
+
+ private:
+  std::shared_ptr<const std::vector<Kernel>> list_;
+};
 
 struct Layer {
   std::string name;
@@ -64,7 +91,7 @@ struct Layer {
   bool rematerialized = true;
   // The layer costed as its kernels (generated transformers); empty: the
   // FLOPs and bytes above with the roofline.
-  std::vector<Kernel> kernels;
+  Kernels kernels;
 };
 
 // The two layers cost the same (all but the names and the user's c_i agree):

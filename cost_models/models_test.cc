@@ -55,7 +55,13 @@ TEST(ModelLayers, IdenticalBlocksAreTheSameCost) {
   other.name = "renamed";
   other.cost = 7;  // the user's c_i is the partitioner's, not the time's
   EXPECT_TRUE(SameCosts(m.layers[1], other));
-  other.kernels.back().bytes += 1;
+  // Kernels are compared by value when they are not the same shared list.
+  std::vector<Kernel> kernels(other.kernels.begin(), other.kernels.end());
+  other.kernels = kernels;
+  EXPECT_FALSE(other.kernels.SharedWith(m.layers[1].kernels));
+  EXPECT_TRUE(SameCosts(m.layers[1], other));
+  kernels.back().bytes += 1;
+  other.kernels = kernels;
   EXPECT_FALSE(SameCosts(m.layers[1], other));
   other = m.layers[2];
   other.stash_bytes += 1;
