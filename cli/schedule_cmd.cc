@@ -28,6 +28,8 @@ struct ScheduleOptions {
   int chunks = 0;
   std::string schedule;
   std::string recompute;
+  std::string recompute_timing = "overlapped";
+  bool recompute_timing_flag = false;  // given on the command line
   std::string format = "text";
   std::string dialect = "current";
   int64_t activation_bytes = 0;
@@ -38,6 +40,11 @@ struct ScheduleOptions {
 int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
   ir::Schedule s;
   if (!o.config.empty()) {
+    if (o.recompute_timing_flag) {
+      fmt::print(stderr, "twinpipe schedule: --recompute-timing is for a schedule built without a CONFIG; set "
+                         "/pipeline/recompute_timing in {}\n", o.config);
+      return kExitBadInput;
+    }
     if (stages_flag || micro_batches_flag) {
       fmt::print(stderr, "twinpipe schedule: give either a CONFIG or --stages and --microbatches, not both\n");
       return kExitBadInput;
@@ -86,7 +93,9 @@ int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
     s = std::move(*built);
     s.replicas = o.replicas;
     const std::vector<int64_t> boundary(std::max(0, s.num_stages - 1), o.activation_bytes);
-    if (auto ok = ir::CompletePipeline(s, {.recompute = *mode, .comm = {boundary, boundary},
+    if (auto ok = ir::CompletePipeline(s, {.recompute = *mode,
+                                            .recompute_timing = *ir::RecomputeTimingFromName(o.recompute_timing),
+                                            .comm = {boundary, boundary},
                                             .what = fmt::format("the built {} schedule", o.schedule)});
         !ok) {
       fmt::print(stderr, "twinpipe schedule: internal error: {}\n", ok.error().message);
@@ -132,6 +141,10 @@ void AddSchedule(CLI::App& app, int& exit_code) {
   cmd->add_option("--chunks,-v", o->chunks, "stages per device: interleaved >= 2 (default 2), zb-v 2, others 1")
       ->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--recompute", o->recompute, "none | full | except-last (default none)");
+  auto* timing = cmd->add_option("--recompute-timing", o->recompute_timing,
+                  "overlapped (R before its gradient's receive) | in-backward (after it, as Megatron-LM); "
+                  "without a CONFIG (a config's /pipeline/recompute_timing says it)")
+      ->check(CLI::IsMember({"overlapped", "in-backward"}));
   cmd->add_option("--format", o->format, "output format")
       ->check(CLI::IsMember({"text", "json", "torch-csv"}));
   cmd->add_option("--dialect", o->dialect, "torch CSV dialect to write")
@@ -143,7 +156,8 @@ void AddSchedule(CLI::App& app, int& exit_code) {
   cmd->add_option("--replicas", o->replicas, "data-parallel replicas (adds ALLREDUCE when > 1)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("-o,--output", o->output, "output file (default stdout)");
-  cmd->callback([o, stages, micro, &exit_code] {
+  cmd->callback([o, stages, micro, timing, &exit_code] {
+    o->recompute_timing_flag = timing->count() > 0;
     exit_code = Run(*o, stages->count() > 0, micro->count() > 0);
   });
 }

@@ -376,7 +376,7 @@ Config Load(std::string_view text, std::string_view source) {
 
   const json& pl = r.Object(root, "pipeline", "");
   r.Keys(pl, "/pipeline", {"stages", "schedule", "chunks", "recompute", "partition", "first_layers", "tensor_parallel",
-                           "sequence_parallel", "memory_cap", "p2p"});
+                           "sequence_parallel", "memory_cap", "p2p", "recompute_timing"});
   c.pipeline.stages = static_cast<int>(r.Int(pl, "stages", "/pipeline", 1, 1 << 20));
   if (c.pipeline.stages > L) {
     r.Fail("/pipeline/stages", fmt::format("{} stages but the model has only {} layers", c.pipeline.stages, L));
@@ -413,6 +413,8 @@ Config Load(std::string_view text, std::string_view source) {
   c.pipeline.tensor_parallel = static_cast<int>(r.Int(pl, "tensor_parallel", "/pipeline", 1, 1 << 16, 1));
   c.pipeline.sequence_parallel = r.Bool(pl, "sequence_parallel", "/pipeline", false);
   c.pipeline.blocking_p2p = r.String(pl, "p2p", "/pipeline", {"overlapped", "blocking"}, "overlapped") == "blocking";
+  c.pipeline.recompute_timing = *ir::RecomputeTimingFromName(
+      r.String(pl, "recompute_timing", "/pipeline", {"overlapped", "in-backward"}, "overlapped"));
   const bool selective = c.pipeline.recompute == ir::RecomputeMode::kSelective;
   const int tp = c.pipeline.tensor_parallel;
   if ((tp > 1 || c.pipeline.sequence_parallel || selective) && !c.transformer) {

@@ -39,6 +39,11 @@ struct PipelineConfig {
   int chunks = 0;                       // stages per device; 0: the schedule's default
   int Chunks() const;                   // chunks, or the schedule's default
   ir::RecomputeMode recompute = ir::RecomputeMode::kFull;
+  // `"recompute_timing"`: "overlapped" (default, torchgpipe: a recompute
+  // runs before its gradient arrives, overlapping the wait) or "in-backward"
+  // (Megatron-LM: the forward is re-run inside the backward call, once the
+  // gradient is in).
+  ir::RecomputeTiming recompute_timing = ir::RecomputeTiming::kOverlapped;
   std::string partition = "minmax";     // gpipe | minmax | memory | manual
   std::vector<int> first_layers;        // manual: first layer of each cell
   // Megatron-LM's tensor parallelism: each pipeline device of the schedule

@@ -169,6 +169,10 @@ TEST(TensorParallel, ConfigPlacesGroupsAndNamesWhatIsWrong) {
   auto blocking = Load(R"("p2p": "blocking")", R"("devices": 2)");
   ASSERT_TRUE(blocking) << blocking.error().message;
   EXPECT_TRUE(blocking->pipeline.blocking_p2p);
+  EXPECT_EQ(defaults->pipeline.recompute_timing, ir::RecomputeTiming::kOverlapped);
+  auto megatron = Load(R"("recompute_timing": "in-backward")", R"("devices": 2)");
+  ASSERT_TRUE(megatron) << megatron.error().message;
+  EXPECT_EQ(megatron->pipeline.recompute_timing, ir::RecomputeTiming::kInBackward);
   struct Bad { std::string pipeline, cluster, generator, expect; };
   for (const Bad& b : std::vector<Bad>{
            {R"("tensor_parallel": 3)", R"("devices": 6)", "transformer", "/pipeline/tensor_parallel: 3 GPUs do not divide the 8 heads"},
@@ -179,7 +183,9 @@ TEST(TensorParallel, ConfigPlacesGroupsAndNamesWhatIsWrong) {
            {R"("sequence_parallel": true)", R"("devices": 2)", "transformer", "/pipeline/sequence_parallel: sequence parallelism"},
            {R"("tensor_parallel": 2)", R"("devices": 4)", "mlp", "/pipeline/tensor_parallel: tensor parallelism"},
            {R"("recompute": "selective")", R"("devices": 2)", "mlp", "/pipeline/recompute: tensor parallelism"},
-           {R"("p2p": "sync")", R"("devices": 2)", "transformer", "/pipeline/p2p: 'sync' is not one of overlapped, blocking"}}) {
+           {R"("p2p": "sync")", R"("devices": 2)", "transformer", "/pipeline/p2p: 'sync' is not one of overlapped, blocking"},
+           {R"("recompute_timing": "early")", R"("devices": 2)", "transformer",
+            "/pipeline/recompute_timing: 'early' is not one of overlapped, in-backward"}}) {
     auto r = Load(b.pipeline, b.cluster, b.generator);
     ASSERT_FALSE(r) << b.expect;
     EXPECT_NE(r.error().message.find("tp.json: " + b.expect), std::string::npos) << r.error().message;

@@ -41,7 +41,8 @@ class Dependencies {
   int32_t InputRecv(const Op& op) const;
 
   // Calls visit(dep) for every op that `id` waits for: its input (the receive,
-  // or the same-device op that produced it), F and R before the backward, I
+  // or the same-device op that produced it), F before R (and the gradient's
+  // receive when it precedes R), F and R before the backward, I
   // before W, the producer before a send, the stage's last backward before
   // ALLREDUCE, every all-reduce of the device before STEP. Engine order
   // (program order, channel FIFO) is the engines' business.
@@ -63,7 +64,15 @@ class Dependencies {
         if (recv < 0 && st > 0 && placement_[st - 1] == op.device) dep(Find(OpKind::kForward, st - 1, m));
         break;
       }
-      case OpKind::kRecompute: dep(Find(OpKind::kForward, st, m)); break;
+      case OpKind::kRecompute: {
+        dep(Find(OpKind::kForward, st, m));
+        // Placed after its gradient's receive (RecomputeTiming::kInBackward),
+        // a recompute waits for the gradient, as the backward call that runs
+        // it does; ids follow program order on the device.
+        const int32_t recv = Find(OpKind::kRecvB, st, m);
+        if (recv >= 0 && recv < op.id) dep(recv);
+        break;
+      }
       case OpKind::kBackward:
       case OpKind::kBackwardInput: {
         dep(Find(OpKind::kForward, st, m));

@@ -107,7 +107,17 @@ Op RecvOp(const Message& m, int32_t src) {
 
 }  // namespace
 
-Result<void> InsertComm(Schedule& s, const CommBytes& bytes) {
+std::string_view RecomputeTimingName(RecomputeTiming timing) {
+  return timing == RecomputeTiming::kInBackward ? "in-backward" : "overlapped";
+}
+
+std::optional<RecomputeTiming> RecomputeTimingFromName(std::string_view name) {
+  if (name == "overlapped") return RecomputeTiming::kOverlapped;
+  if (name == "in-backward") return RecomputeTiming::kInBackward;
+  return std::nullopt;
+}
+
+Result<void> InsertComm(Schedule& s, const CommBytes& bytes, RecomputeTiming timing) {
   const int32_t K = s.num_stages;
   const int32_t M = s.num_micro_batches;
   const int32_t D = static_cast<int32_t>(s.programs.size());
@@ -137,7 +147,9 @@ Result<void> InsertComm(Schedule& s, const CommBytes& bytes) {
       if (!in_range(op)) continue;
       const size_t k = static_cast<size_t>(op.stage) * M + op.micro_batch;
       if (op.kind == OpKind::kForward) pos_forward[k] = i;
-      if (IsInputBackward(op.kind)) pos_backward[k] = i;
+      if (IsInputBackward(op.kind) && pos_backward[k] < 0) pos_backward[k] = i;
+      // A recompute that runs inside its backward consumes the gradient.
+      if (op.kind == OpKind::kRecompute && timing == RecomputeTiming::kInBackward) pos_backward[k] = i;
     }
   }
   auto consumer_of = [&](const std::vector<int32_t>& pos, int32_t stage, int32_t m, int32_t dst) {

@@ -43,12 +43,23 @@ struct CommBytes {
   std::vector<int64_t> gradient;
 };
 
+// When a recompute runs against the gradient its backward receives:
+// kOverlapped (torchgpipe) puts R before the gradient's receive, so the
+// recompute overlaps the wait; kInBackward (Megatron-LM's activation
+// checkpointing, which re-runs the forward inside the backward call) receives
+// the gradient first.
+enum class RecomputeTiming { kOverlapped, kInBackward };
+std::string_view RecomputeTimingName(RecomputeTiming timing);
+std::optional<RecomputeTiming> RecomputeTimingFromName(std::string_view name);
+
 // Adds SEND_F/RECV_F and SEND_B/RECV_B between stages placed on different
 // devices (none between stages on one device). A send follows its producer at
 // once; receives from one peer are posted in that peer's send order (FIFO, as
-// NCCL requires), each as late as that order allows before its consumer. The
+// NCCL requires), each as late as that order allows before its consumer (an
+// activation's F; a gradient's B or I, or its R with kInBackward). The
 // schedule must hold no comm ops yet.
-Result<void> InsertComm(Schedule& schedule, const CommBytes& bytes);
+Result<void> InsertComm(Schedule& schedule, const CommBytes& bytes,
+                        RecomputeTiming timing = RecomputeTiming::kOverlapped);
 
 // With replicas > 1, adds ALLREDUCE(s) after the last backward op of stage s
 // (and the sends that follow it), carrying `stage_bytes[s]` gradient bytes.

@@ -4,6 +4,7 @@
 
 #include "ir/builders.h"
 #include "ir/channels.h"
+#include "ir/dependencies.h"
 #include "ir/pipeline.h"
 #include "ir/text_format.h"
 #include "ir/verifier.h"
@@ -30,6 +31,31 @@ TEST(InsertRecompute, GoesBeforeTheGradientReceive) {
   EXPECT_EQ(Line(s, 0), "0F0 0SEND_F0 0R0 0RECV_B0 0B0 STEP");
   EXPECT_EQ(Line(s, 1), "1RECV_F0 1F0 1R0 1B0 1SEND_B0 STEP");
   EXPECT_TRUE(Verify(s).empty());
+}
+
+// Megatron-LM re-runs a cell's forward inside its backward call, once the
+// gradient is in: the receive goes before R, and R waits for it. torchgpipe's
+// timing (the default) lets R overlap the wait.
+TEST(InsertComm, AGradientReceivedBeforeItsRecomputeInTheBackward) {
+  for (const RecomputeTiming timing : {RecomputeTiming::kOverlapped, RecomputeTiming::kInBackward}) {
+    Schedule s = Build1F1B(2, 2);
+    InsertRecompute(s, RecomputeMode::kFull);
+    ASSERT_TRUE(InsertComm(s, {}, timing));
+    const bool in_backward = timing == RecomputeTiming::kInBackward;
+    EXPECT_EQ(Line(s, 0), in_backward ? "0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0R0 0B0 0RECV_B1 0R1 0B1 STEP"
+                                      : "0F0 0SEND_F0 0F1 0SEND_F1 0R0 0RECV_B0 0B0 0R1 0RECV_B1 0B1 STEP");
+    EXPECT_TRUE(Verify(s).empty());
+    // R after the receive waits for it; before it, only for its F.
+    const Dependencies deps(s);
+    for (int32_t m = 0; m < 2; ++m) {
+      const int32_t r = deps.Find(OpKind::kRecompute, 0, m), recv = deps.Find(OpKind::kRecvB, 0, m);
+      bool waits = false;
+      deps.ForEach(r, [&](int32_t dep) { waits |= dep == recv; });
+      EXPECT_EQ(waits, in_backward) << RecomputeTimingName(timing) << " m=" << m;
+    }
+    EXPECT_EQ(RecomputeTimingFromName(RecomputeTimingName(timing)), timing);
+  }
+  EXPECT_FALSE(RecomputeTimingFromName("early"));
 }
 
 TEST(InsertRecompute, IsIdempotent) {

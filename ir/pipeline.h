@@ -21,6 +21,7 @@ namespace twinpipe::ir {
 
 struct PipelineOptions {
   RecomputeMode recompute = RecomputeMode::kNone;
+  RecomputeTiming recompute_timing = RecomputeTiming::kOverlapped;
   CommBytes comm;                       // per stage boundary; empty: unknown (0)
   std::vector<int64_t> gradient_bytes;  // per stage, for ALLREDUCE (schedule.replicas > 1); empty: 0
   // Verify the result. Search's fast path does not: every builder's output

@@ -97,6 +97,7 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
   }
   ir::PipelineOptions pipeline = Bytes(*report, cost::DtypeBytes(config.model.dtype));
   pipeline.recompute = recompute;
+  pipeline.recompute_timing = config.pipeline.recompute_timing;
   pipeline.verify = o.verify;
   pipeline.what = fmt::format("the {} schedule built for {}", name, config.source);
   if (auto ok = ir::CompletePipeline(s, pipeline); !ok) return tl::unexpected(ok.error());

@@ -7,7 +7,9 @@ Mapping (traces/published/vtrain-a100/README.md): the transformer generator
 with the row's layers, hidden, heads and seq, FFN 4 x hidden, GPT-2's
 vocabulary, fp16; training.batch = global_batch / data_parallel per replica,
 micro-batches of micro_batch; Adam at 16 bytes per parameter; 1F1B with full
-recompute; Megatron-LM's partition (an equal share of blocks per stage, the
+recompute as Megatron-LM runs it (the forward re-run inside the backward call,
+once the gradient is in: "recompute_timing": "in-backward"; blocking
+transfers: "p2p": "blocking"); Megatron-LM's partition (an equal share of blocks per stage, the
 embedding on the first, the head on the last); A100-80GB over NVLink3, one
 node of 8. Tensor parallelism t: pipeline.tensor_parallel = t (no sequence
 parallelism: the runs predate it), t x dp x pp GPUs, and each GPU holding
@@ -39,7 +41,8 @@ def config_of(row):
                   "causal": True},
         "training": {"batch": batch, "microbatches": batch // mb, "optimizer": "adam", "bytes_per_param": 16},
         "pipeline": {"stages": pp, "schedule": "1f1b", "recompute": "full", "partition": "manual",
-                     "first_layers": first, "tensor_parallel": tp},
+                     "first_layers": first, "tensor_parallel": tp, "p2p": "blocking",
+                     "recompute_timing": "in-backward"},
         "cluster": {"device": "A100-80GB", "devices": tp * dp * pp, "gpus_per_node": 8, "link": "nvlink3"},
     }
 

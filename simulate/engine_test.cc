@@ -142,6 +142,38 @@ TEST(Simulate, RecomputeAddsOneForwardPerMicroBatchToBusyTime) {
   }
 }
 
+// Full recompute with uniform costs (F = R = tf, B = tb, free links). Run
+// inside the backward (Megatron-LM), R is part of each backward: the
+// pipeline's closed form with tf + tb for B, (M + K - 1)(2 tf + tb), for
+// GPipe and 1F1B alike. Overlapped (torchgpipe), each stage but the last
+// re-runs its forward while the gradient is on its way: GPipe's backward
+// phase then costs M (tf + tb) + (K - 1) tb.
+TEST(Simulate, RecomputeInTheBackwardWaitsForTheGradient) {
+  const double tf = 1e-3, tb = 2.5e-3;
+  for (const std::string name : {"gpipe", "1f1b"}) {
+    for (int K = 1; K <= 6; ++K) {
+      for (int M = 1; M <= 9; ++M) {
+        for (const auto timing : {ir::RecomputeTiming::kOverlapped, ir::RecomputeTiming::kInBackward}) {
+          Schedule s = *ir::BuildByName(name, K, M);
+          ir::InsertRecompute(s, ir::RecomputeMode::kFull);
+          ASSERT_TRUE(ir::InsertComm(s, {}, timing));
+          const bool in_backward = timing == ir::RecomputeTiming::kInBackward;
+          if (!in_backward && name == "1f1b") continue;  // no simple closed form
+          const double step = in_backward ? (M + K - 1) * (2 * tf + tb)
+                                           : (M + K - 1) * tf + M * (tf + tb) + (K - 1) * tb;
+          for (const bool in_order : {false, true}) {
+            const SimCosts c = UniformCosts(s, tf, tb);
+            auto r = in_order ? SimulateInOrder(s, c) : Simulate(s, c);
+            ASSERT_TRUE(r) << r.error().message;
+            EXPECT_NEAR(r->step_time_s, step, 1e-9 * step)
+                << name << " K=" << K << " M=" << M << " " << ir::RecomputeTimingName(timing) << " in_order=" << in_order;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Simulate, StashedMicroBatchesPeakAsTheScheduleSays) {
   for (int K : {1, 2, 4, 7}) {
     for (int M : {1, 3, 8, 16}) {

@@ -19,6 +19,11 @@ cli_case(schedule_torch_golden 0 file:${EXP}/1f1b_k2_m4_older.csv
          ${TP} schedule -k 2 -m 4 -s 1f1b --format torch-csv --dialect older)
 cli_case(schedule_from_config 0 "stages=4 microbatches=16 devices=4 replicas=1 placement=0,1,2,3"
          ${TP} schedule ${SRC}/examples/transformer_h100.json)
+# Megatron-LM's recompute timing: the gradient's receive before R.
+cli_case(schedule_recompute_in_backward 0 "0RECV_B0 0R0 0B0 0RECV_B1 0R1 0B1 STEP"
+         ${TP} schedule -k 2 -m 2 -s 1f1b --recompute full --recompute-timing in-backward)
+cli_case(schedule_recompute_timing_with_config 2 "set /pipeline/recompute_timing in"
+         ${TP} schedule ${SRC}/examples/transformer_h100.json --recompute-timing in-backward)
 
 # What `schedule` writes, `verify` accepts, in every format.
 foreach(fmt text json torch-csv)

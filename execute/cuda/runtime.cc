@@ -548,6 +548,10 @@ void CudaBackend::BeginOp(const Worker& w, size_t i, const Op& op) {
     cudaEvent_t& arrived = Arrival(dev, op, op.kind != OpKind::kForward);
     if (arrived) TP_CUDA(cudaStreamWaitEvent(dev.compute, arrived));
     arrived = nullptr;
+  } else if (op.kind == OpKind::kRecompute) {
+    // After its gradient's receive in program order (recompute_timing
+    // in-backward), R waits for it too; its B still waits and clears it.
+    if (cudaEvent_t arrived = Arrival(dev, op, true)) TP_CUDA(cudaStreamWaitEvent(dev.compute, arrived));
   } else if (op.kind == OpKind::kAllReduce || op.kind == OpKind::kStep) {
     const bool gradients = op.kind == OpKind::kAllReduce;
     cudaEvent_t ready = dev.events.Get();
