@@ -68,7 +68,8 @@ void AddSoftmax(std::vector<Kernel>& k, const std::string& name, Kernel::Pass fw
                 double A, double e, double S, double heads, bool causal, bool backward) {
   const bool half = e == 2;
   const double per_block = S <= 128 ? 8 : 4;
-  const bool shape_fits = half && S > 16 && S <= 4096 && std::fmod(S, 4) == 0 && (causal || std::fmod(S, per_block) == 0);
+  const bool shape_fits =
+      half && S > 16 && S <= 4096 && std::fmod(S, 4) == 0 && (causal || std::fmod(S, per_block) == 0);
   const double quantum = causal ? per_block : 4;
   auto variant = [&](Kernel kn, Kernel::Variant v) {
     kn.variant = shape_fits ? v : Kernel::Variant::kAlways;
@@ -244,7 +245,8 @@ Model GenerateTransformer(const TransformerSpec& spec) {
   tp.Gather(head, "ln_f.allgather", P::kForward, act);
   if (t > 1) {
     for (const char* name : {"cross_entropy.max", "cross_entropy.sum", "cross_entropy.target"}) {
-      head.push_back(Collective(fmt::format("{}.allreduce", name), P::kForward, Kernel::Collective::kAllReduce, S * 4, t));
+      head.push_back(
+          Collective(fmt::format("{}.allreduce", name), P::kForward, Kernel::Collective::kAllReduce, S * 4, t));
     }
   }
   AddLinear(head, "logits", S, d, V / t);

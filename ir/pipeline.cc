@@ -20,7 +20,9 @@ Result<void> VerifyOrFail(const Schedule& s, std::string_view what) {
 
 Result<void> CompletePipeline(Schedule& s, const PipelineOptions& o) {
   InsertRecompute(s, o.recompute);
-  if (auto ok = InsertComm(s, o.comm, o.recompute_timing); !ok) return FailRuntime(fmt::format("{}: {}", o.what, ok.error().message));
+  if (auto ok = InsertComm(s, o.comm, o.recompute_timing); !ok) {
+    return FailRuntime(fmt::format("{}: {}", o.what, ok.error().message));
+  }
   InsertAllReduce(s, o.gradient_bytes);
   if (!o.verify) return {};
   if (auto ok = VerifyOrFail(s, o.what); !ok) return FailRuntime(ok.error().message);

@@ -166,7 +166,8 @@ TEST(Simulate, RecomputeInTheBackwardWaitsForTheGradient) {
             auto r = in_order ? SimulateInOrder(s, c) : Simulate(s, c);
             ASSERT_TRUE(r) << r.error().message;
             EXPECT_NEAR(r->step_time_s, step, 1e-9 * step)
-                << name << " K=" << K << " M=" << M << " " << ir::RecomputeTimingName(timing) << " in_order=" << in_order;
+                << name << " K=" << K << " M=" << M << " " << ir::RecomputeTimingName(timing)
+                << " in_order=" << in_order;
           }
         }
       }
