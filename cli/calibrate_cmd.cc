@@ -63,9 +63,9 @@ int RunTable(const CalibrateOptions& o) {
   const auto& p = *cal->profile;
   fmt::print(stderr,
              "mean absolute error {:.2f}% -> {:.2f}% (bias {:+.2f}% -> {:+.2f}%); gemm efficiency {:.3f}, bandwidth "
-             "efficiency {:.3f}, launch overhead {:.1f} us\n",
+             "efficiency {:.3f}, launch overhead {:.1f} us, kernel floor {:.2f} us\n",
              100 * before->mape, 100 * after->mape, 100 * before->bias, 100 * after->bias, p.gemm_efficiency,
-             p.bandwidth_efficiency, 1e6 * p.launch_overhead_s);
+             p.bandwidth_efficiency, 1e6 * p.launch_overhead_s, 1e6 * p.kernel_floor_s);
   return Write(*cal, o);
 }
 

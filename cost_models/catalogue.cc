@@ -98,7 +98,7 @@ double Device::PeakFlops(Dtype d) const {
 bool SameTiming(const Device& a, const Device& b) {
   auto timing = [](const Device& d) {
     return std::tie(d.name, d.fp32_flops, d.tf32_flops, d.half_flops, d.memory_bandwidth, d.launch_overhead_s,
-                    d.sm_count, d.simt_half_flops, d.gemm_efficiency, d.bandwidth_efficiency);
+                    d.kernel_floor_s, d.sm_count, d.simt_half_flops, d.gemm_efficiency, d.bandwidth_efficiency);
   };
   return timing(a) == timing(b);
 }

@@ -97,6 +97,7 @@ double LayerOpTime(const Layer& l, ir::OpKind kind, const Device& device, Dtype 
     for (const Kernel& kn : l.kernels) {
       if (!RunsIn(kind, kn.pass) || !RunsFor(kn, samples)) continue;
       device_s += KernelTime(kn, samples, device, dtype, efficiency, tp_link);
+      if (kn.collective == Kernel::Collective::kNone) device_s += kn.launches * kOpsPerKernel * device.kernel_floor_s;
       launched += kn.launches;
     }
     return std::max(device_s, launched * kOpsPerKernel * device.launch_overhead_s);

@@ -35,8 +35,9 @@ double KernelTime(const Kernel& kernel, double samples, const Device& device, Dt
                   const Link* tp_link = nullptr);
 
 // Seconds for `samples` samples (a micro-batch) of one op kind of one layer.
-// With kernels: max(sum of the kind's kernel times, kernels x kOpsPerKernel
-// x launch). Without: launch + max(flops / (peak(dtype) x efficiency),
+// With kernels: max(sum of the kind's kernel times, each but a collective
+// with kOpsPerKernel x the device's kernel floor, kernels x kOpsPerKernel x
+// launch). Without: launch + max(flops / (peak(dtype) x efficiency),
 // bytes / bandwidth), where bytes = parameter reads (and gradient writes for
 // backward) + activations in, out and stashed.
 // Tensor-parallel collectives among the kernels are priced on `tp_link`

@@ -34,7 +34,7 @@ TEST(LoadConfig, ExplicitLayersCustomDevicesAndHeterogeneousClusters) {
     "pipeline": {"stages": 2, "partition": "manual", "first_layers": [0, 2]},
     "cluster": {"device": ["mine", "V100"], "link": "slow",
                 "custom_devices": [{"name": "mine", "fp32_flops": 1e12, "memory_bandwidth": 1e11, "memory_bytes": 1e9,
-                                    "comm_on_compute": true}],
+                                    "comm_on_compute": true, "kernel_floor_s": 3e-6}],
                 "custom_links": [{"name": "slow", "latency_s": 1e-4, "bandwidth": 1e9, "contention": "host",
                                   "collective_latency_s": 2e-5}]}
   })", "x.json");
@@ -46,6 +46,7 @@ TEST(LoadConfig, ExplicitLayersCustomDevicesAndHeterogeneousClusters) {
   EXPECT_EQ(c->cluster.devices[1].name, "V100");
   EXPECT_TRUE(c->cluster.devices[0].comm_on_compute);
   EXPECT_FALSE(c->cluster.devices[1].comm_on_compute);
+  EXPECT_EQ(c->cluster.devices[0].kernel_floor_s, 3e-6);
   EXPECT_EQ(c->cluster.link.contention, Contention::kHost);
   EXPECT_EQ(c->cluster.link.collective_latency_s, 2e-5);
   EXPECT_EQ(c->pipeline.first_layers, (std::vector<int>{0, 2}));

@@ -243,6 +243,23 @@ TEST(KernelModel, TheCrossEntropyRunsMegatronsKernels) {
   }
 }
 
+// Each framework op adds the device's kernel floor to the GPU time (the gap
+// between kernels, their ramp and tail): kOpsPerKernel per modelled kernel,
+// times its launches; a collective's measured cost has it already.
+TEST(KernelModel, TheKernelFloorAddsGpuTimePerFrameworkOp) {
+  Device d = *FindDevice("A100-80GB");
+  const Link nvlink = *FindLink("nvlink3");
+  Kernel tokens{.gemm = false, .bytes = 1e9};
+  tokens.launches = 3;
+  const Kernel copy{.gemm = false, .bytes = 1e9};
+  const Kernel reduce{.gemm = false, .collective = Kernel::Collective::kAllReduce, .group = 2, .bytes = 1e6};
+  const Layer layer{.kernels = {copy, tokens, reduce}};
+  const double base = LayerOpTime(layer, ir::OpKind::kForward, d, Dtype::kFp16, 0.8, 1, &nvlink);
+  d.kernel_floor_s = 5e-6;
+  EXPECT_NEAR(LayerOpTime(layer, ir::OpKind::kForward, d, Dtype::kFp16, 0.8, 1, &nvlink) - base,
+              (1 + 3) * kOpsPerKernel * 5e-6, 1e-15);
+}
+
 TEST(KernelModel, AdamInMixedPrecisionStreams44BytesPerParameter) {
   const Device& a100 = *FindDevice("A100-80GB");
   EXPECT_EQ(OptimizerStepBytes("adam", Dtype::kFp16), 44);

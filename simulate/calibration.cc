@@ -275,6 +275,7 @@ std::string WriteCalibration(const Calibration& cal) {
     j["profile"]["gemm_efficiency"] = cal.profile->gemm_efficiency;
     j["profile"]["bandwidth_efficiency"] = cal.profile->bandwidth_efficiency;
     j["profile"]["launch_overhead_s"] = cal.profile->launch_overhead_s;
+    j["profile"]["kernel_floor_s"] = cal.profile->kernel_floor_s;
     j["profile"]["runs"] = cal.profile->runs;
   }
   return j.dump(2) + "\n";
@@ -340,6 +341,14 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
                       fraction("launch_overhead_s", fit.launch_overhead_s, 1)}) {
         if (!ok) return tl::unexpected(ok.error());
       }
+      // Calibrations written before the kernel floor was fitted have none.
+      if (p.contains("kernel_floor_s")) {
+        if (!p["kernel_floor_s"].is_number() || !(p["kernel_floor_s"].get<double>() >= 0) ||
+            p["kernel_floor_s"].get<double>() > 1) {
+          return Fail(fmt::format("{}: /profile/kernel_floor_s: expected a number >= 0 and at most 1", source));
+        }
+        fit.kernel_floor_s = p["kernel_floor_s"].get<double>();
+      }
       if (p.contains("runs") && p["runs"].is_number_integer()) fit.runs = static_cast<int>(p["runs"].get<int64_t>());
       cal.profile = fit;
     }
@@ -357,6 +366,7 @@ cost::Config WithProfile(const cost::Config& config, const Calibration& cal) {
     d.gemm_efficiency = cal.profile->gemm_efficiency;
     d.bandwidth_efficiency = cal.profile->bandwidth_efficiency;
     d.launch_overhead_s = cal.profile->launch_overhead_s;
+    d.kernel_floor_s = cal.profile->kernel_floor_s;
   }
   return c;
 }

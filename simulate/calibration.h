@@ -35,6 +35,7 @@ struct ProfileFit {
   double gemm_efficiency = 0;       // achievable fraction of GEMM peak
   double bandwidth_efficiency = 0;  // achievable fraction of memory bandwidth
   double launch_overhead_s = 0;     // host time per framework op
+  double kernel_floor_s = 0;        // GPU time per framework op beyond its bytes and FLOPs
   int runs = 0;                     // fitted on
 };
 

@@ -149,6 +149,14 @@ TEST(Calibration, FileRoundTripsAndBadFilesNameThePath) {
   EXPECT_EQ(ReadCalibration("{}", "cal.json").error().message, "cal.json: /format: expected \"twinpipe-calibration\"");
   EXPECT_EQ(ReadCalibration(R"({"format": "twinpipe-calibration", "compute": {"Q": {}}})", "cal.json").error().message,
             "cal.json: /compute/Q: expected an op kind (F, B, I, W, R)");
+  // A profile written before the kernel floor was fitted reads as none.
+  const std::string profile = R"({"format": "twinpipe-calibration", "profile": {"gemm_efficiency": 0.9,
+      "bandwidth_efficiency": 0.8, "launch_overhead_s": 1e-5)";
+  auto old = ReadCalibration(profile + "}}", "cal.json");
+  ASSERT_TRUE(old && old->profile) << old.error().message;
+  EXPECT_EQ(old->profile->kernel_floor_s, 0);
+  EXPECT_EQ(ReadCalibration(profile + R"(, "kernel_floor_s": -1}})", "cal.json").error().message,
+            "cal.json: /profile/kernel_floor_s: expected a number >= 0 and at most 1");
 }
 
 TEST(SerialComm, SendsAndReceivesOccupyTheWorker) {

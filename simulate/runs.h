@@ -39,10 +39,12 @@ Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source
 // Predicted step time of each run (seconds), with `calibration` if given.
 Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Calibration* calibration);
 
-// Fits the device profile's GEMM and bandwidth fractions and launch overhead
-// (three coefficients, not one per run) by least squares on the relative
-// error of the predicted step times (Nelder-Mead over logit / log
-// coordinates, from the catalogue's values). Runs keep their plans.
+// Fits the device profile's GEMM and bandwidth fractions (the latter at most
+// 0.9, what streaming kernels reach), host time per framework op and GPU time
+// per framework op beyond its bytes and FLOPs (Device::kernel_floor_s): four
+// coefficients, not one per run, by least squares on the relative error of
+// the predicted step times (Nelder-Mead over logit / log coordinates, from
+// the catalogue's values). Runs keep their plans.
 Result<Calibration> FitRuns(const std::vector<Run>& runs);
 
 struct RunError {

@@ -50,7 +50,7 @@ TEST(Runs, TheFitRecoversTheProfileThatMadeTheRuns) {
   // Step times predicted with a known profile become the "measurements".
   Calibration truth;
   truth.device = "A100-80GB";
-  truth.profile = ProfileFit{0.62, 0.55, 25e-6, 0};
+  truth.profile = ProfileFit{0.62, 0.55, 25e-6, 3e-6, 0};
   auto predicted = PredictRuns(*runs, &truth);
   ASSERT_TRUE(predicted);
   for (size_t i = 0; i < runs->size(); ++i) (*runs)[i].step_time_s = (*predicted)[i];
@@ -60,6 +60,7 @@ TEST(Runs, TheFitRecoversTheProfileThatMadeTheRuns) {
   EXPECT_NEAR(fit->profile->gemm_efficiency, 0.62, 0.62 * 0.02);
   EXPECT_NEAR(fit->profile->bandwidth_efficiency, 0.55, 0.55 * 0.02);
   EXPECT_NEAR(fit->profile->launch_overhead_s, 25e-6, 25e-6 * 0.02);
+  EXPECT_NEAR(fit->profile->kernel_floor_s, 3e-6, 3e-6 * 0.05);
   auto v = ValidateRuns(*runs, &*fit);
   ASSERT_TRUE(v);
   EXPECT_LT(v->mape, 1e-3);
@@ -67,6 +68,7 @@ TEST(Runs, TheFitRecoversTheProfileThatMadeTheRuns) {
   auto again = ReadCalibration(WriteCalibration(*fit), "cal.json");
   ASSERT_TRUE(again && again->profile);
   EXPECT_DOUBLE_EQ(again->profile->launch_overhead_s, fit->profile->launch_overhead_s);
+  EXPECT_DOUBLE_EQ(again->profile->kernel_floor_s, fit->profile->kernel_floor_s);
 }
 
 TEST(Runs, ValidationGroupsAndWorstRows) {
