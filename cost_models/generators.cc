@@ -1,7 +1,6 @@
 #include "cost_models/generators.h"
 
 #include <cmath>
-#include <tuple>
 
 #include <fmt/format.h>
 
@@ -236,12 +235,13 @@ Model GenerateTransformer(const TransformerSpec& spec) {
     head.push_back(Memory("logits.to_fp32", P::kForward, (e + 4) * logits));
     head.push_back(Memory("logits.to_fp32.bwd", P::kInput, (4 + e) * logits));
   }
-  for (const auto& [name, pass, launches] : {std::tuple{"loss.tokens", P::kForward, 19.0},
-                                            std::tuple{"loss.tokens.bwd", P::kInput, 10.0}}) {
-    Kernel tokens = Memory(name, pass, 8 * S * launches);
-    tokens.launches = launches;
-    head.push_back(tokens);
-  }
+  auto tokens = [&](std::string name, Kernel::Pass pass, double launches) {
+    Kernel k = Memory(std::move(name), pass, 8 * S * launches);
+    k.launches = launches;
+    return k;
+  };
+  head.push_back(tokens("loss.tokens", P::kForward, 19));
+  head.push_back(tokens("loss.tokens.bwd", P::kInput, 10));
   tp.Gather(head, "ln_f.allgather", P::kForward, act);
   if (t > 1) {
     for (const char* name : {"cross_entropy.max", "cross_entropy.sum", "cross_entropy.target"}) {

@@ -133,9 +133,11 @@ Result<void> InsertComm(Schedule& s, const CommBytes& bytes, RecomputeTiming tim
   auto in_range = [&](const Op& op) {
     return op.stage >= 0 && op.stage < K && op.micro_batch >= 0 && op.micro_batch < M;
   };
-  // Where each F and each input backward sits in its device's program.
+  // Where each activation's and each gradient's consumer sits in its
+  // device's program: F; the input backward (B or I), or R when it runs
+  // inside the backward.
   std::vector<int32_t> pos_forward(static_cast<size_t>(K) * M, -1);
-  std::vector<int32_t> pos_backward(static_cast<size_t>(K) * M, -1);
+  std::vector<int32_t> pos_gradient(static_cast<size_t>(K) * M, -1);
   for (int32_t d = 0; d < D; ++d) {
     const auto& program = s.programs[d];
     for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
@@ -147,9 +149,8 @@ Result<void> InsertComm(Schedule& s, const CommBytes& bytes, RecomputeTiming tim
       if (!in_range(op)) continue;
       const size_t k = static_cast<size_t>(op.stage) * M + op.micro_batch;
       if (op.kind == OpKind::kForward) pos_forward[k] = i;
-      if (IsInputBackward(op.kind) && pos_backward[k] < 0) pos_backward[k] = i;
-      // A recompute that runs inside its backward consumes the gradient.
-      if (op.kind == OpKind::kRecompute && timing == RecomputeTiming::kInBackward) pos_backward[k] = i;
+      if (IsInputBackward(op.kind) && pos_gradient[k] < 0) pos_gradient[k] = i;
+      if (op.kind == OpKind::kRecompute && timing == RecomputeTiming::kInBackward) pos_gradient[k] = i;
     }
   }
   auto consumer_of = [&](const std::vector<int32_t>& pos, int32_t stage, int32_t m, int32_t dst) {
@@ -171,7 +172,7 @@ Result<void> InsertComm(Schedule& s, const CommBytes& bytes, RecomputeTiming tim
                                       BoundaryBytes(bytes.activation, st)});
       } else if (IsInputBackward(op.kind) && st > 0 && s.placement[st - 1] != d) {
         const int32_t dst = s.placement[st - 1];
-        outgoing[d].push_back(Message{dst, i, consumer_of(pos_backward, st - 1, m, dst), st, m,
+        outgoing[d].push_back(Message{dst, i, consumer_of(pos_gradient, st - 1, m, dst), st, m,
                                       false, BoundaryBytes(bytes.gradient, st - 1)});
       }
     }

@@ -7,10 +7,10 @@ Mapping (traces/published/vtrain-a100/README.md): the transformer generator
 with the row's layers, hidden, heads and seq, FFN 4 x hidden, GPT-2's
 vocabulary, fp16; training.batch = global_batch / data_parallel per replica,
 micro-batches of micro_batch; Adam at 16 bytes per parameter; 1F1B with full
-recompute as Megatron-LM runs it (the forward re-run inside the backward call,
-once the gradient is in: "recompute_timing": "in-backward"; blocking
-transfers: "p2p": "blocking"); Megatron-LM's partition (an equal share of blocks per stage, the
-embedding on the first, the head on the last); A100-80GB over NVLink3, one
+recompute as Megatron-LM runs it (the forward re-run inside the backward
+call, once the gradient is in: "recompute_timing": "in-backward"; blocking
+transfers: "p2p": "blocking"); Megatron-LM's partition (an equal share of
+blocks per stage, the embedding on the first, the head on the last); A100-80GB over NVLink3, one
 node of 8. Tensor parallelism t: pipeline.tensor_parallel = t (no sequence
 parallelism: the runs predate it), t x dp x pp GPUs, and each GPU holding
 50257 // t of the vocabulary (t x that in the config), as vTrain's own GPT

@@ -328,26 +328,23 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
     if (j.contains("profile")) {
       const json& p = j["profile"];
       ProfileFit fit;
-      auto fraction = [&](const char* key, double& dst, double hi) -> Result<void> {
-        if (!p.is_object() || !p.contains(key) || !p[key].is_number() || !(p[key].get<double>() > 0) ||
-            p[key].get<double>() > hi) {
-          return Fail(fmt::format("{}: /profile/{}: expected a number > 0 and at most {}", source, key, hi));
+      // A number in (0, hi], or with `zero` in [0, hi]; one that may be absent keeps dst.
+      auto number = [&](const char* key, double& dst, double hi, bool zero, bool required) -> Result<void> {
+        if (!required && p.is_object() && !p.contains(key)) return {};
+        if (!p.is_object() || !p.contains(key) || !p[key].is_number() ||
+            !(zero ? p[key].get<double>() >= 0 : p[key].get<double>() > 0) || p[key].get<double>() > hi) {
+          return Fail(fmt::format("{}: /profile/{}: expected a number {} 0 and at most {}", source, key,
+                                  zero ? ">=" : ">", hi));
         }
         dst = p[key].get<double>();
         return {};
       };
-      for (auto ok : {fraction("gemm_efficiency", fit.gemm_efficiency, 1),
-                      fraction("bandwidth_efficiency", fit.bandwidth_efficiency, 1),
-                      fraction("launch_overhead_s", fit.launch_overhead_s, 1)}) {
-        if (!ok) return tl::unexpected(ok.error());
-      }
       // Calibrations written before the kernel floor was fitted have none.
-      if (p.contains("kernel_floor_s")) {
-        if (!p["kernel_floor_s"].is_number() || !(p["kernel_floor_s"].get<double>() >= 0) ||
-            p["kernel_floor_s"].get<double>() > 1) {
-          return Fail(fmt::format("{}: /profile/kernel_floor_s: expected a number >= 0 and at most 1", source));
-        }
-        fit.kernel_floor_s = p["kernel_floor_s"].get<double>();
+      for (auto ok : {number("gemm_efficiency", fit.gemm_efficiency, 1, false, true),
+                      number("bandwidth_efficiency", fit.bandwidth_efficiency, 1, false, true),
+                      number("launch_overhead_s", fit.launch_overhead_s, 1, false, true),
+                      number("kernel_floor_s", fit.kernel_floor_s, 1, true, false)}) {
+        if (!ok) return tl::unexpected(ok.error());
       }
       if (p.contains("runs") && p["runs"].is_number_integer()) fit.runs = static_cast<int>(p["runs"].get<int64_t>());
       cal.profile = fit;
