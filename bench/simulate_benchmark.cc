@@ -60,7 +60,7 @@ void BM_Simulate1F1B(benchmark::State& state) {
   ir::Schedule s = ir::Build1F1B(K, M);
   const std::vector<int64_t> bytes(K - 1, 1 << 20);
   (void)ir::InsertComm(s, {bytes, bytes});
-  simulate::SimCosts c = simulate::UniformCosts(s, 1e-3, 2e-3);
+  simulate::PlanCosts c = cost::UniformCosts(s, 1e-3, 2e-3);
   c.link = cost::Link{.name = "nvlink", .latency_s = 3e-6, .bandwidth = 450e9};
   double peak_bytes_per_op = 0;
   for (auto _ : state) {

@@ -28,7 +28,7 @@ int Write(simulate::Calibration& cal, const CalibrateOptions& o) {
   // The commit configured into the build; $TWINPIPE_COMMIT overrides it.
   cal.commit = TWINPIPE_COMMIT;
   if (const char* commit = std::getenv("TWINPIPE_COMMIT")) cal.commit = commit;
-  if (auto ok = WriteOutput(o.output, simulate::WriteCalibration(cal)); !ok) {
+  if (auto ok = WriteOutput(o.output, cost::WriteCalibration(cal)); !ok) {
     fmt::print(stderr, "twinpipe calibrate: {}\n", ok.error().message);
     return kExitRuntime;
   }

@@ -16,7 +16,7 @@
 #include "execute/mpi.h"
 #include "execute/runtime.h"
 #include "ir/units.h"
-#include "simulate/costs.h"
+#include "cost_models/plan_costs.h"
 #include "simulate/engine.h"
 #include "partition/pipeline_plan.h"
 #include "traces/compare.h"
@@ -78,7 +78,7 @@ int Run(const ExecuteCmdOptions& o) {
   // Refuse before allocating anything when the simulator predicts a device
   // will run out of memory (the same plan, the catalogue's capacity).
   if (!o.force) {
-    auto sim = simulate::Simulate(plan->schedule, simulate::CostsFromPlan(*config, *plan));
+    auto sim = simulate::Simulate(plan->schedule, cost::CostsFromPlan(*config, *plan));
     if (auto over = sim ? simulate::FirstOverflow(*config, *sim) : std::nullopt) {
       fmt::print(stderr, "twinpipe execute: device {} is predicted to need {} at peak but holds {}; "
                          "not run (--force runs it anyway)\n", over->device, Bytes(over->peak_bytes),

@@ -5,7 +5,7 @@
 
 #include "cli/schedule_io.h"
 #include "ir/builders.h"
-#include "simulate/costs.h"
+#include "cost_models/plan_costs.h"
 
 namespace twinpipe::cli {
 
@@ -36,10 +36,11 @@ Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& s, const sim
   if (!s.schedule_file.empty()) {
     auto loaded = LoadSchedule(s.schedule_file, s.format, s.dialect);
     if (!loaded) return tl::unexpected(loaded.error());
-    return partition::PlanForSchedule(config, std::move(loaded->schedule), s.schedule_file);
+    return partition::PlanForSchedule(config, std::move(loaded->schedule), s.schedule_file, cal);
   }
   partition::PlanOverrides overrides{s.schedule, std::nullopt, s.chunks};
-  overrides.build_auto = simulate::AutoScheduler(cal, s.memory_cap_bytes);
+  overrides.calibration = cal;
+  overrides.memory_cap_bytes = s.memory_cap_bytes;
   if (!s.recompute.empty()) {
     // Selective recompute, or leaving it, changes a transformer's costs.
     const ir::RecomputeMode mode = *ir::RecomputeModeFromName(s.recompute);
@@ -56,19 +57,16 @@ Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& s, const sim
 Result<std::vector<simulate::Run>> LoadRuns(const std::string& path) {
   auto text = ReadFile(path);
   if (!text) return tl::unexpected(text.error());
-  // A run's auto schedule is the one its config's catalogue costs give.
-  return simulate::ReadRuns(*text, path, [](const cost::Config& config) {
-    partition::PlanOverrides overrides;
-    overrides.build_auto = simulate::AutoScheduler(nullptr, 0);
-    return partition::PlanFromConfig(config, overrides);
-  });
+  // A run is planned (cut, and its auto schedule ordered) with its config's catalogue costs.
+  return simulate::ReadRuns(*text, path,
+                            [](const cost::Config& config) { return partition::PlanFromConfig(config); });
 }
 
 Result<std::optional<simulate::Calibration>> LoadCalibration(const std::string& path, const cost::Config& config) {
   if (path.empty()) return std::optional<simulate::Calibration>();
   auto text = ReadFile(path);
   if (!text) return tl::unexpected(text.error());
-  auto cal = simulate::ReadCalibration(*text, path);
+  auto cal = cost::ReadCalibration(*text, path);
   if (!cal) return tl::unexpected(cal.error());
   const std::string& device = config.cluster.devices.at(0).name;
   if (!cal->device.empty() && cal->device != device) {

@@ -15,7 +15,7 @@
 #include "ir/text_format.h"
 #include "ir/torch_csv.h"
 #include "partition/pipeline_plan.h"
-#include "simulate/costs.h"
+#include "cost_models/plan_costs.h"
 #include "cost_models/config.h"
 
 namespace twinpipe::cli {
@@ -62,7 +62,6 @@ int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
         return kExitBadInput;
       }
     }
-    overrides.build_auto = simulate::AutoScheduler(nullptr, 0);  // the config's cost model
     auto plan = partition::PlanFromConfig(*config, overrides);
     if (!plan) {
       fmt::print(stderr, "twinpipe schedule: {}\n", plan.error().message);

@@ -11,7 +11,7 @@
 #include "ir/units.h"
 #include "partition/pipeline_plan.h"
 #include "simulate/calibration.h"
-#include "simulate/costs.h"
+#include "cost_models/plan_costs.h"
 #include "simulate/engine.h"
 #include "simulate/report.h"
 #include "traces/trace.h"
@@ -44,7 +44,7 @@ int Run(const SimulateOptions& o) {
     fmt::print(stderr, "twinpipe simulate: {}\n", plan.error().message);
     return ExitCodeOf(plan.error());
   }
-  const simulate::SimCosts costs = simulate::CostsFromPlan(*config, *plan, *calibration ? &**calibration : nullptr);
+  const simulate::PlanCosts costs = cost::CostsFromPlan(*config, *plan, *calibration ? &**calibration : nullptr);
   auto result = simulate::Simulate(plan->schedule, costs);
   if (!result) {
     fmt::print(stderr, "twinpipe simulate: {}\n", result.error().message);

@@ -9,12 +9,11 @@ namespace twinpipe::cost {
 namespace {
 
 // A cell's memory from its sums: parameters, stash, the stash its recompute
-// does not rebuild (kept), and the boundary bytes in and out.
-CellMemory FromSums(double params, double stash, double kept, double input, double output, const MemoryInputs& in) {
+// does not rebuild, and the boundary bytes in and out.
+CellMemory FromSums(double params, double stash, double not_rerun, double input, double output,
+                    const MemoryInputs& in) {
   CellMemory m;
-  // What a recomputed micro-batch keeps: its boundary input and the
-  // activations of the layers recompute does not re-run.
-  const double keeps = input + kept;
+  const double kept = CellActivationsFromSums(stash, not_rerun, input).kept;
   const double b = in.micro_batch;
   m.params_bytes = params * in.bytes_per_param;
   switch (in.recompute) {
@@ -23,12 +22,12 @@ CellMemory FromSums(double params, double stash, double kept, double input, doub
       m.stash_bytes = in.in_flight * stash * b;
       break;
     case ir::RecomputeMode::kFull:
-      m.stash_bytes = in.in_flight * keeps * b;
+      m.stash_bytes = in.in_flight * kept * b;
       m.working_bytes = (stash - kept) * b;
       break;
     case ir::RecomputeMode::kExceptLast:
       // One micro-batch keeps everything; the others keep their input.
-      m.stash_bytes = (in.in_flight - 1) * keeps * b + stash * b;
+      m.stash_bytes = (in.in_flight - 1) * kept * b + stash * b;
       m.working_bytes = in.in_flight > 1 ? stash * b : 0;
       break;
   }
@@ -38,6 +37,16 @@ CellMemory FromSums(double params, double stash, double kept, double input, doub
 }
 
 }  // namespace
+
+CellActivations CellActivationsOf(const Model& model, const std::vector<double>& cut_bytes, int first, int last) {
+  double stash = 0, not_rerun = 0;
+  const int end = RematerializedEnd(model, first, last);
+  for (int i = first; i <= last; ++i) {
+    stash += model.layers[i].stash_bytes;
+    if (i >= end) not_rerun += model.layers[i].stash_bytes;
+  }
+  return CellActivationsFromSums(stash, not_rerun, first == 0 ? model.input_bytes : cut_bytes[first - 1]);
+}
 
 CellMemory CellPeakMemory(const Model& model, const std::vector<double>& cut_bytes, int first, int last,
                           const MemoryInputs& in) {

@@ -6,6 +6,7 @@
 //   m.total_bytes
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "cost_models/model.h"
@@ -13,6 +14,22 @@
 #include "ir/schedule.h"
 
 namespace twinpipe::cost {
+
+// What one micro-batch of a cell (layers first..last) holds per sample:
+// everything its forward stashes, and what it keeps when recomputed (its
+// boundary input and the activations of the layers its recompute does not
+// re-run, a head; never more than keeping everything). `cut_bytes` is
+// CutBytes(model).
+struct CellActivations {
+  double stash = 0;  // per sample, without recompute
+  double kept = 0;   // per sample, with recompute
+};
+CellActivations CellActivationsOf(const Model& model, const std::vector<double>& cut_bytes, int first, int last);
+// The same from sums already taken: the cell's stash, the stash of its
+// layers recompute does not re-run, and its boundary input (per sample).
+inline CellActivations CellActivationsFromSums(double stash, double not_rerun, double input) {
+  return {stash, not_rerun > 0 ? std::min(stash, input + not_rerun) : input};
+}
 
 struct MemoryInputs {
   double bytes_per_param = 12;   // weights + gradients + optimizer state

@@ -15,7 +15,7 @@
 #include "ir/builders.h"
 #include "ir/torch_csv.h"
 #include "ir/passes.h"
-#include "simulate/costs.h"
+#include "cost_models/plan_costs.h"
 
 namespace twinpipe::execute {
 namespace {
@@ -98,9 +98,7 @@ TEST(Execute, AutoScheduleTrainsToTheUnpartitionedWeights) {
       for (const char* recompute : {"none", "full", "except-last"}) {
         SCOPED_TRACE(fmt::format("K={} M={} {}", K, M, recompute));
         const cost::Config c = Mlp(K, M, "auto", recompute);
-        partition::PlanOverrides own;
-        own.build_auto = simulate::AutoScheduler(nullptr, 0);
-        auto plan = partition::PlanFromConfig(c, own);
+        auto plan = partition::PlanFromConfig(c);
         ASSERT_TRUE(plan) << plan.error().message;
         auto random = ir::BuildAuto(ir::RandomAutoProblem(K, M, static_cast<uint32_t>(rng())));
         ASSERT_TRUE(random) << random.error().message;

@@ -26,7 +26,7 @@ inline void CheckSchedule(const ir::Schedule& s) {
   Require(again.has_value(), "a parsed schedule prints to text that parses");
   Require(ir::PrintText(*again) == text, "the text round trip is exact");
   if (!ir::Verify(s).empty()) return;
-  auto r = simulate::Simulate(s, simulate::UniformCosts(s, 1e-3, 2e-3));
+  auto r = simulate::Simulate(s, cost::UniformCosts(s, 1e-3, 2e-3));
   Require(r.has_value(), "a verified schedule simulates");
 }
 

@@ -8,6 +8,7 @@
 #include "ir/passes.h"
 #include "ir/pipeline.h"
 #include "cost_models/memory_model.h"
+#include "cost_models/plan_costs.h"
 
 namespace twinpipe::partition {
 namespace {
@@ -54,11 +55,8 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
     return Fail(fmt::format("{}: /pipeline/chunks: the auto schedule places 1 stage per device, not {}", config.source,
                             chunks));
   }
-  if (automatic && !o.build_auto) {
-    return FailRuntime(fmt::format("{}: the auto schedule needs op costs, and none were given (a caller's bug)",
-                                   config.source));
-  }
-  // `auto` is partitioned as its shape, then ordered by build_auto.
+  // `auto` is partitioned as its shape, then ordered by the auto builder
+  // with the costs this plan will be charged.
   auto built = o.shape && !automatic
                    ? Result<ir::Schedule>(*o.shape)
                    : ir::BuildShape(name, config.pipeline.stages, config.training.micro_batches, automatic ? 0 : chunks);
@@ -85,11 +83,11 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
   }
   const cost::Config& use = named ? *named : config;
   auto report = o.partition ? Result<PartitionReport>(*o.partition)
-                            : PartitionForSchedule(use, s, cost::InFlightPerStage(s));
+                            : PartitionForSchedule(use, s, cost::InFlightPerStage(s), o.calibration);
   if (!report) return tl::unexpected(report.error());
   if (automatic) {
     Plan skeleton{std::move(*report), std::move(s)};
-    auto scheduled = o.build_auto(use, skeleton);
+    auto scheduled = cost::BuildAutoSchedule(use, skeleton, o.calibration, o.memory_cap_bytes);
     if (!scheduled) return tl::unexpected(scheduled.error());
     *report = std::move(skeleton.partition);
     s = std::move(*scheduled);
@@ -132,22 +130,23 @@ std::optional<cost::Config> Staged(const cost::Config& config, const ir::Schedul
 
 // The two steps on the config Staged gives (nothing: the config's own).
 Result<std::vector<int>> CutStaged(const cost::Config& config, const std::optional<cost::Config>& staged,
-                                   const ir::Schedule& schedule, const std::vector<int>& in_flight) {
-  if (!staged) return CutLayers(config, config.pipeline.partition, &in_flight);
+                                   const ir::Schedule& schedule, const std::vector<int>& in_flight,
+                                   const cost::Calibration* calibration) {
+  if (!staged) return CutLayers(config, config.pipeline.partition, &in_flight, nullptr, calibration);
   // The staged config lists a device per stage; the nodes and links are the
   // schedule's devices'.
-  return CutLayers(*staged, staged->pipeline.partition, &in_flight, &schedule.placement);
+  return CutLayers(*staged, staged->pipeline.partition, &in_flight, &schedule.placement, calibration);
 }
 
 PartitionReport DescribeStaged(const cost::Config& config, const std::optional<cost::Config>& staged,
                                const ir::Schedule& schedule, const std::vector<int>& in_flight,
-                               const std::vector<int>& first_layers) {
+                               const std::vector<int>& first_layers, const cost::Calibration* calibration) {
   if (!staged) {
-    PartitionReport report = DescribePartition(config, first_layers, &in_flight);
+    PartitionReport report = DescribePartition(config, first_layers, &in_flight, nullptr, calibration);
     report.algorithm = config.pipeline.partition;
     return report;
   }
-  PartitionReport report = DescribePartition(*staged, first_layers, &in_flight, &schedule.placement);
+  PartitionReport report = DescribePartition(*staged, first_layers, &in_flight, &schedule.placement, calibration);
   report.algorithm = staged->pipeline.partition;
   for (auto& cell : report.cells) cell.device = schedule.placement[cell.device];
   return report;
@@ -156,24 +155,26 @@ PartitionReport DescribeStaged(const cost::Config& config, const std::optional<c
 }  // namespace
 
 Result<std::vector<int>> CutForSchedule(const cost::Config& config, const ir::Schedule& schedule,
-                                        const std::vector<int>& in_flight) {
-  return CutStaged(config, Staged(config, schedule), schedule, in_flight);
+                                        const std::vector<int>& in_flight, const cost::Calibration* calibration) {
+  return CutStaged(config, Staged(config, schedule), schedule, in_flight, calibration);
 }
 
 PartitionReport DescribeForSchedule(const cost::Config& config, const ir::Schedule& schedule,
-                                    const std::vector<int>& in_flight, const std::vector<int>& first_layers) {
-  return DescribeStaged(config, Staged(config, schedule), schedule, in_flight, first_layers);
+                                    const std::vector<int>& in_flight, const std::vector<int>& first_layers,
+                                    const cost::Calibration* calibration) {
+  return DescribeStaged(config, Staged(config, schedule), schedule, in_flight, first_layers, calibration);
 }
 
 Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const ir::Schedule& schedule,
-                                             const std::vector<int>& in_flight) {
+                                             const std::vector<int>& in_flight, const cost::Calibration* calibration) {
   const auto staged = Staged(config, schedule);  // once: it copies the config
-  auto firsts = CutStaged(config, staged, schedule, in_flight);
+  auto firsts = CutStaged(config, staged, schedule, in_flight, calibration);
   if (!firsts) return tl::unexpected(firsts.error());
-  return DescribeStaged(config, staged, schedule, in_flight, *firsts);
+  return DescribeStaged(config, staged, schedule, in_flight, *firsts, calibration);
 }
 
-Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule, std::string_view source) {
+Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule, std::string_view source,
+                             const cost::Calibration* calibration) {
   if (schedule.num_devices > config.cluster.NumDevices()) {
     return Fail(fmt::format("{}: /cluster/devices: the schedule uses {} devices, the cluster has {}", config.source,
                             schedule.num_devices, config.cluster.NumDevices()));
@@ -190,7 +191,7 @@ Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule, 
   // and placement. Filling unknown bytes afterwards keeps it verified (a
   // send and its receive are both unknown, or the verifier compared them).
   if (auto ok = ir::VerifyOrFail(schedule, source); !ok) return tl::unexpected(ok.error());
-  auto report = PartitionForSchedule(config, schedule, cost::InFlightPerStage(schedule));
+  auto report = PartitionForSchedule(config, schedule, cost::InFlightPerStage(schedule), calibration);
   if (!report) return tl::unexpected(report.error());
   Plan plan{std::move(*report), std::move(schedule)};
   FillBytes(plan.schedule, plan.partition, cost::DtypeBytes(config.model.dtype));

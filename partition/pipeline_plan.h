@@ -7,11 +7,11 @@
 //   plan->schedule; plan->partition.cells[0].last_layer;
 #pragma once
 
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "cost_models/calibration.h"
 #include "cost_models/config.h"
 #include "ir/schedule.h"
 #include "partition/plan.h"
@@ -28,10 +28,12 @@ struct PlanOverrides {
   // Verify the built schedule (a builder bug is a runtime error). `search`
   // skips it: every builder's output is verified over a grid by the tests.
   bool verify = true;
-  // Builds the `auto` schedule from a skeleton plan (zb-h1's compute-only
-  // schedule, which fixes the partition) and the config in use: the op times
-  // and memory come from the caller's cost model (simulate::AutoScheduler).
-  std::function<Result<ir::Schedule>(const cost::Config&, const Plan&)> build_auto;
+  // Times the cells are balanced with and the `auto` schedule is planned
+  // with (as cost::CostsFromPlan charges them with it); null: the catalogue's.
+  const cost::Calibration* calibration = nullptr;
+  // The memory the `auto` schedule plans to (0: the config's
+  // /pipeline/memory_cap, or the devices'); see cost::AutoMemoryCap.
+  double memory_cap_bytes = 0;
   // The compute-only schedule ir::BuildShape gives for this schedule, K, M
   // and chunks, already built (search keeps one per shape); null: build it.
   const ir::Schedule* shape = nullptr;
@@ -48,20 +50,25 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& ove
 // cell k runs on device placement[k], the cluster is re-indexed so, and each
 // device's memory is shared evenly by the stages it holds.
 Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const ir::Schedule& schedule,
-                                             const std::vector<int>& in_flight);
+                                             const std::vector<int>& in_flight,
+                                             const cost::Calibration* calibration = nullptr);
 
 // PartitionForSchedule in two steps, for callers that share cuts: the first
 // layer of each cell, then the cells' report.
 Result<std::vector<int>> CutForSchedule(const cost::Config& config, const ir::Schedule& schedule,
-                                        const std::vector<int>& in_flight);
+                                        const std::vector<int>& in_flight,
+                                        const cost::Calibration* calibration = nullptr);
 PartitionReport DescribeForSchedule(const cost::Config& config, const ir::Schedule& schedule,
-                                    const std::vector<int>& in_flight, const std::vector<int>& first_layers);
+                                    const std::vector<int>& in_flight, const std::vector<int>& first_layers,
+                                    const cost::Calibration* calibration = nullptr);
 
 // For a schedule read from a file: partitions the config's model into the
 // schedule's stages (placing stage s on cluster device placement[s]) and
 // fills every comm and all-reduce op whose bytes are unknown (0). `source`
-// names the schedule in messages (its file).
+// names the schedule in messages (its file); `calibration` times the cells
+// as for PlanFromConfig.
 Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule,
-                             std::string_view source = "the schedule");
+                             std::string_view source = "the schedule",
+                             const cost::Calibration* calibration = nullptr);
 
 }  // namespace twinpipe::partition

@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "cost_models/comm_model.h"
-#include "cost_models/compute_model.h"
 #include "cost_models/memory_model.h"
 
 namespace twinpipe::partition {
@@ -23,23 +23,57 @@ bool AllUserCosts(const Config& c) {
   return true;
 }
 
-// Seconds of one micro-batch's F + B (+ R when recomputing) of layer i.
-double LayerStepTime(const Config& c, const cost::Device& d, int i) {
-  const auto& layer = c.model.layers[i];
-  const double mb = static_cast<double>(c.training.MicroBatchSize());
-  auto t = [&](ir::OpKind k) {
-    return cost::LayerOpTime(layer, k, d, c.model.dtype, c.cluster.GemmEfficiency(d), mb, &c.cluster.link);
-  };
-  double s = t(ir::OpKind::kForward) + t(ir::OpKind::kBackward);
-  if (ir::InsertsRecompute(c.pipeline.recompute)) s += t(ir::OpKind::kRecompute);
-  return s;
-}
+// The layers' times as the simulator charges them (cost::CostsFromPlan):
+// a calibration's device profile in place of the catalogue's figures, its
+// op fits, and its link's latency and bandwidth for transfers inside a node.
+class Timing {
+ public:
+  Timing(const Config& c, const cost::Calibration* cal) : cal_(cal) {
+    if (cal && cal->profile) profiled_ = cost::WithProfile(c, *cal);
+    intra_ = c.cluster.link;
+    if (cal && cal->latency_s) intra_.latency_s = *cal->latency_s;
+    if (cal && cal->bandwidth) intra_.bandwidth = *cal->bandwidth;
+  }
+  // The config the layers are timed with.
+  const Config& Of(const Config& c) const { return profiled_ ? *profiled_ : c; }
+  // Seconds of one micro-batch's F + B (+ R when recomputing) of each layer
+  // on the config's device `d`, without the fit's fixed seconds per op.
+  std::vector<double> LayerStepTimes(const Config& c, int d) const {
+    const Config& use = Of(c);
+    const cost::CalibratedOpTimes times(use, cal_, use.cluster.devices[d]);
+    const bool recompute = ir::InsertsRecompute(c.pipeline.recompute);
+    std::vector<double> step(use.model.layers.size());
+    for (size_t i = 0; i < step.size(); ++i) {
+      const int layer = static_cast<int>(i);
+      step[i] = times.Layer(ir::OpKind::kForward, layer) + times.Layer(ir::OpKind::kBackward, layer);
+      if (recompute) step[i] += times.Layer(ir::OpKind::kRecompute, layer);
+    }
+    return step;
+  }
+  // The fit's fixed seconds per cell for its F + B (+ R): the same for
+  // every cell, so it moves no cut, but the cells' times include it.
+  double CellOverhead(const Config& c) const {
+    auto overhead = [&](ir::OpKind kind) {
+      const cost::OpFit* fit = cost::FitFor(cal_, kind);
+      return fit ? fit->overhead_s : 0.0;
+    };
+    double s = overhead(ir::OpKind::kForward) + overhead(ir::OpKind::kBackward);
+    if (ir::InsertsRecompute(c.pipeline.recompute)) s += overhead(ir::OpKind::kRecompute);
+    return s;
+  }
+  const cost::Link& IntraLink() const { return intra_; }
+
+ private:
+  const cost::Calibration* cal_;
+  std::optional<Config> profiled_;
+  cost::Link intra_;
+};
 
 // The links a cut's transfer can take, as classes of PartitionProblem::cut_costs.
 enum CutLink { kInsideNode = 0, kBetweenNodes = 1, kNoTransfer = 2 };
 
 // The link cell k's outgoing transfer takes, as the simulator charges it
-// (SimCosts::TransferSeconds).
+// (PlanCosts::TransferSeconds).
 CutLink CutLinkOf(const Config& c, int k, const std::vector<int>* placement) {
   const int K = c.pipeline.stages;
   if (k + 1 >= K) return kNoTransfer;
@@ -48,12 +82,12 @@ CutLink CutLinkOf(const Config& c, int k, const std::vector<int>* placement) {
   return c.NodeOf(from) != c.NodeOf(to) ? kBetweenNodes : kInsideNode;
 }
 
-double CutTime(const Config& c, CutLink link, double bytes_per_sample) {
+double CutTime(const Config& c, const Timing& timing, CutLink link, double bytes_per_sample) {
   if (link == kNoTransfer) return 0;
   const double bytes = bytes_per_sample * static_cast<double>(c.training.MicroBatchSize());
-  const cost::Link& over = link == kBetweenNodes ? c.cluster.inter_node_link : c.cluster.link;
+  const cost::Link& over = link == kBetweenNodes ? c.cluster.inter_node_link : timing.IntraLink();
   // Activation forward, gradient backward.
-  return 2 * cost::BoundaryTransferTime(over, bytes, c.BoundaryGatherRanks(), c.cluster.link);
+  return 2 * cost::BoundaryTransferTime(over, bytes, c.BoundaryGatherRanks(), timing.IntraLink());
 }
 
 // Most micro-batches in flight per stage: the caller's, counted on the
@@ -66,7 +100,8 @@ std::vector<int> InFlight(const Config& c, const std::vector<int>* given) {
 }  // namespace
 
 PartitionProblem BuildProblem(const Config& c, const std::vector<int>* given_in_flight,
-                              const std::vector<int>* placement) {
+                              const std::vector<int>* placement, const cost::Calibration* calibration) {
+  const Timing timing(c, calibration);
   const int L = static_cast<int>(c.model.layers.size()), K = c.pipeline.stages;
   PartitionProblem p;
   p.num_layers = L;
@@ -87,9 +122,8 @@ PartitionProblem BuildProblem(const Config& c, const std::vector<int>* given_in_
     if (user) {
       for (int i = 0; i < L; ++i) prefix[i + 1] = prefix[i] + *c.model.layers[i].cost * slowdown;
     } else {
-      cost::ForEachLayerTime(
-          c.model, 0, L - 1, [&](int i) { return LayerStepTime(c, *d, i); },
-          [&](int i, double t) { prefix[i + 1] = prefix[i] + t; });
+      const std::vector<double> step = timing.LayerStepTimes(c, static_cast<int>(d - c.cluster.devices.data()));
+      for (int i = 0; i < L; ++i) prefix[i + 1] = prefix[i] + step[i];
     }
     p.prefix.push_back(std::move(prefix));
   }
@@ -97,7 +131,7 @@ PartitionProblem BuildProblem(const Config& c, const std::vector<int>* given_in_
   p.cut_costs.assign(3, std::vector<double>(std::max(0, L - 1), 0.0));
   if (!user) {
     for (const CutLink link : {kInsideNode, kBetweenNodes}) {
-      for (int j = 0; j + 1 < L; ++j) p.cut_costs[link][j] = CutTime(c, link, cut[j]);
+      for (int j = 0; j + 1 < L; ++j) p.cut_costs[link][j] = CutTime(c, timing, link, cut[j]);
     }
   }
   for (int k = 0; k < K; ++k) p.cut_class.push_back(CutLinkOf(c, k, placement));
@@ -115,7 +149,9 @@ PartitionProblem BuildProblem(const Config& c, const std::vector<int>* given_in_
 }
 
 PartitionReport DescribePartition(const Config& c, const std::vector<int>& firsts, const std::vector<int>* given_in_flight,
-                                  const std::vector<int>* placement) {
+                                  const std::vector<int>* placement, const cost::Calibration* calibration) {
+  const Timing timing(c, calibration);
+  const double overhead = timing.CellOverhead(c);
   const int L = static_cast<int>(c.model.layers.size()), K = static_cast<int>(firsts.size());
   const auto cut = cost::CutBytes(c.model);
   const auto in_flight = InFlight(c, given_in_flight);
@@ -135,12 +171,10 @@ PartitionReport DescribePartition(const Config& c, const std::vector<int>& first
     auto times =
         std::find_if(timed.begin(), timed.end(), [&](const auto& entry) { return cost::SameTiming(*entry.first, d); });
     if (times == timed.end()) {
-      std::vector<double> step(L);
-      cost::ForEachLayerTime(
-          c.model, 0, L - 1, [&](int i) { return LayerStepTime(c, d, i); }, [&](int i, double t) { step[i] = t; });
-      timed.emplace_back(&d, std::move(step));
+      timed.emplace_back(&d, timing.LayerStepTimes(c, k));
       times = timed.end() - 1;
     }
+    cell.time_s = overhead;
     for (int i = cell.first_layer; i <= cell.last_layer; ++i) {
       cell.time_s += times->second[i];
       cell.params += c.model.layers[i].params;
@@ -148,7 +182,7 @@ PartitionReport DescribePartition(const Config& c, const std::vector<int>& first
     }
     if (cell.last_layer + 1 < L) {
       cell.boundary_bytes = cut[cell.last_layer] * mb;
-      cell.time_s += CutTime(c, CutLinkOf(c, k, placement), cut[cell.last_layer]);
+      cell.time_s += CutTime(c, timing, CutLinkOf(c, k, placement), cut[cell.last_layer]);
     }
     if (!user) cell.cost = cell.time_s;
     cost::MemoryInputs in{c.training.bytes_per_param, mb, in_flight[k], c.pipeline.recompute};
@@ -162,8 +196,8 @@ PartitionReport DescribePartition(const Config& c, const std::vector<int>& first
 }
 
 Result<std::vector<int>> CutLayers(const Config& c, const std::string& algorithm, const std::vector<int>* in_flight,
-                                   const std::vector<int>* placement) {
-  const PartitionProblem p = BuildProblem(c, in_flight, placement);
+                                   const std::vector<int>* placement, const cost::Calibration* calibration) {
+  const PartitionProblem p = BuildProblem(c, in_flight, placement, calibration);
   Result<Partition> part = Fail(fmt::format("unknown partition algorithm '{}': expected one of {}", algorithm,
                                             fmt::join(cost::PartitionAlgorithms(), ", ")));
   if (algorithm == "gpipe") part = MinVariance(p);
@@ -180,10 +214,10 @@ Result<std::vector<int>> CutLayers(const Config& c, const std::string& algorithm
 }
 
 Result<PartitionReport> PlanPartition(const Config& c, const std::string& algorithm, const std::vector<int>* in_flight,
-                                      const std::vector<int>* placement) {
-  auto firsts = CutLayers(c, algorithm, in_flight, placement);
+                                      const std::vector<int>* placement, const cost::Calibration* calibration) {
+  auto firsts = CutLayers(c, algorithm, in_flight, placement, calibration);
   if (!firsts) return tl::unexpected(firsts.error());
-  PartitionReport r = DescribePartition(c, *firsts, in_flight, placement);
+  PartitionReport r = DescribePartition(c, *firsts, in_flight, placement, calibration);
   r.algorithm = algorithm;
   return r;
 }

@@ -1,7 +1,8 @@
 // From a config to a partition report: builds the partitioning problem from
-// the cost models (layer times per device kind, transfer time per cut, memory
-// per cell for the configured schedule), runs the chosen algorithm and
-// describes each cell.
+// the cost models (layer times per device kind as the simulator charges them,
+// with a calibration where one is given; transfer time per cut; memory per
+// cell for the configured schedule), runs the chosen algorithm and describes
+// each cell.
 //
 //   Result<PartitionReport> r = PlanPartition(config, "minmax");
 //   r->cells[0].last_layer; r->bottleneck_s;
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cost_models/calibration.h"
 #include "cost_models/config.h"
 #include "cost_models/plan.h"
 #include "ir/result.h"
@@ -27,24 +29,31 @@ using cost::PartitionReport;
 // configured schedule again to count them. `placement` (per stage, its
 // pipeline device; default stage k on device k) decides which link each
 // cut's transfer takes: none between stages on one device, the inter-node
-// link between devices on two nodes (Config::NodeOf).
+// link between devices on two nodes (Config::NodeOf). `calibration` (may
+// be null) times the layers and cuts as cost::CostsFromPlan does with it.
 PartitionProblem BuildProblem(const cost::Config& config, const std::vector<int>* in_flight = nullptr,
-                              const std::vector<int>* placement = nullptr);
+                              const std::vector<int>* placement = nullptr,
+                              const cost::Calibration* calibration = nullptr);
 
 // Runs gpipe | minmax | memory | manual. Bad manual indices are bad input
 // (exit 2); a model that does not fit in memory is a runtime failure (exit 1).
 Result<PartitionReport> PlanPartition(const cost::Config& config, const std::string& algorithm,
                                       const std::vector<int>* in_flight = nullptr,
-                                      const std::vector<int>* placement = nullptr);
+                                      const std::vector<int>* placement = nullptr,
+                                      const cost::Calibration* calibration = nullptr);
 
 // PlanPartition's cut alone: the first layer of each cell.
 Result<std::vector<int>> CutLayers(const cost::Config& config, const std::string& algorithm,
                                    const std::vector<int>* in_flight = nullptr,
-                                   const std::vector<int>* placement = nullptr);
+                                   const std::vector<int>* placement = nullptr,
+                                   const cost::Calibration* calibration = nullptr);
 
-// Describes the cells of a given partition.
+// Describes the cells of a given partition: each cell's time_s is the
+// F + B (+ R) the simulator charges it (with the calibration's per-op
+// overheads) and its outgoing transfers.
 PartitionReport DescribePartition(const cost::Config& config, const std::vector<int>& first_layers,
                                   const std::vector<int>* in_flight = nullptr,
-                                  const std::vector<int>* placement = nullptr);
+                                  const std::vector<int>* placement = nullptr,
+                                  const cost::Calibration* calibration = nullptr);
 
 }  // namespace twinpipe::partition

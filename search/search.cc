@@ -16,7 +16,7 @@
 #include "cost_models/memory_model.h"
 #include "ir/builders.h"
 #include "partition/pipeline_plan.h"
-#include "simulate/costs.h"
+#include "cost_models/plan_costs.h"
 #include "simulate/engine.h"
 
 namespace twinpipe::search {
@@ -64,7 +64,7 @@ using PlanKey = std::tuple<int, int, int, std::string, int, int, int, bool, std:
 // cells and the placement), shared by the points whose cut cannot differ.
 struct Cut {
   cost::Plan skeleton;  // the partition, and the schedule's placement without programs
-  simulate::SimCosts costs;
+  simulate::PlanCosts costs;
 };
 // What a cut depends on: tensor and sequence parallelism, recompute, the
 // replica's batch and micro-batches, the algorithm, and the shape's class
@@ -161,7 +161,7 @@ struct Searcher {
     for (const auto& program : sh.schedule.programs) {
       int last = -1;
       for (const ir::Op& op : program) {
-        const int slot = simulate::ComputeSlot(op.kind);
+        const int slot = cost::ComputeSlot(op.kind);
         if (slot < 0) continue;  // STEP: no stage
         last = ir::IsInputBackward(op.kind) ? op.stage : -1;
         ++sh.ops[op.stage][slot];
@@ -190,10 +190,10 @@ struct Searcher {
       auto [cut, solve] = time_cuts.try_emplace(TimeCutKey{c.tensor_parallel, c.sequence_parallel, runs_r,
                                                            c.batch / c.micro_batches, c.partition, s.placement});
       if (solve) {
-        if (auto f = partition::CutForSchedule(work, s, shape.in_flight)) cut->second = std::move(*f);
+        if (auto f = partition::CutForSchedule(work, s, shape.in_flight, calibration)) cut->second = std::move(*f);
       }
       firsts = cut->second;
-    } else if (auto f = partition::CutForSchedule(work, s, shape.in_flight)) {
+    } else if (auto f = partition::CutForSchedule(work, s, shape.in_flight, calibration)) {
       firsts = std::move(*f);
     }
     if (!firsts) return nullptr;
@@ -202,9 +202,9 @@ struct Searcher {
                                                             shape.cut_class, *firsts});
     if (describe) {
       // The costs need the placement only: a shape without programs.
-      cost::Plan skeleton{partition::DescribeForSchedule(work, s, shape.in_flight, *firsts),
+      cost::Plan skeleton{partition::DescribeForSchedule(work, s, shape.in_flight, *firsts, calibration),
                           ir::Schedule{s.num_stages, s.num_micro_batches, s.num_devices, c.replicas, s.placement, {}}};
-      simulate::SimCosts costs = simulate::CostsFromPlan(work, skeleton, calibration);
+      simulate::PlanCosts costs = cost::CostsFromPlan(work, skeleton, calibration);
       d->second = std::make_shared<const Cut>(Cut{std::move(skeleton), std::move(costs)});
     }
     it->second = d->second;
@@ -249,10 +249,10 @@ struct Searcher {
     if (!cut) return b;
     b.runs = true;
     const ir::Schedule& s = shape->schedule;
-    const simulate::SimCosts& costs = cut->costs;
-    const int F = simulate::ComputeSlot(ir::OpKind::kForward), R = simulate::ComputeSlot(ir::OpKind::kRecompute);
-    const int B = simulate::ComputeSlot(ir::OpKind::kBackward), I = simulate::ComputeSlot(ir::OpKind::kBackwardInput),
-              W = simulate::ComputeSlot(ir::OpKind::kBackwardWeight);
+    const simulate::PlanCosts& costs = cut->costs;
+    const int F = cost::ComputeSlot(ir::OpKind::kForward), R = cost::ComputeSlot(ir::OpKind::kRecompute);
+    const int B = cost::ComputeSlot(ir::OpKind::kBackward), I = cost::ComputeSlot(ir::OpKind::kBackwardInput),
+              W = cost::ComputeSlot(ir::OpKind::kBackwardWeight);
     const double M = c.micro_batches;
     const double recomputes = c.recompute == ir::RecomputeMode::kFull         ? M
                               : c.recompute == ir::RecomputeMode::kExceptLast ? M - 1
@@ -359,11 +359,11 @@ struct Searcher {
     const ir::Schedule& s = shape->schedule;
     if (c.schedule == ir::kAutoSchedule) {
       const ir::AutoProblem problem =
-          simulate::AutoProblemFor(work, cut->skeleton, cut->costs, simulate::AutoMemoryCap(work, cap));
+          cost::AutoProblemFor(work, cut->skeleton, cut->costs, cost::AutoMemoryCap(work, cap));
       const int64_t ops = 3 * int64_t{s.num_stages} * s.num_micro_batches;
       it->second = ir::AutoLeastPeak(problem, cut->costs.static_bytes, std::max<int64_t>(1, ops / 10), enough);
     } else {
-      it->second = simulate::ComputeStreamPeak(s, c.recompute, cut->costs);
+      it->second = cost::ComputeStreamPeak(s, c.recompute, cut->costs);
     }
     return it->second;
   }
@@ -398,7 +398,8 @@ struct Searcher {
     if (it == memo.end()) {
       partition::PlanOverrides overrides;
       overrides.verify = false;
-      overrides.build_auto = simulate::AutoScheduler(calibration, cap);
+      overrides.calibration = calibration;
+      overrides.memory_cap_bytes = cap;
       overrides.shape = &shape->schedule;
       overrides.partition = &cut->skeleton.partition;
       auto plan = partition::PlanFromConfig(work, overrides);

@@ -8,7 +8,7 @@
 
 #include "ir/builders.h"
 #include "partition/pipeline_plan.h"
-#include "simulate/costs.h"
+#include "cost_models/plan_costs.h"
 #include "simulate/engine.h"
 
 namespace twinpipe::search {
@@ -77,10 +77,11 @@ std::vector<Point> SimulateEveryPoint(const std::string& text, double cap,
               const cost::Config c = Load(j.dump());
               Point p{j};
               partition::PlanOverrides own;
-              own.build_auto = simulate::AutoScheduler(calibration, std::isfinite(cap) ? cap : 0);
+              own.calibration = calibration;
+              own.memory_cap_bytes = std::isfinite(cap) ? cap : 0;
               auto plan = partition::PlanFromConfig(c, own);
               if (plan) {
-                auto sim = simulate::Simulate(plan->schedule, simulate::CostsFromPlan(c, *plan, calibration));
+                auto sim = simulate::Simulate(plan->schedule, cost::CostsFromPlan(c, *plan, calibration));
                 EXPECT_TRUE(sim);
                 p.throughput = static_cast<double>(batch) * (D / K) / sim->step_time_s;
                 for (const auto& d : sim->devices) p.peak = std::max(p.peak, d.peak_memory_bytes);
@@ -142,11 +143,9 @@ TEST(Search, BestEqualsTheBestOfSimulatingEveryPointAlone) {
     // The best, written as a config, is a point the oracle simulated alike.
     const auto written = CandidateConfig(nlohmann::ordered_json::parse(kConfig), *r->best, 4, cap);
     const cost::Config c = Load(written.dump());
-    partition::PlanOverrides own;
-    own.build_auto = simulate::AutoScheduler(nullptr, 0);  // the written config's cap
-    auto plan = partition::PlanFromConfig(c, own);
+    auto plan = partition::PlanFromConfig(c);  // the written config's cap
     ASSERT_TRUE(plan);
-    auto sim = simulate::Simulate(plan->schedule, simulate::CostsFromPlan(c, *plan));
+    auto sim = simulate::Simulate(plan->schedule, cost::CostsFromPlan(c, *plan));
     ASSERT_TRUE(sim);
     EXPECT_NEAR(sim->step_time_s, r->best->step_time_s, 1e-12);
     // Nothing on the front is over the cap, or beaten on both axes.
@@ -275,7 +274,7 @@ TEST(MaxLayers, ReportedDepthFitsAndOneMoreDoesNot) {
       c.pipeline.partition = cut;
       auto plan = partition::PlanFromConfig(c);
       if (!plan) continue;
-      auto sim = simulate::Simulate(plan->schedule, simulate::CostsFromPlan(c, *plan));
+      auto sim = simulate::Simulate(plan->schedule, cost::CostsFromPlan(c, *plan));
       bool ok = true;
       for (const auto& d : sim->devices) ok = ok && d.peak_memory_bytes <= cap;
       if (ok) return true;

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "simulate/costs.h"
+#include "cost_models/plan_costs.h"
 #include "simulate/report.h"
 #include "ir/builders.h"
 #include "ir/passes.h"
@@ -142,20 +142,20 @@ TEST(Calibration, FileRoundTripsAndBadFilesNameThePath) {
   cal.command = "twinpipe calibrate x.json --config c.json";
   cal.compute["F"] = OpFit{1e-5, {{"linear", 2.5}}, 7};
   cal.latency_s = 1e-6;
-  const std::string text = WriteCalibration(cal);
-  auto back = ReadCalibration(text, "cal.json");
+  const std::string text = cost::WriteCalibration(cal);
+  auto back = cost::ReadCalibration(text, "cal.json");
   ASSERT_TRUE(back) << back.error().message;
-  EXPECT_EQ(WriteCalibration(*back), text);
-  EXPECT_EQ(ReadCalibration("{}", "cal.json").error().message, "cal.json: /format: expected \"twinpipe-calibration\"");
-  EXPECT_EQ(ReadCalibration(R"({"format": "twinpipe-calibration", "compute": {"Q": {}}})", "cal.json").error().message,
+  EXPECT_EQ(cost::WriteCalibration(*back), text);
+  EXPECT_EQ(cost::ReadCalibration("{}", "cal.json").error().message, "cal.json: /format: expected \"twinpipe-calibration\"");
+  EXPECT_EQ(cost::ReadCalibration(R"({"format": "twinpipe-calibration", "compute": {"Q": {}}})", "cal.json").error().message,
             "cal.json: /compute/Q: expected an op kind (F, B, I, W, R)");
   // A profile written before the kernel floor was fitted reads as none.
   const std::string profile = R"({"format": "twinpipe-calibration", "profile": {"gemm_efficiency": 0.9,
       "bandwidth_efficiency": 0.8, "launch_overhead_s": 1e-5)";
-  auto old = ReadCalibration(profile + "}}", "cal.json");
+  auto old = cost::ReadCalibration(profile + "}}", "cal.json");
   ASSERT_TRUE(old && old->profile) << old.error().message;
   EXPECT_EQ(old->profile->kernel_floor_s, 0);
-  EXPECT_EQ(ReadCalibration(profile + R"(, "kernel_floor_s": -1}})", "cal.json").error().message,
+  EXPECT_EQ(cost::ReadCalibration(profile + R"(, "kernel_floor_s": -1}})", "cal.json").error().message,
             "cal.json: /profile/kernel_floor_s: expected a number >= 0 and at most 1");
 }
 
@@ -164,7 +164,7 @@ TEST(SerialComm, SendsAndReceivesOccupyTheWorker) {
   // forward waits for its first send; overlapped, it does not.
   ir::Schedule s = *ir::BuildByName("gpipe", 2, 2);
   ASSERT_TRUE(ir::InsertComm(s, {{1000000}, {1000000}}));
-  SimCosts c = UniformCosts(s, 1e-3, 2e-3);
+  PlanCosts c = UniformCosts(s, 1e-3, 2e-3);
   c.link = cost::Link{.name = "l", .latency_s = 0, .bandwidth = 1e9};  // 1 ms per transfer
   auto overlapped = Simulate(s, c);
   c.comm_on_compute_stream = true;

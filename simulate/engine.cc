@@ -9,46 +9,12 @@
 #include "cost_models/comm_model.h"
 #include "ir/channels.h"
 #include "ir/huge_page_allocator.h"
-#include "simulate/dependencies.h"
+#include "simulate/engine_parts.h"
 
 namespace twinpipe::simulate {
 
 using ir::Op;
 using ir::OpKind;
-
-int ComputeSlot(OpKind kind) {
-  switch (kind) {
-    case OpKind::kForward: return 0;
-    case OpKind::kBackward: return 1;
-    case OpKind::kBackwardInput: return 2;
-    case OpKind::kBackwardWeight: return 3;
-    case OpKind::kRecompute: return 4;
-    default: return -1;
-  }
-}
-
-bool SimCosts::Unshared() const {
-  if (link.contention != cost::Contention::kPerPair) return false;
-  for (int32_t n : node) {
-    if (n != node.front()) return inter_node_link.contention == cost::Contention::kPerPair;
-  }
-  return true;
-}
-
-double SimCosts::GatherSeconds(double bytes) const {
-  return cost::BoundaryGatherTime(bytes, boundary_gather_ranks, link);
-}
-
-SimCosts UniformCosts(const ir::Schedule& s, double forward_s, double backward_s) {
-  SimCosts c;
-  c.compute_s.assign(s.num_stages, {forward_s, backward_s, backward_s / 2, backward_s / 2, forward_s});
-  c.step_s.assign(s.num_devices, 0.0);
-  c.link = cost::Link{.name = "free", .latency_s = 0, .bandwidth = std::numeric_limits<double>::infinity()};
-  c.activation_bytes.assign(s.num_stages, 0.0);
-  c.input_bytes.assign(s.num_stages, 0.0);
-  c.static_bytes.assign(s.num_devices, 0.0);
-  return c;
-}
 
 namespace {
 
@@ -77,7 +43,7 @@ struct Transfer {
   int32_t channel = 0;
   int32_t domain = 0;
   // 0 latency, 1 data, (host-staged) 2 latency, 3 data; then the
-  // receivers' all-gather where there is one (SimCosts::GatherSeconds).
+  // receivers' all-gather where there is one (PlanCosts::GatherSeconds).
   int8_t phase = 0;
   double bytes = 0;
   bool inter = false;    // between nodes: on the inter-node link
@@ -116,7 +82,7 @@ struct Engine {
 
 class Simulator {
  public:
-  Simulator(const ir::Schedule& s, const SimCosts& c) : s_(s), c_(c), deps_(s) {}
+  Simulator(const ir::Schedule& s, const PlanCosts& c) : s_(s), c_(c), deps_(s) {}
 
   Result<SimResult> Run();
 
@@ -147,7 +113,7 @@ class Simulator {
   }
 
   const ir::Schedule& s_;
-  const SimCosts& c_;
+  const PlanCosts& c_;
   const Dependencies deps_;
   double now_ = 0;
   uint64_t seq_ = 0;
@@ -500,7 +466,7 @@ namespace {
 
 // Checks the costs' shape; renumbers a copy when the ids are not canonical.
 template <typename Engine>
-Result<SimResult> Checked(const ir::Schedule& schedule, const SimCosts& costs, Engine engine) {
+Result<SimResult> Checked(const ir::Schedule& schedule, const PlanCosts& costs, Engine engine) {
   const int32_t K = schedule.num_stages, D = schedule.num_devices;
   if (static_cast<int32_t>(costs.compute_s.size()) != K || static_cast<int32_t>(costs.activation_bytes.size()) != K ||
       static_cast<int32_t>(costs.input_bytes.size()) != K || static_cast<int32_t>(costs.step_s.size()) != D ||
@@ -523,8 +489,8 @@ Result<SimResult> Checked(const ir::Schedule& schedule, const SimCosts& costs, E
 
 }  // namespace
 
-Result<SimResult> SimulateEventDriven(const ir::Schedule& schedule, const SimCosts& costs) {
-  return Checked(schedule, costs, [](const ir::Schedule& s, const SimCosts& c) { return Simulator(s, c).Run(); });
+Result<SimResult> SimulateEventDriven(const ir::Schedule& schedule, const PlanCosts& costs) {
+  return Checked(schedule, costs, [](const ir::Schedule& s, const PlanCosts& c) { return Simulator(s, c).Run(); });
 }
 
 namespace {
@@ -534,7 +500,7 @@ namespace {
 // under way at once: then sharing never happened and the run is the
 // event-driven engine's, but for rounding. Each transfer counts from its
 // start to the end of its last byte (latency included: conservative).
-bool NothingShared(const ir::Schedule& s, const SimCosts& c, const SimResult& r) {
+bool NothingShared(const ir::Schedule& s, const PlanCosts& c, const SimResult& r) {
   struct Span {
     double begin, end;
   };
@@ -567,8 +533,8 @@ bool NothingShared(const ir::Schedule& s, const SimCosts& c, const SimResult& r)
 
 }  // namespace
 
-Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs, const SimOptions& options) {
-  auto in_order = [&](const ir::Schedule& s, const SimCosts& c) { return SimulateInOrder(s, c, options); };
+Result<SimResult> Simulate(const ir::Schedule& schedule, const PlanCosts& costs, const SimOptions& options) {
+  auto in_order = [&](const ir::Schedule& s, const PlanCosts& c) { return SimulateInOrder(s, c, options); };
   if (costs.Unshared() || costs.comm_on_compute_stream) return Checked(schedule, costs, in_order);
   // Shared links where transfers rarely meet (a pipeline's sends between
   // nodes, far apart next to its compute): the fast engine's run stands
@@ -576,6 +542,16 @@ Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs, 
   auto r = Checked(schedule, costs, in_order);
   if (r && NothingShared(schedule, costs, *r)) return r;
   return SimulateEventDriven(schedule, costs);
+}
+
+std::optional<MemoryOverflow> FirstOverflow(const cost::Config& c, const SimResult& r) {
+  for (size_t d = 0; d < r.devices.size(); ++d) {
+    const double capacity = c.cluster.devices[d].memory_bytes;
+    if (r.devices[d].peak_memory_bytes > capacity) {
+      return MemoryOverflow{static_cast<int>(d), r.devices[d].peak_memory_bytes, capacity};
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace twinpipe::simulate

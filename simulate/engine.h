@@ -10,17 +10,18 @@
 // with the transfers active in its contention domain. Compute ops wait for
 // their data: the receive or the same-device op that produced their input.
 //
-//   SimCosts costs = UniformCosts(schedule, /*forward_s=*/1e-3, /*backward_s=*/2e-3);
+//   PlanCosts costs = UniformCosts(schedule, /*forward_s=*/1e-3, /*backward_s=*/2e-3);
 //   Result<SimResult> r = Simulate(schedule, costs);
 //   r->step_time_s; r->bubble_fraction;
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
-#include "cost_models/catalogue.h"
-#include "cost_models/comm_model.h"
+#include "cost_models/config.h"
+#include "cost_models/plan_costs.h"
 #include "ir/huge_page_allocator.h"
 #include "ir/passes.h"
 #include "ir/result.h"
@@ -30,58 +31,10 @@ namespace twinpipe::simulate {
 
 using ir::BigVector;
 
-// Index into SimCosts::compute_s for F, B, I, W, R.
-int ComputeSlot(ir::OpKind kind);
-
-struct SimCosts {
-  std::vector<std::array<double, 5>> compute_s;  // [stage][F, B, I, W, R]: seconds per micro-batch
-  std::vector<double> step_s;                    // [device]: the optimizer step
-  cost::Link link;                               // every device pair inside a node, and between replicas
-  // Several nodes: the node of each pipeline device (replica 0's); a transfer
-  // between two nodes runs on `inter_node_link` and shares its contention
-  // domain (a sender's port, for InfiniBand). Empty: one node.
-  std::vector<int32_t> node;
-  cost::Link inter_node_link;
-  // Nodes the replicas of a pipeline device span: above 1, the data-parallel
-  // all-reduce crosses `inter_node_link` (one port per GPU).
-  int32_t replica_nodes = 1;
-  const cost::Link& LinkBetween(int32_t src, int32_t dst) const {
-    return !node.empty() && node[src] != node[dst] ? inter_node_link : link;
-  }
-  // Above 1: a pipeline transfer carries 1/t of the boundary per GPU of a
-  // t-GPU tensor-parallel group, and the receivers all-gather the whole
-  // boundary over `link` before it can be used (Megatron's scatter-gather
-  // without sequence parallelism; with it the boundary stays sharded).
-  int32_t boundary_gather_ranks = 1;
-  // Seconds of that all-gather after a transfer of `bytes` per GPU (0 without).
-  double GatherSeconds(double bytes) const;
-  // Seconds from the start of an idle transfer of `bytes` (per GPU) from
-  // device `src` to `dst` until the receiver holds the boundary: the transfer
-  // on its link, then the all-gather where there is one.
-  double TransferSeconds(int32_t src, int32_t dst, double bytes) const {
-    return cost::BoundaryTransferTime(LinkBetween(src, dst), bytes, boundary_gather_ranks, link);
-  }
-  // Every channel carries one transfer at a time, sharing with none.
-  bool Unshared() const;
-  std::vector<double> activation_bytes;          // [stage]: what F keeps per micro-batch without recompute
-  std::vector<double> input_bytes;               // [stage]: the boundary input kept with recompute
-  // [stage]: what a micro-batch keeps from its I to its W (the weight
-  // gradients' inputs and output gradients; the Zero Bubble paper's M_W).
-  // Empty: the whole activation, as the executors keep it.
-  std::vector<double> pending_bytes;
-  double PendingBytes(int32_t stage) const {
-    return pending_bytes.empty() ? activation_bytes[stage] : pending_bytes[stage];
-  }
-  std::vector<double> static_bytes;              // [device]: parameters, gradients, optimizer state
-  // The CPU executor's workers run their sends and receives themselves, in
-  // program order, between compute ops: a send occupies its device for the
-  // transfer, a receive until the data is there. GPU devices overlap them,
-  // unless the config says its framework's transfers block (Megatron-LM).
-  bool comm_on_compute_stream = false;
-};
-
-// Free communication, no memory, every stage alike: the closed-form setting.
-SimCosts UniformCosts(const ir::Schedule& schedule, double forward_s, double backward_s);
+// The costs the engines charge: cost_models/plan_costs.h.
+using cost::ComputeSlot;
+using cost::PlanCosts;
+using cost::UniformCosts;
 
 struct DeviceStats {
   double busy_s = 0;            // compute engine busy time
@@ -130,15 +83,7 @@ struct SimOptions {
   bool timeline = true;
 };
 
-Result<SimResult> Simulate(const ir::Schedule& schedule, const SimCosts& costs, const SimOptions& options = {});
-
-// A lower bound on the peak of the plan made from a compute-only schedule
-// (as ir::BuildShape makes it: no comm, R only where `recompute` inserts
-// it) on its fullest device, static bytes included, without simulating:
-// each device's compute stream's own memory (a forward's activation, what it
-// keeps, a restored one, the I-to-W bytes) walked in program order as the
-// engines count it, the received buffers left out.
-double ComputeStreamPeak(const ir::Schedule& shape, ir::RecomputeMode recompute, const SimCosts& costs);
+Result<SimResult> Simulate(const ir::Schedule& schedule, const PlanCosts& costs, const SimOptions& options = {});
 
 // The two engines, for tests that hold one against the other. The in-order
 // engine gives every transfer its link's whole bandwidth: exact where no two
@@ -146,7 +91,15 @@ double ComputeStreamPeak(const ir::Schedule& shape, ir::RecomputeMode recompute,
 // per-device ports (kPerDevice) when comm runs on the compute stream, so
 // that a device sends one message at a time. On a host-shared link
 // (kHost) with comm on the compute stream it does not model the sharing.
-Result<SimResult> SimulateEventDriven(const ir::Schedule& schedule, const SimCosts& costs);
-Result<SimResult> SimulateInOrder(const ir::Schedule& schedule, const SimCosts& costs, const SimOptions& options = {});
+Result<SimResult> SimulateEventDriven(const ir::Schedule& schedule, const PlanCosts& costs);
+Result<SimResult> SimulateInOrder(const ir::Schedule& schedule, const PlanCosts& costs, const SimOptions& options = {});
+
+struct MemoryOverflow {
+  int device = 0;
+  double peak_bytes = 0, capacity_bytes = 0;
+};
+
+// The first device whose predicted peak exceeds its memory, if any.
+std::optional<MemoryOverflow> FirstOverflow(const cost::Config& config, const SimResult& result);
 
 }  // namespace twinpipe::simulate

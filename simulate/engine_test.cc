@@ -162,7 +162,7 @@ TEST(Simulate, RecomputeInTheBackwardWaitsForTheGradient) {
           const double step = in_backward ? (M + K - 1) * (2 * tf + tb)
                                            : (M + K - 1) * tf + M * (tf + tb) + (K - 1) * tb;
           for (const bool in_order : {false, true}) {
-            const SimCosts c = UniformCosts(s, tf, tb);
+            const PlanCosts c = UniformCosts(s, tf, tb);
             auto r = in_order ? SimulateInOrder(s, c) : Simulate(s, c);
             ASSERT_TRUE(r) << r.error().message;
             EXPECT_NEAR(r->step_time_s, step, 1e-9 * step)
@@ -194,7 +194,7 @@ TEST(Simulate, StashedMicroBatchesPeakAsTheScheduleSays) {
 TEST(Simulate, MemoryFollowsStashedActivations) {
   // GPipe without recompute holds M micro-batches of activations at once.
   const Schedule s = Build("gpipe", 2, 4);
-  SimCosts c = UniformCosts(s, 1e-3, 2e-3);
+  PlanCosts c = UniformCosts(s, 1e-3, 2e-3);
   c.activation_bytes = {100, 10};
   c.static_bytes = {1000, 2000};
   auto r = Simulate(s, c);
@@ -204,7 +204,7 @@ TEST(Simulate, MemoryFollowsStashedActivations) {
   EXPECT_DOUBLE_EQ(r->memory[0].back().second, 1000);  // all freed after the step
   // With recompute, only the boundary input stays, plus one working set.
   const Schedule rs = Build("gpipe", 2, 4, ir::RecomputeMode::kFull);
-  SimCosts rc = UniformCosts(rs, 1e-3, 2e-3);
+  PlanCosts rc = UniformCosts(rs, 1e-3, 2e-3);
   rc.activation_bytes = {100, 10};
   rc.input_bytes = {5, 1};
   auto rr = Simulate(rs, rc);
@@ -214,7 +214,7 @@ TEST(Simulate, MemoryFollowsStashedActivations) {
 
 TEST(Simulate, OneTransferCostsLatencyPlusBytesOverBandwidth) {
   const Schedule s = Build("gpipe", 2, 1, ir::RecomputeMode::kNone, 1000000);
-  SimCosts c = UniformCosts(s, 1e-3, 2e-3);
+  PlanCosts c = UniformCosts(s, 1e-3, 2e-3);
   c.link = cost::Link{.name = "l", .latency_s = 1e-4, .bandwidth = 1e9};
   auto r = Simulate(s, c);
   ASSERT_TRUE(r);
@@ -231,7 +231,7 @@ TEST(Simulate, ConcurrentTransfersInOneDomainShareBandwidth) {
   // GPipe K=3, M=2; stage 1's forward is free, so device 0's second send and
   // device 1's first send start together at t = 2 ms.
   const Schedule s = Build("gpipe", 3, 2, ir::RecomputeMode::kNone, 1000000);
-  SimCosts c = UniformCosts(s, 1e-3, 2e-3);
+  PlanCosts c = UniformCosts(s, 1e-3, 2e-3);
   c.compute_s[1][0] = 0;
   c.link = cost::Link{.name = "l", .latency_s = 0, .bandwidth = 1e9};  // 1 ms per transfer alone
   const auto& a = Find(s, OpKind::kSendF, 0, 1);
@@ -256,7 +256,7 @@ TEST(Simulate, RingAllReduceOverlapsTheRestOfBackward) {
   ASSERT_TRUE(ir::InsertComm(s, {}));
   ir::InsertAllReduce(s, {4000000, 4000000});
   ASSERT_TRUE(ir::Verify(s).empty());
-  SimCosts c = UniformCosts(s, 1e-3, 2e-3);
+  PlanCosts c = UniformCosts(s, 1e-3, 2e-3);
   c.link = cost::Link{.name = "l", .latency_s = 1e-5, .bandwidth = 1e9, .collective_efficiency = 0.8};
   auto r = Simulate(s, c);
   ASSERT_TRUE(r) << r.error().message;
@@ -270,7 +270,7 @@ TEST(Simulate, RingAllReduceOverlapsTheRestOfBackward) {
 
 TEST(Simulate, CriticalPathEndsAtTheStepAndIsContiguous) {
   const Schedule s = Build("1f1b", 4, 8, ir::RecomputeMode::kNone, 1 << 20);
-  SimCosts c = UniformCosts(s, 1e-3, 2e-3);
+  PlanCosts c = UniformCosts(s, 1e-3, 2e-3);
   c.link = cost::Link{.name = "l", .latency_s = 1e-5, .bandwidth = 1e10};
   auto r = Simulate(s, c);
   ASSERT_TRUE(r);
@@ -284,7 +284,7 @@ TEST(Simulate, CriticalPathEndsAtTheStepAndIsContiguous) {
 
 TEST(Simulate, DeterministicToTheByte) {
   const Schedule s = Build("1f1b", 6, 12, ir::RecomputeMode::kFull, 12345);
-  SimCosts c = UniformCosts(s, 1.3e-3, 2.9e-3);
+  PlanCosts c = UniformCosts(s, 1.3e-3, 2.9e-3);
   c.link = cost::Link{.name = "l", .latency_s = 3e-6, .bandwidth = 7e9, .contention = cost::Contention::kHost};
   auto a = Simulate(s, c);
   auto b = Simulate(s, c);
@@ -310,7 +310,7 @@ TEST(Simulate, AScheduleThatCannotProgressNamesTheBlockedOps) {
 
 TEST(Simulate, TraceRoundTripsThroughJson) {
   const Schedule s = Build("gpipe", 3, 4, ir::RecomputeMode::kExceptLast, 4096);
-  SimCosts c = UniformCosts(s, 1e-3, 2e-3);
+  PlanCosts c = UniformCosts(s, 1e-3, 2e-3);
   c.activation_bytes = {10, 20, 30};
   auto r = Simulate(s, c);
   ASSERT_TRUE(r);
@@ -350,7 +350,7 @@ void ExpectAgree(const Result<SimResult>& a, const Result<SimResult>& b, const s
   EXPECT_NEAR(a->end_s[a->critical_path.back()], b->end_s[b->critical_path.back()], tol);
 }
 
-void ExpectSameResults(const ir::Schedule& s, const SimCosts& c, const std::string& what) {
+void ExpectSameResults(const ir::Schedule& s, const PlanCosts& c, const std::string& what) {
   ExpectAgree(SimulateInOrder(s, c), SimulateEventDriven(s, c), what);
 }
 
@@ -368,7 +368,7 @@ TEST(Engines, SharedLinksGiveTheEventDrivenResult) {
           std::vector<int64_t> bytes;
           for (int b = 0; b + 1 < s.num_stages; ++b) bytes.push_back(1000000 * (b % 3 + 1));
           ASSERT_TRUE(ir::InsertComm(s, {bytes, bytes}));
-          SimCosts c = UniformCosts(s, 1e-3, 2.5e-3);
+          PlanCosts c = UniformCosts(s, 1e-3, 2.5e-3);
           for (int st = 0; st < s.num_stages; ++st) c.compute_s[st][0] *= 1 + 0.3 * st;
           c.link = cost::Link{.name = "l", .latency_s = 2e-5, .bandwidth = bandwidth, .contention = contention};
           c.activation_bytes.assign(s.num_stages, 5e6);
@@ -405,7 +405,7 @@ TEST(Engines, InOrderAndEventDrivenAgree) {
           ASSERT_TRUE(ir::InsertComm(s, {bytes, bytes}));
           std::vector<int64_t> grads(K, 3000000);
           ir::InsertAllReduce(s, grads);
-          SimCosts c = UniformCosts(s, 1e-3, 2.5e-3);
+          PlanCosts c = UniformCosts(s, 1e-3, 2.5e-3);
           for (int st = 0; st < K; ++st) c.compute_s[st][0] *= 1 + 0.3 * st;  // uneven cells
           c.link = cost::Link{.name = "l", .latency_s = 2e-5, .bandwidth = 2e9};
           c.activation_bytes.assign(K, 5e6);
@@ -451,7 +451,7 @@ TEST(Simulate, ZeroBubbleH2IsAParallelogram) {
                          Row{32, 128, 10.408, 10.204, 7.703, 0.408, 0.0490}, Row{4, 8, 1, 1, 1, 0, -1},
                          Row{3, 12, 1, 1, 1, 0, -1}, Row{4, 8, 2, 2, 0.5, 0.1, -1}}) {
     const Schedule s = Build("zb-h2", row.K, row.M);
-    SimCosts c = UniformCosts(s, row.f * 1e-3, (row.b + row.w) * 1e-3);
+    PlanCosts c = UniformCosts(s, row.f * 1e-3, (row.b + row.w) * 1e-3);
     for (auto& t : c.compute_s) t = {row.f * 1e-3, (row.b + row.w) * 1e-3, row.b * 1e-3, row.w * 1e-3, row.f * 1e-3};
     c.link.latency_s = row.comm * 1e-3;
     auto r = Simulate(s, c);
@@ -488,8 +488,8 @@ ir::AutoProblem PaperProblem(int K, int M, double f, double b, double w, double 
   return p;
 }
 
-SimCosts CostsOf(const Schedule& s, const ir::AutoProblem& p, double comm) {
-  SimCosts c = UniformCosts(s, 0, 0);
+PlanCosts CostsOf(const Schedule& s, const ir::AutoProblem& p, double comm) {
+  PlanCosts c = UniformCosts(s, 0, 0);
   for (int st = 0; st < p.stages; ++st) {
     c.compute_s[st] = {p.forward_s[st], p.input_s[st] + p.weight_s[st], p.input_s[st], p.weight_s[st],
                        p.forward_s[st]};
@@ -546,7 +546,7 @@ TEST(Simulate, ComputeStreamPeakIsThePeakWithoutBuffers) {
             for (const int64_t bytes : {0, 1 << 20}) {
               auto shape = ir::BuildShape(name, K, M, v);
               ASSERT_TRUE(shape) << name;
-              SimCosts c = UniformCosts(*shape, 1e-3, 2e-3);
+              PlanCosts c = UniformCosts(*shape, 1e-3, 2e-3);
               for (int st = 0; st < shape->num_stages; ++st) {
                 c.activation_bytes[st] = u(rng) * 1e8;
                 c.input_bytes[st] = mode == ir::RecomputeMode::kNone ? c.activation_bytes[st]
@@ -631,7 +631,7 @@ TEST(Simulate, AutoScheduleStaysUnderItsMemoryLimit) {
     const std::vector<int64_t> crossing(boundary.begin(), boundary.end() - 1);
     ir::InsertComm(*s, {crossing, crossing});
     ASSERT_TRUE(ir::Verify(*s).empty()) << "trial " << trial;
-    SimCosts c = CostsOf(*s, p, 0);
+    PlanCosts c = CostsOf(*s, p, 0);
     for (int st = 0; st < K; ++st) {
       // With recompute the I's time holds R; F keeps only its input.
       c.compute_s[st][4] = trial % 2 ? p.input_s[st] / 2 : p.forward_s[st];

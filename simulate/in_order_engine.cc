@@ -12,7 +12,7 @@
 
 #include "cost_models/comm_model.h"
 #include "ir/channels.h"
-#include "simulate/dependencies.h"
+#include "simulate/engine_parts.h"
 #include "simulate/engine.h"
 
 namespace twinpipe::simulate {
@@ -49,7 +49,7 @@ bool IsComputeEngineOp(OpKind k) { return ComputeSlot(k) >= 0 || k == OpKind::kS
 
 }  // namespace
 
-Result<SimResult> SimulateInOrder(const ir::Schedule& s, const SimCosts& c, const SimOptions& options) {
+Result<SimResult> SimulateInOrder(const ir::Schedule& s, const PlanCosts& c, const SimOptions& options) {
   const Dependencies deps(s);
   const int32_t D = s.num_devices;
   const int64_t n = deps.size();

@@ -9,15 +9,15 @@
 #include "cost_models/comm_model.h"
 #include "partition/pipeline_plan.h"
 #include "partition/plan.h"
-#include "simulate/costs.h"
-#include "simulate/dependencies.h"
+#include "cost_models/plan_costs.h"
+#include "simulate/engine_parts.h"
 #include "simulate/engine.h"
 
 namespace twinpipe::simulate {
 namespace {
 
 struct Placed {
-  SimCosts costs;
+  PlanCosts costs;
   cost::Plan plan;
   SimResult result;
 };
@@ -34,7 +34,7 @@ Placed Simulate(int devices, int gpus_per_node, int t = 1, bool sp = false, cons
   EXPECT_TRUE(c) << c.error().message;
   auto plan = partition::PlanFromConfig(*c);
   EXPECT_TRUE(plan) << plan.error().message;
-  SimCosts costs = CostsFromPlan(*c, *plan);
+  PlanCosts costs = CostsFromPlan(*c, *plan);
   auto r = simulate::Simulate(plan->schedule, costs);
   EXPECT_TRUE(r) << r.error().message;
   return {costs, std::move(*plan), std::move(*r)};

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/lines.h"
-#include "simulate/costs.h"
+#include "cost_models/plan_costs.h"
 #include "simulate/engine.h"
 
 namespace twinpipe::simulate {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "partition/pipeline_plan.h"
-#include "simulate/costs.h"
+#include "cost_models/plan_costs.h"
 #include "simulate/runs.h"
 
 namespace twinpipe::simulate {
@@ -14,11 +14,8 @@ namespace {
 
 // As the program plans a run (cli/plan_source.cc).
 Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source) {
-  return simulate::ReadRuns(text, source, [](const cost::Config& config) {
-    partition::PlanOverrides overrides;
-    overrides.build_auto = AutoScheduler(nullptr, 0);
-    return partition::PlanFromConfig(config, overrides);
-  });
+  return simulate::ReadRuns(text, source,
+                            [](const cost::Config& config) { return partition::PlanFromConfig(config); });
 }
 
 std::string RunLine(int layers, int d, int stages, int replicas, int batch, int micro_batch, double t,
@@ -65,7 +62,7 @@ TEST(Runs, TheFitRecoversTheProfileThatMadeTheRuns) {
   ASSERT_TRUE(v);
   EXPECT_LT(v->mape, 1e-3);
   // The calibration file keeps the profile.
-  auto again = ReadCalibration(WriteCalibration(*fit), "cal.json");
+  auto again = cost::ReadCalibration(cost::WriteCalibration(*fit), "cal.json");
   ASSERT_TRUE(again && again->profile);
   EXPECT_DOUBLE_EQ(again->profile->launch_overhead_s, fit->profile->launch_overhead_s);
   EXPECT_DOUBLE_EQ(again->profile->kernel_floor_s, fit->profile->kernel_floor_s);

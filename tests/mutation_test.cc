@@ -15,7 +15,7 @@
 #include "ir/passes.h"
 #include "ir/verifier.h"
 #include "partition/pipeline_plan.h"
-#include "simulate/costs.h"
+#include "cost_models/plan_costs.h"
 #include "simulate/engine.h"
 
 namespace twinpipe {
@@ -49,7 +49,7 @@ void Check(const ir::Schedule& mutant, const cost::Config& config, const cost::P
   }
   ++counts.accepted;
   cost::Plan plan{base.partition, s};
-  auto sim = simulate::Simulate(s, simulate::CostsFromPlan(config, plan));
+  auto sim = simulate::Simulate(s, cost::CostsFromPlan(config, plan));
   ASSERT_TRUE(sim) << what << ": " << sim.error().message;
   auto run = execute::ExecuteCpu(config, plan, {1, 5});
   ASSERT_TRUE(run) << what << ": " << run.error().message;

@@ -1,0 +1,96 @@
+// A calibration: cost-model coefficients fitted to measurements, its file,
+// and the op times it predicts. Per op kind (F, B, I, W, R): a scale on each
+// layer kind's predicted roofline time plus a fixed overhead per op; the
+// link's latency and bandwidth; the optimizer step's overhead and time per
+// parameter; or a device profile (GEMM and bandwidth fractions, host time
+// and GPU floor per framework op) fitted to a table of runs. Fitting lives in
+// simulate/ (simulate/calibration.h); everything that prices a plan reads it
+// here, so the partitioner, the auto builder and both engines charge alike.
+//
+//   Result<Calibration> cal = ReadCalibration(text, "cal.json");
+//   double f_s = CalibratedOpTime(config, &*cal, 0, 3, ir::OpKind::kForward, config.cluster.devices[0]);
+#pragma once
+
+#include <array>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cost_models/config.h"
+#include "ir/result.h"
+
+namespace twinpipe::cost {
+
+struct OpFit {
+  double overhead_s = 0;                        // per op
+  std::map<std::string, double> scale;          // per layer kind: x predicted roofline time
+  int samples = 0;
+};
+
+// A device profile's coefficients fitted to a table of runs' iteration
+// times (`calibrate --runs`, simulate/runs.h): they replace the catalogue's
+// figures for every device of the calibrated kind.
+struct ProfileFit {
+  double gemm_efficiency = 0;       // achievable fraction of GEMM peak
+  double bandwidth_efficiency = 0;  // achievable fraction of memory bandwidth
+  double launch_overhead_s = 0;     // host time per framework op
+  double kernel_floor_s = 0;        // GPU time per framework op beyond its bytes and FLOPs
+  int runs = 0;                     // fitted on
+};
+
+struct Calibration {
+  std::string device;    // the device kind measured
+  std::string commit;    // of twinpipe, when known
+  std::string command;   // that produced it
+  std::map<std::string, OpFit> compute;         // by op kind name ("F", "B", ...)
+  std::optional<double> latency_s, bandwidth;   // the link, bytes/s
+  std::optional<double> step_overhead_s, step_seconds_per_param;
+  std::optional<ProfileFit> profile;
+};
+
+// The config with the calibration's device profile (if any) in place of the
+// catalogue's, for every device of the calibrated kind.
+Config WithProfile(const Config& config, const Calibration& calibration);
+
+std::string WriteCalibration(const Calibration& calibration);
+Result<Calibration> ReadCalibration(std::string_view text, std::string_view source);
+
+// The calibration's fit for op kind `kind`, if any (R without samples of its
+// own takes F's); null without a calibration.
+const OpFit* FitFor(const Calibration* calibration, ir::OpKind kind);
+
+// Predicted roofline seconds of one micro-batch of layer i for op `kind`,
+// without the device's launch overhead (which a fit's own overhead replaces):
+// what a calibration's per-layer-kind scales multiply.
+double RooflineOpTime(const Config& config, int layer, ir::OpKind kind, const Device& device);
+
+// Seconds of op kind `kind` for one micro-batch of the cell's layers, as the
+// calibration predicts (the uncalibrated roofline where it has no fit; R
+// without samples of its own takes F's fit). A null calibration: the
+// catalogue's figures.
+double CalibratedOpTime(const Config& config, const Calibration* calibration, int first_layer, int last_layer,
+                        ir::OpKind kind, const Device& device);
+
+// CalibratedOpTime for many cells of one model and device, for F, B, I, W
+// and R: the layers' times taken once (a cell's first layer is not timed
+// again where it costs what the layer before it does), each cell's summed
+// in the same order.
+class CalibratedOpTimes {
+ public:
+  static constexpr std::array<ir::OpKind, 5> kKinds = {ir::OpKind::kForward, ir::OpKind::kBackward,
+                                                       ir::OpKind::kBackwardInput, ir::OpKind::kBackwardWeight,
+                                                       ir::OpKind::kRecompute};
+  CalibratedOpTimes(const Config& config, const Calibration* calibration, const Device& device);
+  double Cell(ir::OpKind kind, int first_layer, int last_layer) const;  // equals CalibratedOpTime's
+  // One layer's seconds for `kind`, without the fit's per-op overhead.
+  double Layer(ir::OpKind kind, int layer) const { return layer_s_[layer][Slot(kind)]; }
+
+ private:
+  static size_t Slot(ir::OpKind kind);
+  std::array<const OpFit*, kKinds.size()> fits_{};
+  std::vector<std::array<double, kKinds.size()>> layer_s_;
+};
+
+}  // namespace twinpipe::cost

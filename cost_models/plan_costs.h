@@ -1,0 +1,131 @@
+// What a plan costs and holds: per stage the seconds of each compute op kind
+// (the cell's layers summed by the compute model, or as a calibration
+// predicts them), per device the optimizer step, the links, and the one
+// memory model: the bytes each op takes when it starts and gives back when it
+// ends. The partitioner balances with these times, the `auto` builder plans
+// with them, the search bounds with them and both simulator engines charge
+// them, so every consumer of a plan reads one model.
+//
+//   PlanCosts costs = CostsFromPlan(config, plan, calibration);
+//   double f_s = costs.compute_s[0][ComputeSlot(ir::OpKind::kForward)];
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "cost_models/calibration.h"
+#include "cost_models/catalogue.h"
+#include "cost_models/comm_model.h"
+#include "cost_models/config.h"
+#include "cost_models/memory_model.h"
+#include "cost_models/plan.h"
+#include "ir/builders.h"
+#include "ir/dependencies.h"
+#include "ir/passes.h"
+#include "ir/schedule.h"
+
+namespace twinpipe::cost {
+
+// Index into PlanCosts::compute_s for F, B, I, W, R; -1 for other kinds.
+int ComputeSlot(ir::OpKind kind);
+
+struct PlanCosts {
+  std::vector<std::array<double, 5>> compute_s;  // [stage][F, B, I, W, R]: seconds per micro-batch
+  std::vector<double> step_s;                    // [device]: the optimizer step
+  Link link;                                     // every device pair inside a node, and between replicas
+  // Several nodes: the node of each pipeline device (replica 0's); a transfer
+  // between two nodes runs on `inter_node_link` and shares its contention
+  // domain (a sender's port, for InfiniBand). Empty: one node.
+  std::vector<int32_t> node;
+  Link inter_node_link;
+  // Nodes the replicas of a pipeline device span: above 1, the data-parallel
+  // all-reduce crosses `inter_node_link` (one port per GPU).
+  int32_t replica_nodes = 1;
+  const Link& LinkBetween(int32_t src, int32_t dst) const {
+    return !node.empty() && node[src] != node[dst] ? inter_node_link : link;
+  }
+  // Above 1: a pipeline transfer carries 1/t of the boundary per GPU of a
+  // t-GPU tensor-parallel group, and the receivers all-gather the whole
+  // boundary over `link` before it can be used (Megatron's scatter-gather
+  // without sequence parallelism; with it the boundary stays sharded).
+  int32_t boundary_gather_ranks = 1;
+  // Seconds of that all-gather after a transfer of `bytes` per GPU (0 without).
+  double GatherSeconds(double bytes) const;
+  // Seconds from the start of an idle transfer of `bytes` (per GPU) from
+  // device `src` to `dst` until the receiver holds the boundary: the transfer
+  // on its link, then the all-gather where there is one.
+  double TransferSeconds(int32_t src, int32_t dst, double bytes) const {
+    return BoundaryTransferTime(LinkBetween(src, dst), bytes, boundary_gather_ranks, link);
+  }
+  // Every channel carries one transfer at a time, sharing with none.
+  bool Unshared() const;
+  std::vector<double> activation_bytes;          // [stage]: what F keeps per micro-batch without recompute
+  std::vector<double> input_bytes;               // [stage]: what a recomputed micro-batch keeps (CellActivations)
+  // [stage]: what a micro-batch keeps from its I to its W (the weight
+  // gradients' inputs and output gradients; the Zero Bubble paper's M_W).
+  // Empty: the whole activation, as the executors keep it.
+  std::vector<double> pending_bytes;
+  double PendingBytes(int32_t stage) const {
+    return pending_bytes.empty() ? activation_bytes[stage] : pending_bytes[stage];
+  }
+  std::vector<double> static_bytes;              // [device]: parameters, gradients, optimizer state
+  // The CPU executor's workers run their sends and receives themselves, in
+  // program order, between compute ops: a send occupies its device for the
+  // transfer, a receive until the data is there. GPU devices overlap them,
+  // unless the config says its framework's transfers block (Megatron-LM).
+  bool comm_on_compute_stream = false;
+};
+
+// Free communication, no memory, every stage alike: the closed-form setting.
+PlanCosts UniformCosts(const ir::Schedule& schedule, double forward_s, double backward_s);
+
+// The costs of a plan. With a calibration, its fitted coefficients replace
+// the catalogue's (a device profile for its device kind, op fits, link, step).
+PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibration* calibration = nullptr);
+
+// ---- The one memory model: per-op deltas (the cells' bytes: cost_models/memory_model.h) ----
+
+// Memory an op takes when it starts and gives back when it ends (bytes on
+// its device): F materialises the cell's activations and, when its
+// (stage, micro-batch) is recomputed, keeps only what CellActivations keeps
+// at its end; R rebuilds them; the last backward (B, or W after I) frees
+// them; the op that consumes a received boundary frees its buffer. (The
+// buffer itself is taken when its transfer starts: the engines charge it.)
+double MemoryAtStart(const PlanCosts& costs, const ir::Op& op);
+double MemoryAtEnd(const ir::Dependencies& deps, const PlanCosts& costs, const ir::Op& op);
+inline double MemoryAtStart(const ir::Dependencies& deps, const PlanCosts& costs, int32_t id) {
+  return MemoryAtStart(costs, deps.op(id));
+}
+inline double MemoryAtEnd(const ir::Dependencies& deps, const PlanCosts& costs, int32_t id) {
+  return MemoryAtEnd(deps, costs, deps.op(id));
+}
+
+// A lower bound on the peak of the plan made from a compute-only schedule
+// (as ir::BuildShape makes it: no comm, R only where `recompute` inserts
+// it) on its fullest device, static bytes included, without simulating:
+// each device's compute stream's own memory (MemoryAtStart / MemoryAtEnd
+// without received buffers) walked in program order, as the engines count it.
+double ComputeStreamPeak(const ir::Schedule& shape, ir::RecomputeMode recompute, const PlanCosts& costs);
+
+// Seconds of a compute, STEP or ALLREDUCE op. (A transfer: TransferTime.)
+double OpDuration(const ir::Op& op, const PlanCosts& costs, int32_t replicas);
+
+// ---- The `auto` schedule ----
+
+// The `auto` schedule's problem for a skeleton plan (one stage per device):
+// its op times and activation memory from `costs` (CostsFromPlan of the
+// skeleton), transfers on their links, and per stage the memory cap (at
+// most the device's own; 0: that) less its parameters, optimizer state and
+// two received boundaries.
+ir::AutoProblem AutoProblemFor(const Config& config, const Plan& skeleton, const PlanCosts& costs,
+                               double memory_cap_bytes);
+// The cap the auto schedule plans to: `memory_cap_bytes` when above 0, else
+// the config's /pipeline/memory_cap (0: the devices').
+double AutoMemoryCap(const Config& config, double memory_cap_bytes);
+// The `auto` schedule for a skeleton plan, planned with the times and memory
+// this model (and calibration) charges, to AutoMemoryCap(config, memory_cap_bytes).
+Result<ir::Schedule> BuildAutoSchedule(const Config& config, const Plan& skeleton, const Calibration* calibration,
+                                       double memory_cap_bytes);
+
+}  // namespace twinpipe::cost
