@@ -7,6 +7,7 @@
 #include "cost_models/generators.h"
 #include "cost_models/memory_model.h"
 #include "cost_models/model.h"
+#include "ir/builders.h"
 
 namespace twinpipe::cost {
 namespace {
@@ -79,23 +80,23 @@ TEST(CutBytes, SkipConnectionsKeepTensorsLive) {
 }
 
 TEST(MemoryModel, RecomputeKeepsOnlyBoundaryInputs) {
-  const Model m = Chain();
-  const auto cut = CutBytes(m);
+  const Model m_chain = Chain();
+  const auto cut = CutBytes(m_chain);
   // Cell = layers 1..2: params 200 + 300; stash 50 + 50 per sample; input 20
   // (layer 0's output); output 22. Micro-batch 4, 3 in flight, 12 B/param.
-  MemoryInputs in{12, 4, 3, ir::RecomputeMode::kNone};
-  CellMemory none = CellPeakMemory(m, cut, 1, 2, in);
-  EXPECT_DOUBLE_EQ(none.params_bytes, 500 * 12);
-  EXPECT_DOUBLE_EQ(none.stash_bytes, 3 * 100 * 4);
-  EXPECT_DOUBLE_EQ(none.working_bytes, 0);
-  EXPECT_DOUBLE_EQ(none.boundary_bytes, 2 * (20 + 22) * 4);
-  in.recompute = ir::RecomputeMode::kFull;
-  CellMemory full = CellPeakMemory(m, cut, 1, 2, in);
-  EXPECT_DOUBLE_EQ(full.stash_bytes, 3 * 20 * 4);
-  // R rebuilds what the recomputed micro-batch does not keep: its input is
-  // already among the kept bytes.
-  EXPECT_DOUBLE_EQ(full.working_bytes, (100 - 20) * 4);
-  EXPECT_DOUBLE_EQ(full.total_bytes, 6000 + 240 + 320 + 336);
+  // One stage, GPipe, 3 micro-batches: all three forwards, then the backwards.
+  auto shape = ir::BuildShape("gpipe", 1, 3);
+  ASSERT_TRUE(shape);
+  const auto none = StagePeaks(*shape, ir::RecomputeMode::kNone), full = StagePeaks(*shape, ir::RecomputeMode::kFull);
+  CellMemory m = CellPeakMemory(m_chain, cut, 1, 2, MemoryInputs{12, 4, &none[0]});
+  EXPECT_DOUBLE_EQ(m.params_bytes, 500 * 12);
+  EXPECT_DOUBLE_EQ(m.activation_bytes, 3 * 100 * 4);
+  EXPECT_DOUBLE_EQ(m.boundary_bytes, 2 * (20 + 22) * 4);
+  m = CellPeakMemory(m_chain, cut, 1, 2, MemoryInputs{12, 4, &full[0]});
+  // Three micro-batches keep their input; the one being recomputed rebuilds
+  // the rest of its activations (its input is among the kept bytes).
+  EXPECT_DOUBLE_EQ(m.activation_bytes, 3 * 20 * 4 + (100 - 20) * 4);
+  EXPECT_DOUBLE_EQ(m.total_bytes, 6000 + 240 + 320 + 336);
 }
 
 TEST(MemoryModel, InFlightFollowsTheSchedule) {
@@ -130,14 +131,14 @@ TEST(Memory, TableEqualsTheCellSum) {
     const auto cut = CutBytes(m);
     const CellMemoryTable table(m, cut);
     for (auto mode : {ir::RecomputeMode::kNone, ir::RecomputeMode::kFull, ir::RecomputeMode::kExceptLast}) {
-      for (int in_flight : {1, 3}) {
-        const MemoryInputs in{12, 2, in_flight, mode};
+      for (const std::string schedule : {"gpipe", "1f1b"}) {
+        const auto peaks = StagePeaks(schedule, 2, 3, 0, mode);
+        const MemoryInputs in{12, 2, &peaks[0]};
         for (int a = 0; a < L; ++a) {
           for (int b = a; b < L; ++b) {
             const CellMemory want = CellPeakMemory(m, cut, a, b, in), got = table.Peak(a, b, in);
             EXPECT_NEAR(got.total_bytes, want.total_bytes, 1e-9 * want.total_bytes) << a << ".." << b;
-            EXPECT_NEAR(got.working_bytes, want.working_bytes, 1e-9 * want.total_bytes) << a << ".." << b;
-            EXPECT_NEAR(got.stash_bytes, want.stash_bytes, 1e-9 * want.total_bytes) << a << ".." << b;
+            EXPECT_NEAR(got.activation_bytes, want.activation_bytes, 1e-9 * want.total_bytes) << a << ".." << b;
           }
         }
       }

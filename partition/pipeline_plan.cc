@@ -83,7 +83,7 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
   }
   const cost::Config& use = named ? *named : config;
   auto report = o.partition ? Result<PartitionReport>(*o.partition)
-                            : PartitionForSchedule(use, s, cost::InFlightPerStage(s), o.calibration);
+                            : PartitionForSchedule(use, s, cost::StagePeaks(s, recompute), o.calibration);
   if (!report) return tl::unexpected(report.error());
   if (automatic) {
     Plan skeleton{std::move(*report), std::move(s)};
@@ -130,23 +130,23 @@ std::optional<cost::Config> Staged(const cost::Config& config, const ir::Schedul
 
 // The two steps on the config Staged gives (nothing: the config's own).
 Result<std::vector<int>> CutStaged(const cost::Config& config, const std::optional<cost::Config>& staged,
-                                   const ir::Schedule& schedule, const std::vector<int>& in_flight,
+                                   const ir::Schedule& schedule, const std::vector<cost::StagePeak>& peaks,
                                    const cost::Calibration* calibration) {
-  if (!staged) return CutLayers(config, config.pipeline.partition, &in_flight, nullptr, calibration);
+  if (!staged) return CutLayers(config, config.pipeline.partition, &peaks, nullptr, calibration);
   // The staged config lists a device per stage; the nodes and links are the
   // schedule's devices'.
-  return CutLayers(*staged, staged->pipeline.partition, &in_flight, &schedule.placement, calibration);
+  return CutLayers(*staged, staged->pipeline.partition, &peaks, &schedule.placement, calibration);
 }
 
 PartitionReport DescribeStaged(const cost::Config& config, const std::optional<cost::Config>& staged,
-                               const ir::Schedule& schedule, const std::vector<int>& in_flight,
+                               const ir::Schedule& schedule, const std::vector<cost::StagePeak>& peaks,
                                const std::vector<int>& first_layers, const cost::Calibration* calibration) {
   if (!staged) {
-    PartitionReport report = DescribePartition(config, first_layers, &in_flight, nullptr, calibration);
+    PartitionReport report = DescribePartition(config, first_layers, &peaks, nullptr, calibration);
     report.algorithm = config.pipeline.partition;
     return report;
   }
-  PartitionReport report = DescribePartition(*staged, first_layers, &in_flight, &schedule.placement, calibration);
+  PartitionReport report = DescribePartition(*staged, first_layers, &peaks, &schedule.placement, calibration);
   report.algorithm = staged->pipeline.partition;
   for (auto& cell : report.cells) cell.device = schedule.placement[cell.device];
   return report;
@@ -155,22 +155,22 @@ PartitionReport DescribeStaged(const cost::Config& config, const std::optional<c
 }  // namespace
 
 Result<std::vector<int>> CutForSchedule(const cost::Config& config, const ir::Schedule& schedule,
-                                        const std::vector<int>& in_flight, const cost::Calibration* calibration) {
-  return CutStaged(config, Staged(config, schedule), schedule, in_flight, calibration);
+                                        const std::vector<cost::StagePeak>& peaks, const cost::Calibration* calibration) {
+  return CutStaged(config, Staged(config, schedule), schedule, peaks, calibration);
 }
 
 PartitionReport DescribeForSchedule(const cost::Config& config, const ir::Schedule& schedule,
-                                    const std::vector<int>& in_flight, const std::vector<int>& first_layers,
+                                    const std::vector<cost::StagePeak>& peaks, const std::vector<int>& first_layers,
                                     const cost::Calibration* calibration) {
-  return DescribeStaged(config, Staged(config, schedule), schedule, in_flight, first_layers, calibration);
+  return DescribeStaged(config, Staged(config, schedule), schedule, peaks, first_layers, calibration);
 }
 
 Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const ir::Schedule& schedule,
-                                             const std::vector<int>& in_flight, const cost::Calibration* calibration) {
+                                             const std::vector<cost::StagePeak>& peaks, const cost::Calibration* calibration) {
   const auto staged = Staged(config, schedule);  // once: it copies the config
-  auto firsts = CutStaged(config, staged, schedule, in_flight, calibration);
+  auto firsts = CutStaged(config, staged, schedule, peaks, calibration);
   if (!firsts) return tl::unexpected(firsts.error());
-  return DescribeStaged(config, staged, schedule, in_flight, *firsts, calibration);
+  return DescribeStaged(config, staged, schedule, peaks, *firsts, calibration);
 }
 
 Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule, std::string_view source,
@@ -191,7 +191,7 @@ Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule, 
   // and placement. Filling unknown bytes afterwards keeps it verified (a
   // send and its receive are both unknown, or the verifier compared them).
   if (auto ok = ir::VerifyOrFail(schedule, source); !ok) return tl::unexpected(ok.error());
-  auto report = PartitionForSchedule(config, schedule, cost::InFlightPerStage(schedule), calibration);
+  auto report = PartitionForSchedule(config, schedule, cost::StagePeaks(schedule, config.pipeline.recompute), calibration);
   if (!report) return tl::unexpected(report.error());
   Plan plan{std::move(*report), std::move(schedule)};
   FillBytes(plan.schedule, plan.partition, cost::DtypeBytes(config.model.dtype));

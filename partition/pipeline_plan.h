@@ -13,6 +13,7 @@
 
 #include "cost_models/calibration.h"
 #include "cost_models/config.h"
+#include "cost_models/memory_model.h"
 #include "ir/schedule.h"
 #include "partition/plan.h"
 
@@ -44,22 +45,22 @@ struct PlanOverrides {
 
 Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& overrides = {});
 
-// The config's model cut into a built schedule's stages, given the most
-// micro-batches each stage holds in flight (cost::InFlightPerStage). One
+// The config's model cut into a built schedule's stages, given each stage's
+// activation peak under it (cost::StagePeaks). One
 // stage per device in order: the config's own partition problem; otherwise
 // cell k runs on device placement[k], the cluster is re-indexed so, and each
 // device's memory is shared evenly by the stages it holds.
 Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const ir::Schedule& schedule,
-                                             const std::vector<int>& in_flight,
+                                             const std::vector<cost::StagePeak>& peaks,
                                              const cost::Calibration* calibration = nullptr);
 
 // PartitionForSchedule in two steps, for callers that share cuts: the first
 // layer of each cell, then the cells' report.
 Result<std::vector<int>> CutForSchedule(const cost::Config& config, const ir::Schedule& schedule,
-                                        const std::vector<int>& in_flight,
+                                        const std::vector<cost::StagePeak>& peaks,
                                         const cost::Calibration* calibration = nullptr);
 PartitionReport DescribeForSchedule(const cost::Config& config, const ir::Schedule& schedule,
-                                    const std::vector<int>& in_flight, const std::vector<int>& first_layers,
+                                    const std::vector<cost::StagePeak>& peaks, const std::vector<int>& first_layers,
                                     const cost::Calibration* calibration = nullptr);
 
 // For a schedule read from a file: partitions the config's model into the

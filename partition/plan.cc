@@ -90,16 +90,17 @@ double CutTime(const Config& c, const Timing& timing, CutLink link, double bytes
   return 2 * cost::BoundaryTransferTime(over, bytes, c.BoundaryGatherRanks(), timing.IntraLink());
 }
 
-// Most micro-batches in flight per stage: the caller's, counted on the
-// schedule it built, or else from building the configured one.
-std::vector<int> InFlight(const Config& c, const std::vector<int>* given) {
+// Each stage's activation peak: the caller's, walked on the schedule it
+// built, or else from building the configured one.
+std::vector<cost::StagePeak> Peaks(const Config& c, const std::vector<cost::StagePeak>* given) {
   if (given) return *given;
-  return cost::InFlightPerStage(c.pipeline.schedule, c.pipeline.stages, c.training.micro_batches, c.pipeline.chunks);
+  return cost::StagePeaks(c.pipeline.schedule, c.pipeline.stages, c.training.micro_batches, c.pipeline.chunks,
+                          c.pipeline.recompute);
 }
 
 }  // namespace
 
-PartitionProblem BuildProblem(const Config& c, const std::vector<int>* given_in_flight,
+PartitionProblem BuildProblem(const Config& c, const std::vector<cost::StagePeak>* given_peaks,
                               const std::vector<int>* placement, const cost::Calibration* calibration) {
   const Timing timing(c, calibration);
   const int L = static_cast<int>(c.model.layers.size()), K = c.pipeline.stages;
@@ -135,26 +136,24 @@ PartitionProblem BuildProblem(const Config& c, const std::vector<int>* given_in_
     }
   }
   for (int k = 0; k < K; ++k) p.cut_class.push_back(CutLinkOf(c, k, placement));
-  const auto in_flight = InFlight(c, given_in_flight);
   // Everything by value: the problem may outlive the config.
-  p.memory = [table = std::make_shared<const cost::CellMemoryTable>(c.model, cut), in_flight,
+  p.memory = [table = std::make_shared<const cost::CellMemoryTable>(c.model, cut), peaks = Peaks(c, given_peaks),
               bytes_per_param = c.training.bytes_per_param,
-              micro_batch = static_cast<double>(c.training.MicroBatchSize()),
-              recompute = c.pipeline.recompute](int a, int b, int k) {
-    return table->Peak(a, b, cost::MemoryInputs{bytes_per_param, micro_batch, in_flight[k], recompute}).total_bytes;
+              micro_batch = static_cast<double>(c.training.MicroBatchSize())](int a, int b, int k) {
+    return table->Peak(a, b, cost::MemoryInputs{bytes_per_param, micro_batch, &peaks[k]}).total_bytes;
   };
   for (int k = 0; k < K; ++k) p.capacity.push_back(c.cluster.devices[k].memory_bytes);
   for (const auto& l : c.model.layers) p.layer_names.push_back(l.name);
   return p;
 }
 
-PartitionReport DescribePartition(const Config& c, const std::vector<int>& firsts, const std::vector<int>* given_in_flight,
+PartitionReport DescribePartition(const Config& c, const std::vector<int>& firsts, const std::vector<cost::StagePeak>* given_peaks,
                                   const std::vector<int>* placement, const cost::Calibration* calibration) {
   const Timing timing(c, calibration);
   const double overhead = timing.CellOverhead(c);
   const int L = static_cast<int>(c.model.layers.size()), K = static_cast<int>(firsts.size());
   const auto cut = cost::CutBytes(c.model);
-  const auto in_flight = InFlight(c, given_in_flight);
+  const auto peaks = Peaks(c, given_peaks);
   const bool user = AllUserCosts(c);
   const double mb = static_cast<double>(c.training.MicroBatchSize());
   PartitionReport r;
@@ -185,7 +184,7 @@ PartitionReport DescribePartition(const Config& c, const std::vector<int>& first
       cell.time_s += CutTime(c, timing, CutLinkOf(c, k, placement), cut[cell.last_layer]);
     }
     if (!user) cell.cost = cell.time_s;
-    cost::MemoryInputs in{c.training.bytes_per_param, mb, in_flight[k], c.pipeline.recompute};
+    const cost::MemoryInputs in{c.training.bytes_per_param, mb, &peaks[k]};
     cell.peak_memory_bytes = cost::CellPeakMemory(c.model, cut, cell.first_layer, cell.last_layer, in).total_bytes;
     r.bottleneck_s = std::max(r.bottleneck_s, cell.time_s);
     total += cell.time_s;
@@ -195,9 +194,9 @@ PartitionReport DescribePartition(const Config& c, const std::vector<int>& first
   return r;
 }
 
-Result<std::vector<int>> CutLayers(const Config& c, const std::string& algorithm, const std::vector<int>* in_flight,
+Result<std::vector<int>> CutLayers(const Config& c, const std::string& algorithm, const std::vector<cost::StagePeak>* peaks,
                                    const std::vector<int>* placement, const cost::Calibration* calibration) {
-  const PartitionProblem p = BuildProblem(c, in_flight, placement, calibration);
+  const PartitionProblem p = BuildProblem(c, peaks, placement, calibration);
   Result<Partition> part = Fail(fmt::format("unknown partition algorithm '{}': expected one of {}", algorithm,
                                             fmt::join(cost::PartitionAlgorithms(), ", ")));
   if (algorithm == "gpipe") part = MinVariance(p);
@@ -213,11 +212,11 @@ Result<std::vector<int>> CutLayers(const Config& c, const std::string& algorithm
   return std::move(part->first_layers);
 }
 
-Result<PartitionReport> PlanPartition(const Config& c, const std::string& algorithm, const std::vector<int>* in_flight,
+Result<PartitionReport> PlanPartition(const Config& c, const std::string& algorithm, const std::vector<cost::StagePeak>* peaks,
                                       const std::vector<int>* placement, const cost::Calibration* calibration) {
-  auto firsts = CutLayers(c, algorithm, in_flight, placement, calibration);
+  auto firsts = CutLayers(c, algorithm, peaks, placement, calibration);
   if (!firsts) return tl::unexpected(firsts.error());
-  PartitionReport r = DescribePartition(c, *firsts, in_flight, placement, calibration);
+  PartitionReport r = DescribePartition(c, *firsts, peaks, placement, calibration);
   r.algorithm = algorithm;
   return r;
 }

@@ -13,6 +13,7 @@
 
 #include "cost_models/calibration.h"
 #include "cost_models/config.h"
+#include "cost_models/memory_model.h"
 #include "cost_models/plan.h"
 #include "ir/result.h"
 #include "partition/partitioner.h"
@@ -25,26 +26,26 @@ using cost::PartitionReport;
 
 // The partitioning problem of a config (one cell per stage of the first
 // pipeline replica).
-// `in_flight` (per stage, from a schedule already built) spares building the
-// configured schedule again to count them. `placement` (per stage, its
+// `peaks` (per stage, cost::StagePeaks of a schedule already built) spares
+// building the configured schedule again to walk it. `placement` (per stage, its
 // pipeline device; default stage k on device k) decides which link each
 // cut's transfer takes: none between stages on one device, the inter-node
 // link between devices on two nodes (Config::NodeOf). `calibration` (may
 // be null) times the layers and cuts as cost::CostsFromPlan does with it.
-PartitionProblem BuildProblem(const cost::Config& config, const std::vector<int>* in_flight = nullptr,
+PartitionProblem BuildProblem(const cost::Config& config, const std::vector<cost::StagePeak>* peaks = nullptr,
                               const std::vector<int>* placement = nullptr,
                               const cost::Calibration* calibration = nullptr);
 
 // Runs gpipe | minmax | memory | manual. Bad manual indices are bad input
 // (exit 2); a model that does not fit in memory is a runtime failure (exit 1).
 Result<PartitionReport> PlanPartition(const cost::Config& config, const std::string& algorithm,
-                                      const std::vector<int>* in_flight = nullptr,
+                                      const std::vector<cost::StagePeak>* peaks = nullptr,
                                       const std::vector<int>* placement = nullptr,
                                       const cost::Calibration* calibration = nullptr);
 
 // PlanPartition's cut alone: the first layer of each cell.
 Result<std::vector<int>> CutLayers(const cost::Config& config, const std::string& algorithm,
-                                   const std::vector<int>* in_flight = nullptr,
+                                   const std::vector<cost::StagePeak>* peaks = nullptr,
                                    const std::vector<int>* placement = nullptr,
                                    const cost::Calibration* calibration = nullptr);
 
@@ -52,7 +53,7 @@ Result<std::vector<int>> CutLayers(const cost::Config& config, const std::string
 // F + B (+ R) the simulator charges it (with the calibration's per-op
 // overheads) and its outgoing transfers.
 PartitionReport DescribePartition(const cost::Config& config, const std::vector<int>& first_layers,
-                                  const std::vector<int>* in_flight = nullptr,
+                                  const std::vector<cost::StagePeak>* peaks = nullptr,
                                   const std::vector<int>* placement = nullptr,
                                   const cost::Calibration* calibration = nullptr);
 

@@ -100,17 +100,20 @@ struct Searcher {
   // whose input gradient its last compute op makes (-1: it makes none).
   struct Shape {
     ir::Schedule schedule;
-    std::vector<int> in_flight;        // what the partition assumes
+    std::vector<int> in_flight;        // most micro-batches each stage holds
+    // Each stage's activation peak, per recompute mode (cost::StagePeaks):
+    // what the `memory` partition plans with.
+    std::array<std::vector<cost::StagePeak>, 4> peaks;
     std::vector<int> least_in_flight;  // what the peak is at least (auto: 1; it fits its cap)
     std::vector<int> last_backward_stage;
     // Per stage, how many of each compute op kind (by ComputeSlot) it runs;
     // and whether its backwards are B's, I's or both.
     std::vector<std::array<int, 5>> ops;
     std::vector<char> has_whole, has_input;
-    int cut_class = 0;  // shapes with equal placement and in-flight counts are cut alike
+    int cut_class = 0;  // shapes with equal placement and peaks are cut alike
   };
   std::map<std::tuple<std::string, int, int, int>, std::optional<Shape>> shapes;  // by (schedule, K, M, chunks)
-  std::map<std::pair<std::vector<int>, std::vector<int>>, int> cut_classes;      // (placement, in flight)
+  std::map<std::pair<std::vector<int>, std::vector<int>>, int> cut_classes;      // (placement, peaks' terms)
   std::map<CutKey, std::shared_ptr<const Cut>> cuts;  // null: no partition exists
   std::map<TimeCutKey, std::optional<std::vector<int>>> time_cuts;  // first layers; nothing: none
   std::map<DescribedKey, std::shared_ptr<const Cut>> described;
@@ -155,6 +158,14 @@ struct Searcher {
     Shape sh{std::move(*built), {}, {}, {}};
     sh.in_flight = cost::InFlightPerStage(sh.schedule);
     sh.least_in_flight = automatic ? std::vector<int>(sh.in_flight.size(), 1) : sh.in_flight;
+    std::vector<int> terms;  // the peaks' terms in a row, for the cut class
+    for (int mode = 0; mode < static_cast<int>(sh.peaks.size()); ++mode) {
+      sh.peaks[mode] = cost::StagePeaks(sh.schedule, static_cast<ir::RecomputeMode>(mode));
+      for (const cost::StagePeak& peak : sh.peaks[mode]) {
+        terms.push_back(static_cast<int>(peak.terms.size()));
+        for (const auto& t : peak.terms) terms.insert(terms.end(), {t.whole, t.kept});
+      }
+    }
     sh.ops.assign(sh.schedule.num_stages, {});
     sh.has_whole.assign(sh.schedule.num_stages, 0);
     sh.has_input.assign(sh.schedule.num_stages, 0);
@@ -170,8 +181,9 @@ struct Searcher {
       }
       sh.last_backward_stage.push_back(last);
     }
-    sh.cut_class = cut_classes.try_emplace({sh.schedule.placement, sh.in_flight}, static_cast<int>(cut_classes.size()))
-                       .first->second;
+    sh.cut_class =
+        cut_classes.try_emplace({sh.schedule.placement, std::move(terms)}, static_cast<int>(cut_classes.size()))
+            .first->second;
     shape = std::move(sh);
     return &*shape;
   }
@@ -184,16 +196,17 @@ struct Searcher {
                                                c.batch, c.micro_batches, c.partition, shape.cut_class});
     if (!fresh) return it->second.get();
     const ir::Schedule& s = shape.schedule;
+    const std::vector<cost::StagePeak>& peaks = shape.peaks[static_cast<int>(c.recompute)];
     std::optional<std::vector<int>> firsts;
     if (c.partition == "gpipe" || c.partition == "minmax") {
       const int runs_r = c.recompute == ir::RecomputeMode::kSelective ? 2 : ir::InsertsRecompute(c.recompute) ? 1 : 0;
       auto [cut, solve] = time_cuts.try_emplace(TimeCutKey{c.tensor_parallel, c.sequence_parallel, runs_r,
                                                            c.batch / c.micro_batches, c.partition, s.placement});
       if (solve) {
-        if (auto f = partition::CutForSchedule(work, s, shape.in_flight, calibration)) cut->second = std::move(*f);
+        if (auto f = partition::CutForSchedule(work, s, peaks, calibration)) cut->second = std::move(*f);
       }
       firsts = cut->second;
-    } else if (auto f = partition::CutForSchedule(work, s, shape.in_flight, calibration)) {
+    } else if (auto f = partition::CutForSchedule(work, s, peaks, calibration)) {
       firsts = std::move(*f);
     }
     if (!firsts) return nullptr;
@@ -202,7 +215,7 @@ struct Searcher {
                                                             shape.cut_class, *firsts});
     if (describe) {
       // The costs need the placement only: a shape without programs.
-      cost::Plan skeleton{partition::DescribeForSchedule(work, s, shape.in_flight, *firsts, calibration),
+      cost::Plan skeleton{partition::DescribeForSchedule(work, s, peaks, *firsts, calibration),
                           ir::Schedule{s.num_stages, s.num_micro_batches, s.num_devices, c.replicas, s.placement, {}}};
       simulate::PlanCosts costs = cost::CostsFromPlan(work, skeleton, calibration);
       d->second = std::make_shared<const Cut>(Cut{std::move(skeleton), std::move(costs)});
