@@ -145,6 +145,10 @@ cli_case(compare_json 0 "\"bubble_fraction_measured\""
          ${TP} compare ${EXP}/sim_gpipe_recompute.trace.json ${EXP}/sim_gpipe_recompute.trace.json --json)
 cli_case(compare_different_schedules 2 "the traces are of different schedules: 2 stages predicted, 3 measured"
          ${TP} compare ${EXP}/sim_gpipe_recompute.trace.json ${EXP}/sim_1f1b_host_staged.trace.json)
+# Two schedules of one config (GPipe against 1F1B) hold the same ops in another order.
+cli_case(compare_other_op_order 2 "of different schedules: the op order differs first at device 0, position 4: predicted 0R1, measured 0R0"
+         bash -c "${TP} simulate \"$0\" -s gpipe --trace \"$1.gpipe\" >/dev/null && ${TP} simulate \"$0\" -s 1f1b --trace \"$1.1f1b\" >/dev/null && ${TP} compare \"$1.gpipe\" \"$1.1f1b\""
+         ${IN}/sim_gpipe_recompute.json ${CMAKE_CURRENT_BINARY_DIR}/other_order)
 cli_case(render_svg 0 "</svg>"
          bash -c "${TP} render \"$0\" --svg \"$1\" && cat \"$1\""
          ${EXP}/sim_1f1b_host_staged.trace.json ${CMAKE_CURRENT_BINARY_DIR}/render.svg)
