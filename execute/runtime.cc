@@ -15,6 +15,7 @@
 #include "execute/sync.h"
 #include "execute/transport.h"
 #include "execute/walker.h"
+#include "traces/schedule_trace.h"
 
 namespace twinpipe::execute {
 namespace {
@@ -200,13 +201,6 @@ class CpuBackend {
 
 }  // namespace
 
-traces::Stream StreamOf(OpKind kind) {
-  return ir::IsSend(kind) ? traces::Stream::kSend
-         : ir::IsRecv(kind) ? traces::Stream::kRecv
-         : kind == OpKind::kAllReduce ? traces::Stream::kAllReduce
-                                      : traces::Stream::kCompute;
-}
-
 size_t MedianStep(const std::vector<double>& step_time_s) {
   std::vector<size_t> order(step_time_s.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -226,13 +220,7 @@ double ExecutorOverhead(const ExecuteResult& r) {
 traces::Trace MedianStepTrace(std::string source, const ir::Schedule& s, const std::vector<double>& step_time_s,
                               std::vector<std::vector<traces::Event>>& step_events,
                               std::vector<std::vector<std::vector<traces::MemorySample>>>& step_memory) {
-  traces::Trace t;
-  t.source = std::move(source);
-  t.stages = s.num_stages;
-  t.micro_batches = s.num_micro_batches;
-  t.devices = s.num_devices;
-  t.replicas = s.replicas;
-  t.placement = s.placement;
+  traces::Trace t = traces::TraceFor(s, std::move(source));
   const size_t median = MedianStep(step_time_s);
   t.events = std::move(step_events[median]);
   t.memory = std::move(step_memory[median]);
@@ -257,9 +245,8 @@ void GatherStepAcrossRanks(const ir::Schedule& s, int rank, std::vector<double>&
   SumAcrossRanks(times);
   for (int d = 0; d < s.num_devices; ++d) {
     for (const Op& op : s.programs[d]) {
-      events[op.id] = traces::Event{op.id, d, StreamOf(op.kind), op.kind, op.stage, op.micro_batch, op.peer,
-                                    times[2 * static_cast<size_t>(op.id)], times[2 * static_cast<size_t>(op.id) + 1],
-                                    op.bytes};
+      events[op.id].start_s = times[2 * static_cast<size_t>(op.id)];
+      events[op.id].end_s = times[2 * static_cast<size_t>(op.id) + 1];
     }
   }
 }

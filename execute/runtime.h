@@ -71,13 +71,13 @@ Result<ExecuteResult> ExecuteCuda(const cost::Config& config, const cost::Plan& 
                                   const ExecuteOptions& options);
 
 // What both backends share (see walker.h for the walk itself).
-traces::Stream StreamOf(ir::OpKind kind);
 // The step a result's trace is of: the lower median of the step times.
 size_t MedianStep(const std::vector<double>& step_time_s);
 // The executor's own share of that step and its idle time:
 // (step time - the busiest stream's summed op time) / step time.
 double ExecutorOverhead(const ExecuteResult& result);
-// The trace of the step of median time, from every step's events and memory.
+// The trace of the step of median time: the schedule's traces::TraceFor with
+// that step's events and memory.
 traces::Trace MedianStepTrace(std::string source, const ir::Schedule& schedule, const std::vector<double>& step_time_s,
                               std::vector<std::vector<traces::Event>>& step_events,
                               std::vector<std::vector<std::vector<traces::MemorySample>>>& step_memory);

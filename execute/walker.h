@@ -73,6 +73,7 @@
 #include "execute/sync.h"
 #include "execute/transport.h"
 #include "ir/dependencies.h"
+#include "traces/schedule_trace.h"
 
 namespace twinpipe::execute {
 
@@ -237,7 +238,7 @@ Result<void> Walker<B>::Setup() {
       }
     }
   }
-  events_.assign(s_.NumOps(), traces::Event{});
+  events_ = traces::TraceFor(s_, source_).events;  // each step fills in the times
   return {};
 }
 
@@ -404,8 +405,8 @@ Result<void> Walker<B>::RunStep(const Worker& w, int step) {
       for (size_t i = 0; i < program.size(); ++i) {
         const ir::Op& op = program[i];
         const auto [start, end] = b_.OpTime(w, i);
-        events_[op.id] = traces::Event{op.id, w.device, StreamOf(op.kind), op.kind, op.stage, op.micro_batch, op.peer,
-                                       start, end, op.bytes};
+        events_[op.id].start_s = start;
+        events_[op.id].end_s = end;
       }
     }
   } catch (const OpFailure& e) {

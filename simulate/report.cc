@@ -7,16 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/units.h"
+#include "traces/schedule_trace.h"
 
 namespace twinpipe::simulate {
 namespace {
-
-traces::Stream StreamOf(ir::OpKind k) {
-  if (ir::IsSend(k)) return traces::Stream::kSend;
-  if (ir::IsRecv(k)) return traces::Stream::kRecv;
-  if (k == ir::OpKind::kAllReduce) return traces::Stream::kAllReduce;
-  return traces::Stream::kCompute;
-}
 
 std::vector<const ir::Op*> OpsById(const ir::Schedule& s) {
   std::vector<const ir::Op*> ops(s.NumOps());
@@ -36,19 +30,10 @@ std::string Seconds(double s) {
 }  // namespace
 
 traces::Trace ToTrace(const ir::Schedule& s, const SimResult& r, const std::string& source) {
-  traces::Trace t;
-  t.source = source;
-  t.stages = s.num_stages;
-  t.micro_batches = s.num_micro_batches;
-  t.devices = s.num_devices;
-  t.replicas = s.replicas;
-  t.placement = s.placement;
-  const auto ops = OpsById(s);
-  t.events.reserve(ops.size());
-  for (size_t id = 0; id < ops.size(); ++id) {
-    const ir::Op& op = *ops[id];
-    t.events.push_back(traces::Event{static_cast<int32_t>(id), op.device, StreamOf(op.kind), op.kind, op.stage,
-                                     op.micro_batch, op.peer, r.start_s[id], r.end_s[id], op.bytes});
+  traces::Trace t = traces::TraceFor(s, source);
+  for (traces::Event& e : t.events) {
+    e.start_s = r.start_s[e.id];
+    e.end_s = r.end_s[e.id];
   }
   t.memory.resize(r.memory.size());
   for (size_t d = 0; d < r.memory.size(); ++d) {

@@ -1,5 +1,6 @@
-// Turning a simulation into what users read: the native trace, the summary
-// table and the --json summary (names of DESIGN.md section 7).
+// Turning a simulation into what users read: the native trace (the
+// schedule's traces::TraceFor, timed by the simulation), the summary table
+// and the --json summary (names of DESIGN.md section 7).
 //
 //   traces::Trace t = ToTrace(schedule, result);
 //   std::string j = SummaryJson(schedule, result, /*samples_per_step=*/128);

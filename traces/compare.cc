@@ -23,6 +23,36 @@ std::string Token(const Event& e) {
   return ir::OpToken(ir::Op{.kind = e.kind, .stage = e.stage, .micro_batch = e.micro_batch});
 }
 
+// Each device's events in program order (ids are canonical: program order
+// on each device).
+std::vector<std::vector<const Event*>> Programs(const Trace& t) {
+  std::vector<std::vector<const Event*>> programs(std::max(t.devices, 0));
+  for (const Event& e : t.events) {
+    if (e.device >= 0 && e.device < t.devices) programs[e.device].push_back(&e);
+  }
+  for (auto& program : programs) {
+    std::stable_sort(program.begin(), program.end(), [](const Event* a, const Event* b) { return a->id < b->id; });
+  }
+  return programs;
+}
+
+// Where the two traces' programs first differ: the lowest device, then the
+// first position (from 0) on it; empty when every device runs the same ops
+// in the same order.
+std::string FirstOrderDifference(const Trace& p, const Trace& m) {
+  const auto predicted = Programs(p), measured = Programs(m);
+  for (size_t d = 0; d < predicted.size() && d < measured.size(); ++d) {
+    const auto& a = predicted[d];
+    const auto& b = measured[d];
+    for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+      if (i < a.size() && i < b.size() && KeyOf(*a[i]) == KeyOf(*b[i])) continue;
+      return fmt::format("device {}, position {}: predicted {}, measured {}", d, i,
+                         i < a.size() ? Token(*a[i]) : "nothing", i < b.size() ? Token(*b[i]) : "nothing");
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 TraceSummary Summarize(const Trace& t) {
@@ -85,6 +115,11 @@ Result<Comparison> Compare(const Trace& p, const Trace& m) {
     const double err = Relative(dp, dm);
     by_kind[std::string(ir::OpKindName(e.kind))].push_back(std::abs(err));
     all.push_back(OpError{e.id, e.device, Token(e), dp, dm, err});
+  }
+  // The same ops in another order (GPipe against 1F1B of one config) are
+  // another schedule too.
+  if (const std::string where = FirstOrderDifference(p, m); !where.empty()) {
+    return differ(fmt::format("the op order differs first at {}", where));
   }
   for (auto& [kind, errors] : by_kind) {
     std::sort(errors.begin(), errors.end());

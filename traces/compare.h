@@ -1,6 +1,8 @@
-// Prediction against measurement, op by op: two traces of one schedule are
-// aligned by (device, kind, stage, micro-batch) and their step time, per-kind
-// durations, per-device busy time, bubble fraction and peak memory compared.
+// Prediction against measurement, op by op: two traces of one schedule (the
+// same stages, micro-batches, devices, placement, and on every device the
+// same ops in the same order) are aligned by (device, kind, stage,
+// micro-batch) and their step time, per-kind durations, per-device busy
+// time, bubble fraction and peak memory compared.
 //
 //   Result<Comparison> c = Compare(predicted, measured);
 //   c->step_time_error;  // (predicted - measured) / measured
@@ -58,7 +60,8 @@ struct Comparison {
 };
 
 // Fails (bad input) when the traces are of different schedules, saying what
-// differs.
+// differs: for the op order, the first device and position (from 0, as the
+// verifier counts) and the two ops there.
 Result<Comparison> Compare(const Trace& predicted, const Trace& measured);
 
 std::string ComparisonJson(const Comparison& c);

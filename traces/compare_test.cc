@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
+#include "ir/builders.h"
+#include "ir/pipeline.h"
+#include "traces/schedule_trace.h"
 #include "traces/svg_timeline.h"
 
 namespace twinpipe::traces {
@@ -65,6 +70,66 @@ TEST(Compare, DifferentSchedulesAreBadInput) {
   moved.events[3].device = 1;
   EXPECT_EQ(Compare(Pipeline(1), moved).error().message,
             "the traces are of different schedules: device 1 measured 0F0, which the prediction does not have");
+}
+
+// A trace of one config (K = 2 stages on 2 devices, M = 4 micro-batches,
+// 1 KiB crossing the boundary each way) under a real builder, completed as
+// simulate and execute complete it; op i runs from i to i + `duration` s.
+Trace Built(ir::Schedule s, double duration) {
+  const auto ok = ir::CompletePipeline(s, {.comm = {.activation = {1024}, .gradient = {1024}}});
+  EXPECT_TRUE(ok) << ok.error().message;
+  Trace t = TraceFor(s, "simulate");
+  for (Event& e : t.events) {
+    e.start_s = e.id;
+    e.end_s = e.id + duration;
+  }
+  return t;
+}
+
+TEST(Compare, SameScheduleIsAccepted) {
+  auto c = Compare(Built(ir::Build1F1B(2, 4), 1), Built(ir::Build1F1B(2, 4), 0.5));
+  ASSERT_TRUE(c) << c.error().message;
+  for (const auto& k : c->per_kind) EXPECT_DOUBLE_EQ(k.worst_error, 1) << k.kind;  // predicted twice the measured
+}
+
+// GPipe and 1F1B of one config hold the same ops, so they align op by op;
+// their order differs. Device 0 (stage 0) sends each forward's activation at
+// once: GPipe runs F0 F1 F2 F3 (positions 0, 2, 4, 6), 1F1B warms up with
+// K - 1 = 1 forward and, after F1, receives and runs B0.
+TEST(Compare, GpipeAgainst1F1BIsRefusedAtTheFirstOpOutOfOrder) {
+  const Trace gpipe = Built(ir::BuildGpipe(2, 4), 1), one_f_one_b = Built(ir::Build1F1B(2, 4), 1);
+  auto c = Compare(gpipe, one_f_one_b);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message,
+            "the traces are of different schedules: the op order differs first at device 0, position 4: "
+            "predicted 0F2, measured 0RECV_B0");
+  auto reversed = Compare(one_f_one_b, gpipe);
+  ASSERT_FALSE(reversed);
+  EXPECT_EQ(reversed.error().message,
+            "the traces are of different schedules: the op order differs first at device 0, position 4: "
+            "predicted 0RECV_B0, measured 0F2");
+}
+
+TEST(Compare, NamesTheFirstDeviceWhoseOrderDiffers) {
+  const Trace gpipe = Built(ir::BuildGpipe(2, 4), 1);
+  // Device 1 (stage 1) receives micro-batch 0's activation, then runs its F.
+  Trace swapped = gpipe;
+  Event* first = nullptr;
+  for (Event& e : swapped.events) {
+    if (e.device != 1) continue;
+    if (!first) {
+      first = &e;
+      continue;
+    }
+    std::swap(first->kind, e.kind);
+    std::swap(first->stream, e.stream);
+    break;
+  }
+  auto c = Compare(gpipe, swapped);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message,
+            "the traces are of different schedules: the op order differs first at device 1, position 0: "
+            "predicted 1RECV_F0, measured 1F0");
 }
 
 TEST(RenderTimelineSvg, DrawsEveryEventOfBothTraces) {
