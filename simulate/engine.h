@@ -68,12 +68,6 @@ struct SimResult {
   std::vector<std::vector<std::pair<double, double>>> memory;  // per device: (time, bytes) samples
 };
 
-// The schedule must verify. A schedule that cannot progress fails (runtime
-// error) naming the blocked ops; the simulator never spins. Uses the in-order
-// engine when transfers cannot share bandwidth (per-pair links), the
-// event-driven one otherwise, and always the in-order one when comm runs on
-// the compute stream (only it runs a device's sends and receives between its
-// compute ops).
 // What a simulation records beyond the figures (step time, bubble, each
 // device's busy time, span and peak, the links' use).
 struct SimOptions {
@@ -83,6 +77,14 @@ struct SimOptions {
   bool timeline = true;
 };
 
+// The schedule must verify. A schedule that cannot progress fails (runtime
+// error) naming the blocked ops; the simulator never spins. Picks an engine:
+// the in-order one when no two transfers can share bandwidth (every link per
+// pair, PlanCosts::Unshared) or when comm runs on the compute stream (only it
+// runs a device's sends and receives between its compute ops); otherwise it
+// runs the in-order engine first and keeps its result when no two transfers
+// on a shared link overlapped in it, and runs the event-driven engine (which
+// shares bandwidth between concurrent transfers) when some did.
 Result<SimResult> Simulate(const ir::Schedule& schedule, const PlanCosts& costs, const SimOptions& options = {});
 
 // The two engines, for tests that hold one against the other. The in-order
