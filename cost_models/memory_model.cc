@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ir/builders.h"
+#include "ir/in_flight.h"
 
 namespace twinpipe::cost {
 
@@ -183,15 +184,11 @@ CellMemory CellMemoryTable::Peak(int first, int last, const MemoryInputs& in) co
 }
 
 std::vector<int> InFlightPerStage(const ir::Schedule& s) {
-  std::vector<int> in_flight(s.num_stages, 0), most(s.num_stages, 0);
+  ir::InFlightCounter in_flight(s.num_stages);
   for (const auto& program : s.programs) {
-    for (const ir::Op& op : program) {
-      if (op.stage < 0 || op.stage >= s.num_stages) continue;
-      if (op.kind == ir::OpKind::kForward) most[op.stage] = std::max(most[op.stage], ++in_flight[op.stage]);
-      if (op.kind == ir::OpKind::kBackward || op.kind == ir::OpKind::kBackwardWeight) --in_flight[op.stage];
-    }
+    for (const ir::Op& op : program) in_flight.Ended(op);
   }
-  return most;
+  return in_flight.TakePeak();
 }
 
 std::vector<int> InFlightPerStage(const std::string& schedule, int devices, int micro_batches, int chunks) {

@@ -9,6 +9,7 @@
 #include "cost_models/comm_model.h"
 #include "ir/channels.h"
 #include "ir/huge_page_allocator.h"
+#include "ir/in_flight.h"
 #include "simulate/engine_parts.h"
 
 namespace twinpipe::simulate {
@@ -82,7 +83,7 @@ struct Engine {
 
 class Simulator {
  public:
-  Simulator(const ir::Schedule& s, const PlanCosts& c) : s_(s), c_(c), deps_(s) {}
+  Simulator(const ir::Schedule& s, const PlanCosts& c) : s_(s), c_(c), deps_(s), in_flight_(s.num_stages) {}
 
   Result<SimResult> Run();
 
@@ -135,7 +136,7 @@ class Simulator {
   std::vector<Channel> channels_;
   std::vector<Domain> domains_;
   std::vector<double> memory_now_;
-  std::vector<int32_t> in_flight_;
+  ir::InFlightCounter in_flight_;
   SimResult r_;
   int64_t completed_ = 0;
 };
@@ -143,7 +144,7 @@ class Simulator {
 double Simulator::Duration(const Op& op) const { return OpDuration(op, c_, s_.replicas); }
 
 void Simulator::Build() {
-  const int32_t K = s_.num_stages, D = s_.num_devices;
+  const int32_t D = s_.num_devices;
   const int64_t n = s_.NumOps();
   op_.resize(n);
   info_.resize(n);
@@ -230,8 +231,6 @@ void Simulator::Build() {
   r_.devices.assign(D, {});
   r_.links.clear();
   for (const Channel& ch : channels_) r_.links.push_back(LinkStats{ch.src, ch.dst, 0, 0});
-  r_.peak_in_flight.assign(K, 0);
-  in_flight_.assign(K, 0);
   r_.memory.assign(D, {});
   for (int32_t d = 0; d < D; ++d) r_.memory[d].reserve(s_.programs[d].size() + 2);
   memory_now_.assign(D, 0);
@@ -426,10 +425,7 @@ Result<SimResult> Simulator::Run() {
         compute_[op.device].busy = false;
         ++compute_[op.device].head;
         if (const double m = MemoryAtEnd(deps_, c_, *op_[ev.a]); m != 0) Memory(op.device, m, ev.a);
-        if (op.kind == OpKind::kForward) {
-          r_.peak_in_flight[op.stage] = std::max(r_.peak_in_flight[op.stage], ++in_flight_[op.stage]);
-        }
-        if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardWeight) --in_flight_[op.stage];
+        in_flight_.Ended(op.kind, op.stage);
         Complete(ev.a);
         TryCompute(op.device);
         break;
@@ -454,6 +450,7 @@ Result<SimResult> Simulator::Run() {
   if (completed_ != static_cast<int64_t>(op_.size())) {
     return FailRuntime(fmt::format("the schedule cannot progress at t={} s: {}", now_, Blocked()));
   }
+  r_.peak_in_flight = in_flight_.TakePeak();
   const int32_t last_op = FinishStep(r_, s_.num_devices);
   for (int32_t op = last_op; op != kNone; op = st_[op].pred) r_.critical_path.push_back(op);
   std::reverse(r_.critical_path.begin(), r_.critical_path.end());

@@ -6,12 +6,17 @@
 // Devices are advanced one at a time for as long as their inputs are ready,
 // which walks memory sequentially; no event queue is needed. Same results as
 // the event-driven engine (a test holds them against each other).
+//
+// Three phases, each a method of InOrderSimulator: the walk (every op's start
+// and end), the memory timeline (each device's changes merged in time order)
+// and the critical path (walked back from the last op).
 #include <algorithm>
 
 #include <fmt/format.h>
 
 #include "cost_models/comm_model.h"
 #include "ir/channels.h"
+#include "ir/in_flight.h"
 #include "simulate/engine_parts.h"
 #include "simulate/engine.h"
 
@@ -31,7 +36,6 @@ struct MemoryEvent {
 struct InOrderChannel {
   const ir::Channel* pair;  // src, dst; its receives are its allocations, in time order
   double free = 0;
-  int32_t prev_send = -1;
 };
 
 // The receive a send's transfer fills: the receiving stage's op for the same
@@ -47,279 +51,346 @@ int32_t ReceiveOf(const Dependencies& deps, const Op& send, int32_t stages) {
 
 bool IsComputeEngineOp(OpKind k) { return ComputeSlot(k) >= 0 || k == OpKind::kStep; }
 
-}  // namespace
+class InOrderSimulator {
+ public:
+  InOrderSimulator(const ir::Schedule& s, const PlanCosts& c, const SimOptions& options);
+  Result<SimResult> Run();
 
-Result<SimResult> SimulateInOrder(const ir::Schedule& s, const PlanCosts& c, const SimOptions& options) {
-  const Dependencies deps(s);
-  const int32_t D = s.num_devices;
-  const int64_t n = deps.size();
-  SimResult r;
-  r.start_s.resize(n);  // uninitialised: every op's times are written when it is done
-  r.end_s.resize(n);
-  r.devices.assign(D, {});
-  r.peak_in_flight.assign(s.num_stages, 0);
-  BigVector<char> done(n, 0);
+ private:
+  // The walk: devices taken from the ready stack, each advanced through its
+  // program until an op's inputs are not done; a send wakes its receiver.
+  void Walk();
+  void Advance(int32_t device);
+  // Each runs the op at the device's program counter if it can (false: the
+  // device waits on it).
+  bool Issue(int32_t device, const Op& op);
+  bool Receive(int32_t device, const Op& op);
+  bool Compute(int32_t device, const Op& op);
+  bool AllReduce(int32_t device, const Op& op);
+  bool Send(int32_t device, const Op& op);
+  // The op's start on a resource free at `free`: the later of that and its
+  // inputs' ends; false in `inputs_done` when an input is not done.
+  double StartAfter(const Op& op, double free, bool& inputs_done) const;
+  // Why the walk stopped short: each device's next op and what it waits for.
+  std::string Stuck() const;
 
-  // Channels: sends and receives paired in FIFO order.
-  const ir::Channels pairs(s);
-  std::vector<InOrderChannel> channels;
-  channels.reserve(pairs.size());
-  for (const ir::Channel& p : pairs) channels.push_back(InOrderChannel{&p});
-  auto channel = [&](int32_t src, int32_t dst) { return pairs.Find(src, dst); };
-  std::vector<LinkStats> links;
-  for (const auto& ch : channels) links.push_back(LinkStats{ch.pair->src, ch.pair->dst, 0, 0});
+  // The memory timeline: per device, the compute stream's changes merged with
+  // its incoming channels' allocations (each in time order; at equal times
+  // compute first); its samples where the options ask for the timeline.
+  void MemoryTimeline();
+  void DeviceMemory(int32_t device);
 
-  std::vector<size_t> pc(D, 0);
-  std::vector<double> compute_free(D, 0), allreduce_free(D, 0);
-  std::vector<int32_t> compute_prev(D, -1), allreduce_prev(D, -1);
-  std::vector<std::vector<MemoryEvent>> compute_memory(D);
-  std::vector<int32_t> in_flight(s.num_stages, 0);
-  std::vector<char> blocked(D, 0);
-  const bool serial = c.comm_on_compute_stream;
-  BigVector<char> arrived(serial ? n : 0, 0);  // serial: a receive's data is there (its end is set)
-  std::vector<int32_t> ready;
-  for (int32_t d = D - 1; d >= 0; --d) ready.push_back(d);
+  // The critical path, walked back from the last op: each op's predecessor
+  // is whichever of its resource's previous op and its inputs ended last
+  // (the resource's op on ties), as the event-driven engine records it.
+  void CriticalPath(int32_t last_op);
+  int32_t PreviousOnResource(int32_t id) const;
+  int32_t SendOf(int32_t recv) const;  // a receive's transfer is its send's
+
+  const ir::Schedule& s_;
+  const PlanCosts& c_;
+  const SimOptions& options_;
+  const Dependencies deps_;
+  const int32_t devices_;
+  const bool serial_;  // comm on the compute stream
+  const ir::Channels pairs_;  // sends and receives paired in FIFO order
+  SimResult r_;
+  BigVector<char> done_;
+  BigVector<char> arrived_;  // serial: a receive's data is there (its end is set)
+  std::vector<InOrderChannel> channels_;
+  std::vector<LinkStats> links_;
+  std::vector<size_t> pc_;  // per device: its next op in program order
+  std::vector<double> compute_free_, allreduce_free_;
+  std::vector<std::vector<MemoryEvent>> compute_memory_;
+  ir::InFlightCounter in_flight_;
+  std::vector<char> blocked_;
+  std::vector<int32_t> ready_;
+};
+
+InOrderSimulator::InOrderSimulator(const ir::Schedule& s, const PlanCosts& c, const SimOptions& options)
+    : s_(s),
+      c_(c),
+      options_(options),
+      deps_(s),
+      devices_(s.num_devices),
+      serial_(c.comm_on_compute_stream),
+      pairs_(s),
+      done_(deps_.size(), 0),
+      arrived_(serial_ ? deps_.size() : 0, 0),
+      pc_(devices_, 0),
+      compute_free_(devices_, 0),
+      allreduce_free_(devices_, 0),
+      compute_memory_(devices_),
+      in_flight_(s.num_stages),
+      blocked_(devices_, 0) {
+  const int64_t n = deps_.size();
+  r_.start_s.resize(n);  // uninitialised: every op's times are written when it is done
+  r_.end_s.resize(n);
+  r_.devices.assign(devices_, {});
+  channels_.reserve(pairs_.size());
+  for (const ir::Channel& p : pairs_) channels_.push_back(InOrderChannel{&p});
+  for (const auto& ch : channels_) links_.push_back(LinkStats{ch.pair->src, ch.pair->dst, 0, 0});
+  for (int32_t d = devices_ - 1; d >= 0; --d) ready_.push_back(d);
   // At most two changes per compute op; about one per op where transfers
   // interleave (the vector grows where not).
-  for (int32_t d = 0; d < D; ++d) compute_memory[d].reserve(s.programs[d].size());
+  for (int32_t d = 0; d < devices_; ++d) compute_memory_[d].reserve(s.programs[d].size());
+}
 
-  // Start time of an op on a resource free at `free` after `prev`: the later
-  // of that and its inputs; `who` gets the op whose end decided it.
-  auto start_after = [&](const Op& op, double free, int32_t prev, int32_t& who, bool& inputs_done) {
-    double start = free;
-    who = prev;
-    inputs_done = true;
-    deps.ForEach(op, [&](int32_t dep) {
-      if (!done[dep]) {
-        inputs_done = false;
-      } else if (who < 0 || r.end_s[dep] > start) {
-        start = std::max(start, r.end_s[dep]);
-        who = dep;
-      }
-    });
-    return start;
-  };
-
-  while (!ready.empty()) {
-    const int32_t d = ready.back();
-    ready.pop_back();
-    blocked[d] = 0;
-    const auto& program = s.programs[d];
-    for (; pc[d] < program.size(); ++pc[d]) {
-      const Op& op = program[pc[d]];
-      const int32_t id = op.id;
-      if (ir::IsRecv(op.kind)) {
-        if (!serial) continue;  // completed by its sender
-        if (!arrived[id]) {     // the worker waits in the receive
-          blocked[d] = 1;
-          break;
-        }
-        const double start = compute_free[d];
-        r.start_s[id] = start;
-        r.end_s[id] = std::max(start, r.end_s[id]);
-        done[id] = 1;
-        compute_free[d] = r.end_s[id];
-        compute_prev[d] = id;
-        continue;
-      }
-      int32_t who = -1;
-      bool inputs_done = true;
-      if (IsComputeEngineOp(op.kind)) {
-        const double start = start_after(op, compute_free[d], compute_prev[d], who, inputs_done);
-        if (!inputs_done) {
-          blocked[d] = 1;
-          break;
-        }
-        const double end = start + OpDuration(op, c, s.replicas);
-        r.start_s[id] = start;
-        r.end_s[id] = end;
-        done[id] = 1;
-        compute_free[d] = end;
-        compute_prev[d] = id;
-        r.devices[d].busy_s += end - start;
-        TouchSpan(r.devices[d], start, end);
-        if (const double delta = MemoryAtStart(c, op); delta != 0) compute_memory[d].push_back({2 * id, delta});
-        if (const double delta = MemoryAtEnd(deps, c, op); delta != 0) compute_memory[d].push_back({2 * id + 1, delta});
-        if (op.kind == OpKind::kForward) {
-          r.peak_in_flight[op.stage] = std::max(r.peak_in_flight[op.stage], ++in_flight[op.stage]);
-        }
-        if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardWeight) --in_flight[op.stage];
-      } else if (op.kind == OpKind::kAllReduce) {
-        const double start = start_after(op, allreduce_free[d], allreduce_prev[d], who, inputs_done);
-        if (!inputs_done) {
-          blocked[d] = 1;
-          break;
-        }
-        r.start_s[id] = start;
-        r.end_s[id] = start + OpDuration(op, c, s.replicas);
-        done[id] = 1;
-        allreduce_free[d] = r.end_s[id];
-        allreduce_prev[d] = id;
-      } else if (ir::IsSend(op.kind)) {
-        InOrderChannel& ch = channels[channel(d, op.peer)];
-        const double start = start_after(op, serial ? std::max(ch.free, compute_free[d]) : ch.free, ch.prev_send, who,
-                                         inputs_done);
-        const int32_t recv = ReceiveOf(deps, op, s.num_stages);
-        if (!inputs_done || recv < 0) {  // no receive will ever take it
-          blocked[d] = 1;
-          break;
-        }
-        const double end = start + c.TransferSeconds(d, op.peer, static_cast<double>(op.bytes));
-        r.start_s[id] = r.start_s[recv] = start;
-        r.end_s[id] = r.end_s[recv] = end;
-        done[id] = 1;
-        if (serial) {
-          arrived[recv] = 1;  // the receiver's worker takes it when it gets to the receive
-          compute_free[d] = end;
-          compute_prev[d] = id;
-        } else {
-          done[recv] = 1;
-        }
-        ch.free = end;
-        ch.prev_send = id;
-        LinkStats& link = links[&ch - channels.data()];
-        link.bytes += op.bytes;
-        link.busy_s += end - start;
-        if (blocked[ch.pair->dst]) {
-          blocked[ch.pair->dst] = 0;
-          ready.push_back(ch.pair->dst);
-        }
-      }
-    }
-  }
-
+Result<SimResult> InOrderSimulator::Run() {
+  Walk();
   int64_t finished = 0;
-  for (int64_t id = 0; id < n; ++id) finished += done[id];
-  if (finished != n) {
-    std::vector<int32_t> stuck(D, -1);
-    for (int32_t d = 0; d < D; ++d) {
-      if (pc[d] < s.programs[d].size()) stuck[d] = s.programs[d][pc[d]].id;
-    }
-    double now = 0;
-    for (int64_t id = 0; id < n; ++id) {
-      if (done[id]) now = std::max(now, r.end_s[id]);
-    }
-    return FailRuntime(fmt::format("the schedule cannot progress at t={} s: {}", now, DescribeBlocked(deps, stuck, done)));
-  }
+  for (int64_t id = 0; id < deps_.size(); ++id) finished += done_[id];
+  if (finished != deps_.size()) return FailRuntime(Stuck());
+  r_.peak_in_flight = in_flight_.TakePeak();
+  MemoryTimeline();
+  const int32_t last_op = FinishStep(r_, devices_);
+  r_.links = std::move(links_);
+  if (options_.timeline) CriticalPath(last_op);
+  return std::move(r_);
+}
 
-  // Memory: per device, the compute stream's events merged with its incoming
-  // channels' allocations (each in time order; at equal times compute first).
-  r.memory.assign(D, {});
+void InOrderSimulator::Walk() {
+  while (!ready_.empty()) {
+    const int32_t d = ready_.back();
+    ready_.pop_back();
+    Advance(d);
+  }
+}
+
+void InOrderSimulator::Advance(int32_t d) {
+  blocked_[d] = 0;
+  const auto& program = s_.programs[d];
+  for (; pc_[d] < program.size(); ++pc_[d]) {
+    if (!Issue(d, program[pc_[d]])) {
+      blocked_[d] = 1;
+      return;
+    }
+  }
+}
+
+bool InOrderSimulator::Issue(int32_t d, const Op& op) {
+  if (ir::IsRecv(op.kind)) return !serial_ || Receive(d, op);  // overlapped: completed by its sender
+  if (IsComputeEngineOp(op.kind)) return Compute(d, op);
+  if (op.kind == OpKind::kAllReduce) return AllReduce(d, op);
+  if (ir::IsSend(op.kind)) return Send(d, op);
+  return true;
+}
+
+double InOrderSimulator::StartAfter(const Op& op, double free, bool& inputs_done) const {
+  double start = free;
+  inputs_done = true;
+  deps_.ForEach(op, [&](int32_t dep) {
+    if (!done_[dep]) {
+      inputs_done = false;
+    } else {
+      start = std::max(start, r_.end_s[dep]);
+    }
+  });
+  return start;
+}
+
+bool InOrderSimulator::Receive(int32_t d, const Op& op) {
+  const int32_t id = op.id;
+  if (!arrived_[id]) return false;  // the worker waits in the receive
+  const double start = compute_free_[d];
+  r_.start_s[id] = start;
+  r_.end_s[id] = std::max(start, r_.end_s[id]);
+  done_[id] = 1;
+  compute_free_[d] = r_.end_s[id];
+  return true;
+}
+
+bool InOrderSimulator::Compute(int32_t d, const Op& op) {
+  bool inputs_done = true;
+  const double start = StartAfter(op, compute_free_[d], inputs_done);
+  if (!inputs_done) return false;
+  const int32_t id = op.id;
+  const double end = start + OpDuration(op, c_, s_.replicas);
+  r_.start_s[id] = start;
+  r_.end_s[id] = end;
+  done_[id] = 1;
+  compute_free_[d] = end;
+  r_.devices[d].busy_s += end - start;
+  TouchSpan(r_.devices[d], start, end);
+  if (const double delta = MemoryAtStart(c_, op); delta != 0) compute_memory_[d].push_back({2 * id, delta});
+  if (const double delta = MemoryAtEnd(deps_, c_, op); delta != 0) compute_memory_[d].push_back({2 * id + 1, delta});
+  in_flight_.Ended(op);
+  return true;
+}
+
+bool InOrderSimulator::AllReduce(int32_t d, const Op& op) {
+  bool inputs_done = true;
+  const double start = StartAfter(op, allreduce_free_[d], inputs_done);
+  if (!inputs_done) return false;
+  const int32_t id = op.id;
+  r_.start_s[id] = start;
+  r_.end_s[id] = start + OpDuration(op, c_, s_.replicas);
+  done_[id] = 1;
+  allreduce_free_[d] = r_.end_s[id];
+  return true;
+}
+
+bool InOrderSimulator::Send(int32_t d, const Op& op) {
+  InOrderChannel& ch = channels_[pairs_.Find(d, op.peer)];
+  bool inputs_done = true;
+  const double start = StartAfter(op, serial_ ? std::max(ch.free, compute_free_[d]) : ch.free, inputs_done);
+  const int32_t recv = ReceiveOf(deps_, op, s_.num_stages);
+  if (!inputs_done || recv < 0) return false;  // no receive will ever take it
+  const int32_t id = op.id;
+  const double end = start + c_.TransferSeconds(d, op.peer, static_cast<double>(op.bytes));
+  r_.start_s[id] = r_.start_s[recv] = start;
+  r_.end_s[id] = r_.end_s[recv] = end;
+  done_[id] = 1;
+  if (serial_) {
+    arrived_[recv] = 1;  // the receiver's worker takes it when it gets to the receive
+    compute_free_[d] = end;
+  } else {
+    done_[recv] = 1;
+  }
+  ch.free = end;
+  LinkStats& link = links_[&ch - channels_.data()];
+  link.bytes += op.bytes;
+  link.busy_s += end - start;
+  if (blocked_[ch.pair->dst]) {
+    blocked_[ch.pair->dst] = 0;
+    ready_.push_back(ch.pair->dst);
+  }
+  return true;
+}
+
+std::string InOrderSimulator::Stuck() const {
+  std::vector<int32_t> stuck(devices_, -1);
+  for (int32_t d = 0; d < devices_; ++d) {
+    if (pc_[d] < s_.programs[d].size()) stuck[d] = s_.programs[d][pc_[d]].id;
+  }
+  double now = 0;
+  for (int64_t id = 0; id < deps_.size(); ++id) {
+    if (done_[id]) now = std::max(now, r_.end_s[id]);
+  }
+  return fmt::format("the schedule cannot progress at t={} s: {}", now, DescribeBlocked(deps_, stuck, done_));
+}
+
+void InOrderSimulator::MemoryTimeline() {
+  r_.memory.assign(devices_, {});
+  for (int32_t d = 0; d < devices_; ++d) DeviceMemory(d);
+}
+
+void InOrderSimulator::DeviceMemory(int32_t d) {
   struct Change {
     double time, delta;
     int32_t op;
   };
-  auto compute_change = [&](MemoryEvent e) {
-    const int32_t id = e.at / 2;
-    return Change{e.at % 2 ? r.end_s[id] : r.start_s[id], e.delta, id};
-  };
-  auto allocation = [&](int32_t d, int32_t recv) {
-    return Change{r.start_s[recv], static_cast<double>(deps.OpOn(d, recv).bytes), recv};
-  };
-  for (int32_t d = 0; d < D; ++d) {
-    // Stream 0: the compute engine's changes; then each incoming channel's.
-    const std::vector<MemoryEvent>& compute = compute_memory[d];
-    std::vector<const std::vector<int32_t>*> streams = {nullptr};
-    for (const auto& ch : channels) {
-      if (ch.pair->dst == d) streams.push_back(&ch.pair->recvs);
+  // Stream 0: the compute engine's changes; then each incoming channel's.
+  const std::vector<MemoryEvent>& compute = compute_memory_[d];
+  std::vector<const std::vector<int32_t>*> streams = {nullptr};
+  for (const auto& ch : channels_) {
+    if (ch.pair->dst == d) streams.push_back(&ch.pair->recvs);
+  }
+  auto size_of = [&](size_t k) { return k == 0 ? compute.size() : streams[k]->size(); };
+  auto change = [&](size_t k, size_t i) {
+    if (k > 0) {
+      const int32_t recv = (*streams[k])[i];
+      return Change{r_.start_s[recv], static_cast<double>(deps_.OpOn(d, recv).bytes), recv};
     }
-    auto size_of = [&](size_t k) { return k == 0 ? compute.size() : streams[k]->size(); };
-    auto change = [&](size_t k, size_t i) {
-      return k == 0 ? compute_change(compute[i]) : allocation(d, (*streams[k])[i]);
-    };
-    // A change's time alone, to pick the next (its size is worked out for
-    // the one picked only).
-    auto time_of = [&](size_t k, size_t i) {
-      if (k > 0) return r.start_s[(*streams[k])[i]];
-      const int32_t e = compute[i].at;
-      return e % 2 ? r.end_s[e / 2] : r.start_s[e / 2];
-    };
-    std::vector<size_t> at(streams.size(), 0);
-    double now = c.static_bytes[d];
-    auto& samples = r.memory[d];
-    if (options.timeline) {
-      size_t changes = 1;
-      for (size_t k = 0; k < streams.size(); ++k) changes += size_of(k);
-      samples.reserve(changes);
-      samples.emplace_back(0.0, now);
+    const int32_t id = compute[i].at / 2;
+    return Change{compute[i].at % 2 ? r_.end_s[id] : r_.start_s[id], compute[i].delta, id};
+  };
+  // A change's time alone, to pick the next (its size is worked out for
+  // the one picked only).
+  auto time_of = [&](size_t k, size_t i) {
+    if (k > 0) return r_.start_s[(*streams[k])[i]];
+    const int32_t e = compute[i].at;
+    return e % 2 ? r_.end_s[e / 2] : r_.start_s[e / 2];
+  };
+  std::vector<size_t> at(streams.size(), 0);
+  double now = c_.static_bytes[d];
+  auto& samples = r_.memory[d];
+  if (options_.timeline) {
+    size_t changes = 1;
+    for (size_t k = 0; k < streams.size(); ++k) changes += size_of(k);
+    samples.reserve(changes);
+    samples.emplace_back(0.0, now);
+  }
+  DeviceStats& stats = r_.devices[d];
+  stats.peak_memory_bytes = now;
+  while (true) {
+    int best = -1;
+    double best_time = 0;
+    for (size_t k = 0; k < streams.size(); ++k) {
+      if (at[k] == size_of(k)) continue;
+      const double t = time_of(k, at[k]);
+      if (best < 0 || t < best_time) {
+        best = static_cast<int>(k);
+        best_time = t;
+      }
     }
-    DeviceStats& stats = r.devices[d];
-    stats.peak_memory_bytes = now;
-    while (true) {
-      int best = -1;
-      double best_time = 0;
-      for (size_t k = 0; k < streams.size(); ++k) {
-        if (at[k] == size_of(k)) continue;
-        const double t = time_of(k, at[k]);
-        if (best < 0 || t < best_time) {
-          best = static_cast<int>(k);
-          best_time = t;
-        }
+    if (best < 0) break;
+    const Change e = change(best, at[best]++);
+    now += e.delta;
+    if (options_.timeline) {
+      if (samples.back().first == e.time) {
+        samples.back().second = now;
+      } else {
+        samples.emplace_back(e.time, now);
       }
-      if (best < 0) break;
-      const Change e = change(best, at[best]++);
-      now += e.delta;
-      if (options.timeline) {
-        if (samples.back().first == e.time) {
-          samples.back().second = now;
-        } else {
-          samples.emplace_back(e.time, now);
-        }
-      }
-      if (now > stats.peak_memory_bytes) {
-        stats.peak_memory_bytes = now;
-        stats.peak_op = e.op;
-      }
+    }
+    if (now > stats.peak_memory_bytes) {
+      stats.peak_memory_bytes = now;
+      stats.peak_op = e.op;
     }
   }
+}
 
-  const int32_t last_op = FinishStep(r, D);
-  r.links = std::move(links);
-  if (!options.timeline) return r;
-  // The critical path, walked back from the last op: each op's predecessor
-  // is whichever of its resource's previous op and its inputs ended last
-  // (the resource's op on ties), as the event-driven engine records it.
-  auto previous_on_resource = [&](int32_t id) {
-    const Op& op = deps.op(id);
-    const auto& program = s.programs[op.device];
-    const int32_t first = program.front().id;
-    for (int32_t p = id - 1; p >= first; --p) {
-      const Op& q = program[p - first];
-      auto on_stream = [&](OpKind k) { return IsComputeEngineOp(k) || (serial && ir::IsComm(k)); };
-      const bool same = on_stream(op.kind)                ? on_stream(q.kind)
-                        : op.kind == OpKind::kAllReduce ? q.kind == OpKind::kAllReduce
-                                                        : ir::IsSend(q.kind) && q.peer == op.peer;
-      if (same) return p;
-    }
-    return -1;
-  };
-  auto send_of = [&](int32_t recv) {  // a receive's transfer is its send's
-    const InOrderChannel& ch = channels[channel(deps.op(recv).peer, deps.op(recv).device)];
-    const auto k = std::lower_bound(ch.pair->recvs.begin(), ch.pair->recvs.end(), recv) - ch.pair->recvs.begin();
-    return k < static_cast<ptrdiff_t>(ch.pair->sends.size()) ? ch.pair->sends[k] : -1;
-  };
+int32_t InOrderSimulator::PreviousOnResource(int32_t id) const {
+  const Op& op = deps_.op(id);
+  const auto& program = s_.programs[op.device];
+  const int32_t first = program.front().id;
+  auto on_stream = [&](OpKind k) { return IsComputeEngineOp(k) || (serial_ && ir::IsComm(k)); };
+  for (int32_t p = id - 1; p >= first; --p) {
+    const Op& q = program[p - first];
+    const bool same = on_stream(op.kind)                ? on_stream(q.kind)
+                      : op.kind == OpKind::kAllReduce ? q.kind == OpKind::kAllReduce
+                                                      : ir::IsSend(q.kind) && q.peer == op.peer;
+    if (same) return p;
+  }
+  return -1;
+}
+
+int32_t InOrderSimulator::SendOf(int32_t recv) const {
+  const ir::Channel& ch = *channels_[pairs_.Find(deps_.op(recv).peer, deps_.op(recv).device)].pair;
+  const auto k = std::lower_bound(ch.recvs.begin(), ch.recvs.end(), recv) - ch.recvs.begin();
+  return k < static_cast<ptrdiff_t>(ch.sends.size()) ? ch.sends[k] : -1;
+}
+
+void InOrderSimulator::CriticalPath(int32_t last_op) {
   for (int32_t op = last_op; op >= 0;) {
-    r.critical_path.push_back(op);
-    const int32_t at = ir::IsRecv(deps.op(op).kind) && !serial ? send_of(op) : op;
-    int32_t who = previous_on_resource(at);
-    double latest = who >= 0 ? r.end_s[who] : 0;
-    if (serial && ir::IsRecv(deps.op(op).kind)) {  // waited for its data?
-      const int32_t send = send_of(op);
-      if (send >= 0 && (who < 0 || r.end_s[send] > latest)) {
+    r_.critical_path.push_back(op);
+    const bool recv = ir::IsRecv(deps_.op(op).kind);
+    const int32_t at = recv && !serial_ ? SendOf(op) : op;
+    int32_t who = PreviousOnResource(at);
+    double latest = who >= 0 ? r_.end_s[who] : 0;
+    if (serial_ && recv) {  // waited for its data?
+      const int32_t send = SendOf(op);
+      if (send >= 0 && (who < 0 || r_.end_s[send] > latest)) {
         who = send;
-        latest = r.end_s[send];
+        latest = r_.end_s[send];
       }
     }
-    deps.ForEach(at, [&](int32_t dep) {
-      if (who < 0 || r.end_s[dep] > latest) {
+    deps_.ForEach(at, [&](int32_t dep) {
+      if (who < 0 || r_.end_s[dep] > latest) {
         who = dep;
-        latest = r.end_s[dep];
+        latest = r_.end_s[dep];
       }
     });
     op = who;
   }
-  std::reverse(r.critical_path.begin(), r.critical_path.end());
-  return r;
+  std::reverse(r_.critical_path.begin(), r_.critical_path.end());
+}
+
+}  // namespace
+
+Result<SimResult> SimulateInOrder(const ir::Schedule& s, const PlanCosts& c, const SimOptions& options) {
+  return InOrderSimulator(s, c, options).Run();
 }
 
 }  // namespace twinpipe::simulate
