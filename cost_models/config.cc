@@ -1,8 +1,6 @@
 #include "cost_models/config.h"
 
-#include <cmath>
 #include <fstream>
-#include <set>
 #include <sstream>
 
 #include <boost/graph/adjacency_list.hpp>
@@ -11,100 +9,16 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/builders.h"
+#include "ir/json_reader.h"
 
 namespace twinpipe::cost {
 namespace {
 
 using nlohmann::json;
 
-// Internal to the loader: thrown at the first problem, turned into an Error
-// at LoadConfig's boundary.
-struct ConfigError {
-  std::string message;
-};
+using ir::json::Reader;
 
 constexpr double kMaxCount = 1e15;
-
-class Reader {
- public:
-  explicit Reader(std::string_view source) : source_(source) {}
-
-  [[noreturn]] void Fail(const std::string& path, const std::string& what) const {
-    throw ConfigError{fmt::format("{}: {}: {}", source_, path.empty() ? "/" : path, what)};
-  }
-
-  const json& Object(const json& parent, const std::string& key, const std::string& path) const {
-    auto it = parent.find(key);
-    if (it == parent.end()) Fail(path, fmt::format("missing section '{}'", key));
-    if (!it->is_object()) Fail(path + "/" + key, fmt::format("expected an object, got {}", it->type_name()));
-    return *it;
-  }
-
-  void Keys(const json& obj, const std::string& path, const std::set<std::string>& allowed) const {
-    for (auto it = obj.begin(); it != obj.end(); ++it) {
-      if (!allowed.contains(it.key())) {
-        std::vector<std::string> names(allowed.begin(), allowed.end());
-        Fail(path + "/" + it.key(), fmt::format("unknown key (expected one of {})", fmt::join(names, ", ")));
-      }
-    }
-  }
-
-  int64_t Int(const json& obj, const std::string& key, const std::string& path, int64_t lo, int64_t hi,
-              std::optional<int64_t> fallback = std::nullopt) const {
-    auto it = obj.find(key);
-    if (it == obj.end()) {
-      if (fallback) return *fallback;
-      Fail(path, fmt::format("missing key '{}' (an integer from {} to {})", key, lo, hi));
-    }
-    const std::string p = path + "/" + key;
-    if (!it->is_number_integer()) Fail(p, fmt::format("expected an integer, got {}", it->dump()));
-    const int64_t v = it->get<int64_t>();
-    if (v < lo || v > hi) Fail(p, fmt::format("expected an integer from {} to {}, got {}", lo, hi, v));
-    return v;
-  }
-
-  double Number(const json& obj, const std::string& key, const std::string& path, double lo, double hi,
-                std::optional<double> fallback = std::nullopt, bool lo_open = false) const {
-    auto it = obj.find(key);
-    if (it == obj.end()) {
-      if (fallback) return *fallback;
-      Fail(path, fmt::format("missing key '{}' (a number)", key));
-    }
-    const std::string p = path + "/" + key;
-    if (!it->is_number()) Fail(p, fmt::format("expected a number, got {}", it->dump()));
-    const double v = it->get<double>();
-    if (!std::isfinite(v) || v < lo || v > hi || (lo_open && v == lo)) {
-      Fail(p, fmt::format("expected a number {} {} and at most {}, got {}", lo_open ? ">" : ">=", lo, hi, it->dump()));
-    }
-    return v;
-  }
-
-  std::string String(const json& obj, const std::string& key, const std::string& path,
-                     const std::vector<std::string>& choices, std::optional<std::string> fallback) const {
-    auto it = obj.find(key);
-    if (it == obj.end()) {
-      if (fallback) return *fallback;
-      Fail(path, fmt::format("missing key '{}' (one of {})", key, fmt::join(choices, ", ")));
-    }
-    const std::string p = path + "/" + key;
-    if (!it->is_string()) Fail(p, fmt::format("expected a string, got {}", it->dump()));
-    std::string v = it->get<std::string>();
-    if (!choices.empty() && std::find(choices.begin(), choices.end(), v) == choices.end()) {
-      Fail(p, fmt::format("'{}' is not one of {}", v, fmt::join(choices, ", ")));
-    }
-    return v;
-  }
-
-  bool Bool(const json& obj, const std::string& key, const std::string& path, bool fallback) const {
-    auto it = obj.find(key);
-    if (it == obj.end()) return fallback;
-    if (!it->is_boolean()) Fail(path + "/" + key, fmt::format("expected true or false, got {}", it->dump()));
-    return it->get<bool>();
-  }
-
- private:
-  std::string_view source_;
-};
 
 Dtype ReadDtype(const Reader& r, const json& m, const std::string& path) {
   return *DtypeFromName(r.String(m, "dtype", path, {"fp32", "tf32", "fp16", "bf16"}, "fp32"));
@@ -344,18 +258,13 @@ void LoadCluster(const Reader& r, const json& root, Config& c) {
   if (cl.contains("efficiency")) c.cluster.efficiency = r.Number(cl, "efficiency", p, 0, 1, 0.5, true);
 }
 
-Config Load(std::string_view text, std::string_view source) {
-  Reader r(source);
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::exception& e) {
-    throw ConfigError{fmt::format("{}: not valid JSON: {}", source, e.what())};
-  }
+// Reads the config `root` with `r`; `source` is what the config's later
+// messages (the partitioner's, the planner's) name it by.
+Config Load(const Reader& r, const json& root, std::string source) {
   if (!root.is_object()) r.Fail("", "expected an object with model, training, pipeline and cluster");
   r.Keys(root, "", {"model", "training", "pipeline", "cluster"});
   Config c;
-  c.source = std::string(source);
+  c.source = std::move(source);
   LoadModel(r, root, c);
   const int L = static_cast<int>(c.model.layers.size());
 
@@ -528,11 +437,17 @@ bool Regenerate(Config& c, int layers) {
 }
 
 Result<Config> LoadConfig(std::string_view text, std::string_view source) {
-  try {
-    return Load(text, source);
-  } catch (const ConfigError& e) {
-    return Fail(e.message);
-  }
+  return ir::json::TryRead([&] {
+    const Reader r{std::string(source)};
+    return Load(r, r.Parse(text), std::string(source));
+  });
+}
+
+Result<Config> LoadConfig(const nlohmann::json& document, std::string_view source, std::string_view path) {
+  return ir::json::TryRead([&] {
+    return Load(Reader(std::string(source), std::string(path)), document,
+                path.empty() ? std::string(source) : fmt::format("{}: {}", source, path));
+  });
 }
 
 Result<Config> LoadConfigFile(const std::string& path) {

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "cost_models/catalogue.h"
 #include "cost_models/generators.h"
 #include "cost_models/model.h"
@@ -103,6 +105,11 @@ struct Config {
 };
 
 Result<Config> LoadConfig(std::string_view text, std::string_view source);
+// A config parsed already, found at JSON path `path` of `source` (a table of
+// runs' "/config" of "runs.jsonl:3"): messages name source and the whole
+// path ("runs.jsonl:3: /config/model/layers: ..."); Config::source is
+// "runs.jsonl:3: /config".
+Result<Config> LoadConfig(const nlohmann::json& document, std::string_view source, std::string_view path);
 Result<Config> LoadConfigFile(const std::string& path);
 
 // For a generator model: rebuilds it with `layers` (the generator's own
