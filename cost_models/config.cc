@@ -20,6 +20,17 @@ using ir::json::Reader;
 
 constexpr double kMaxCount = 1e15;
 
+// The config's field for a schedule shape's parameter.
+std::string ShapeParameterPath(ir::ShapeParameter parameter) {
+  switch (parameter) {
+    case ir::ShapeParameter::kSchedule: return "/pipeline/schedule";
+    case ir::ShapeParameter::kDevices: return "/pipeline/stages";
+    case ir::ShapeParameter::kMicroBatches: return "/training/microbatches";
+    case ir::ShapeParameter::kChunks: return "/pipeline/chunks";
+  }
+  return "/pipeline";
+}
+
 Dtype ReadDtype(const Reader& r, const json& m, const std::string& path) {
   return *DtypeFromName(r.String(m, "dtype", path, {"fp32", "tf32", "fp16", "bf16"}, "fp32"));
 }
@@ -299,20 +310,9 @@ Config Load(const Reader& r, const json& root, std::string source) {
                                                "is '{}'", c.pipeline.schedule));
   }
   const int chunks = c.pipeline.Chunks();
-  if (c.pipeline.schedule == "interleaved") {
-    if (chunks < 2) r.Fail("/pipeline/chunks", "interleaved needs at least 2 chunks per device (with 1 it is 1f1b)");
-    if (c.training.micro_batches % c.pipeline.stages != 0) {
-      r.Fail("/training/microbatches",
-             fmt::format("interleaved needs the micro-batches to be a multiple of the {} pipeline devices, got {}",
-                         c.pipeline.stages, c.training.micro_batches));
-    }
-  } else if (c.pipeline.schedule == "dualpipev" && c.training.micro_batches < 2 * c.pipeline.stages) {
-    r.Fail("/training/microbatches", fmt::format("dualpipev needs at least twice as many micro-batches as pipeline "
-                                                 "devices (2 x {} = {}), got {}", c.pipeline.stages,
-                                                 2 * c.pipeline.stages, c.training.micro_batches));
-  } else if (chunks != ir::DefaultChunks(c.pipeline.schedule)) {
-    r.Fail("/pipeline/chunks", fmt::format("schedule '{}' places {} chunk(s) per device, not {}", c.pipeline.schedule,
-                                           ir::DefaultChunks(c.pipeline.schedule), chunks));
+  // The builders' own rules (ir/builders.h), at the field each one is about.
+  if (auto problem = ir::FindShapeProblem(c.pipeline.schedule, c.pipeline.stages, c.training.micro_batches, chunks)) {
+    r.Fail(ShapeParameterPath(problem->parameter), problem->message);
   }
   if (static_cast<int64_t>(c.pipeline.stages) * chunks > L) {
     r.Fail("/pipeline/chunks", fmt::format("{} devices x {} chunks = {} stages but the model has only {} layers",

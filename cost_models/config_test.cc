@@ -1,6 +1,9 @@
 #include "cost_models/config.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include "ir/builders.h"
 
 namespace twinpipe::cost {
 namespace {
@@ -121,12 +124,50 @@ INSTANTIATE_TEST_SUITE_P(
                   "q.json: /training/bytes_per_param: expected a number >= 0 and at most 1024, got -12"},
         BadConfig{"\"partition\": \"minmax\"", "\"partition\": \"manual\"",
                   "q.json: /pipeline/first_layers: partition 'manual' needs the first layer of each cell"},
+        BadConfig{"\"schedule\": \"gpipe\"", "\"schedule\": \"interleaved\", \"chunks\": 1",
+                  "q.json: /pipeline/chunks: interleaved needs at least 2 chunks per device, got 1 (with 1 it is 1f1b)"},
+        BadConfig{"\"schedule\": \"gpipe\"", "\"schedule\": \"zb-v\", \"chunks\": 3",
+                  "q.json: /pipeline/chunks: schedule 'zb-v' places 2 chunks per device, not 3"},
         BadConfig{"\"cluster\":", "\"clusters\":",
                   "q.json: /clusters: unknown key (expected one of cluster, model, pipeline, training)"},
         BadConfig{"\"batch\": 128, ", "", "q.json: /training: missing key 'batch' (an integer from 1 to 1099511627776)"},
         BadConfig{"\"vocab\": 32000, \"dtype\": \"bf16\"}", "\"vocab\": 32000, \"dtype\": \"bf16\"",
                   "q.json: not valid JSON: [json.exception.parse_error.101] parse error at line 6, column 2: "
                   "syntax error while parsing object - unexpected end of input; expected '}'"}));
+
+// The loader takes a schedule's shape exactly where its builder builds it,
+// and where it does not, says the builder's reason at the field at fault.
+TEST(LoadConfig, AcceptsExactlyTheShapesTheBuildersBuild) {
+  int accepted = 0, refused = 0;
+  for (const std::string& name : ir::ScheduleNames()) {
+    for (int K = 1; K <= 5; ++K) {
+      for (int M = 1; M <= 12; ++M) {
+        for (int v : {0, 1, 2, 3, 4}) {  // 0: no "chunks" key
+          const std::string text = fmt::format(
+              R"({{"model": {{"generator": "mlp", "layers": 24, "width": 8, "input": 4, "classes": 2}},
+                  "training": {{"batch": {}, "microbatches": {}}},
+                  "pipeline": {{"stages": {}, "schedule": "{}"{}}}, "cluster": {{"device": "CPU"}}}})",
+              M, M, K, name, v ? fmt::format(", \"chunks\": {}", v) : "");
+          SCOPED_TRACE(text);
+          auto config = LoadConfig(text, "grid.json");
+          auto built = ir::BuildShape(name, K, M, v);
+          ASSERT_EQ(config.has_value(), built.has_value()) << (config ? built.error() : config.error()).message;
+          if (built) {
+            ++accepted;
+            continue;
+          }
+          ++refused;
+          const std::string& message = config.error().message;
+          const std::string field = built.error().message.find("micro-batches") != std::string::npos
+                                        ? "/training/microbatches" : "/pipeline/chunks";
+          EXPECT_EQ(message, fmt::format("grid.json: {}: {}", field, built.error().message));
+        }
+      }
+    }
+  }
+  EXPECT_GT(accepted, 0);
+  EXPECT_GT(refused, 0);
+}
 
 TEST(LoadConfig, RejectsCyclicGraphs) {
   auto c = LoadConfig(R"({
