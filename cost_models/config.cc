@@ -351,7 +351,7 @@ Config Load(const Reader& r, const json& root, std::string source) {
     }
     SetParallelism(c, tp, c.pipeline.sequence_parallel, c.pipeline.recompute);
   }
-  c.pipeline.partition = r.String(pl, "partition", "/pipeline", PartitionAlgorithms(), "minmax");
+  c.pipeline.partition = r.Enum(pl, "partition", "/pipeline", kPartitionAlgorithmNames, PartitionAlgorithm::kMinMax);
   if (pl.contains("first_layers")) {
     const json& f = pl["first_layers"];
     if (!f.is_array()) r.Fail("/pipeline/first_layers", "expected an array with the first layer of each cell");
@@ -361,7 +361,7 @@ Config Load(const Reader& r, const json& root, std::string source) {
       c.pipeline.first_layers.push_back(f[i].get<int>());
     }
   }
-  if (c.pipeline.partition == "manual" && c.pipeline.first_layers.empty()) {
+  if (c.pipeline.partition == PartitionAlgorithm::kManual && c.pipeline.first_layers.empty()) {
     r.Fail("/pipeline/first_layers", "partition 'manual' needs the first layer of each cell");
   }
 
@@ -398,11 +398,6 @@ Config Load(const Reader& r, const json& root, std::string source) {
 }
 
 }  // namespace
-
-const std::vector<std::string>& PartitionAlgorithms() {
-  static const std::vector<std::string> names = {"gpipe", "minmax", "memory", "manual"};
-  return names;
-}
 
 void SetParallelism(Config& c, int tensor_parallel, bool sequence_parallel, ir::RecomputeMode recompute) {
   c.pipeline.tensor_parallel = tensor_parallel;

@@ -16,6 +16,7 @@
 #include "cost_models/catalogue.h"
 #include "cost_models/generators.h"
 #include "cost_models/model.h"
+#include "cost_models/partition_algorithm.h"
 #include "ir/builders.h"
 #include "ir/passes.h"
 #include "ir/result.h"
@@ -46,7 +47,7 @@ struct PipelineConfig {
   // (Megatron-LM: the forward is re-run inside the backward call, once the
   // gradient is in).
   ir::RecomputeTiming recompute_timing = ir::RecomputeTiming::kOverlapped;
-  std::string partition = "minmax";     // gpipe | minmax | memory | manual
+  PartitionAlgorithm partition = PartitionAlgorithm::kMinMax;  // how the model is cut into cells
   std::vector<int> first_layers;        // manual: first layer of each cell
   // Megatron-LM's tensor parallelism: each pipeline device of the schedule
   // is a group of t GPUs inside one node (transformer generator only).
@@ -122,8 +123,5 @@ bool Regenerate(Config& config, int layers);
 // (they split its GEMMs, add its collectives, and selective recompute
 // moves the attention core's work into the backward).
 void SetParallelism(Config& config, int tensor_parallel, bool sequence_parallel, ir::RecomputeMode recompute);
-
-// The partition algorithm names, for messages and --help.
-const std::vector<std::string>& PartitionAlgorithms();
 
 }  // namespace twinpipe::cost

@@ -1,5 +1,7 @@
 #include "cost_models/config.h"
 
+#include <fstream>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -128,6 +130,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "q.json: /pipeline/chunks: interleaved needs at least 2 chunks per device, got 1 (with 1 it is 1f1b)"},
         BadConfig{"\"schedule\": \"gpipe\"", "\"schedule\": \"zb-v\", \"chunks\": 3",
                   "q.json: /pipeline/chunks: schedule 'zb-v' places 2 chunks per device, not 3"},
+        BadConfig{"\"partition\": \"minmax\"", "\"partition\": \"best\"",
+                  "q.json: /pipeline/partition: 'best' is not one of gpipe, minmax, memory, manual"},
         BadConfig{"\"cluster\":", "\"clusters\":",
                   "q.json: /clusters: unknown key (expected one of cluster, model, pipeline, training)"},
         BadConfig{"\"batch\": 128, ", "", "q.json: /training: missing key 'batch' (an integer from 1 to 1099511627776)"},
@@ -167,6 +171,47 @@ TEST(LoadConfig, AcceptsExactlyTheShapesTheBuildersBuild) {
   }
   EXPECT_GT(accepted, 0);
   EXPECT_GT(refused, 0);
+}
+
+// The partition algorithms' names are the README's: its table under
+// `twinpipe partition` lists each, in the table's order, and each name
+// parses back into its algorithm.
+TEST(PartitionAlgorithm, NamesAreTheReadmesAndRoundTrip) {
+  std::ifstream in(std::string(TWINPIPE_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(in);
+  std::vector<std::string> documented;
+  bool in_table = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line == "| algorithm | what it does |") {
+      in_table = true;
+    } else if (in_table && line.starts_with("| `")) {
+      documented.push_back(line.substr(3, line.find('`', 3) - 3));
+    } else if (in_table && !line.starts_with("|---")) {
+      break;
+    }
+  }
+  std::vector<std::string> names;
+  for (const auto& [name, algorithm] : kPartitionAlgorithmNames) {
+    names.emplace_back(name);
+    EXPECT_EQ(PartitionAlgorithmFromName(name), algorithm);
+    EXPECT_EQ(PartitionAlgorithmName(algorithm), name);
+  }
+  EXPECT_EQ(names, documented);
+  EXPECT_FALSE(PartitionAlgorithmFromName("best"));
+  EXPECT_FALSE(PartitionAlgorithmFromName("MinMax"));
+}
+
+TEST(LoadConfig, ReadsThePartitionAlgorithm) {
+  std::string text = kGood;
+  text.replace(text.find("\"minmax\""), 8, "\"memory\"");
+  auto memory = LoadConfig(text, "q.json");
+  ASSERT_TRUE(memory) << memory.error().message;
+  EXPECT_EQ(memory->pipeline.partition, PartitionAlgorithm::kMemory);
+  const std::string given = ", \"partition\": \"memory\"";
+  text.replace(text.find(given), given.size(), "");
+  auto absent = LoadConfig(text, "q.json");
+  ASSERT_TRUE(absent) << absent.error().message;
+  EXPECT_EQ(absent->pipeline.partition, PartitionAlgorithm::kMinMax);  // the default
 }
 
 TEST(LoadConfig, RejectsCyclicGraphs) {

@@ -161,17 +161,18 @@ PartitionReport DescribePartition(const Config& c, const std::vector<int>& first
   return r;
 }
 
-Result<std::vector<int>> CutLayers(const Config& c, const std::string& algorithm, const std::vector<int>* in_flight,
+Result<std::vector<int>> CutLayers(const Config& c, cost::PartitionAlgorithm algorithm, const std::vector<int>* in_flight,
                                    const std::vector<int>* placement) {
   const PartitionProblem p = BuildProblem(c, in_flight, placement);
-  Result<Partition> part = Fail(fmt::format("unknown partition algorithm '{}': expected one of {}", algorithm,
-                                            fmt::join(cost::PartitionAlgorithms(), ", ")));
-  if (algorithm == "gpipe") part = MinVariance(p);
-  if (algorithm == "minmax") part = MinMax(p);
-  if (algorithm == "memory") part = MinMaxUnderMemory(p);
-  if (algorithm == "manual") {
-    part = Manual(p, c.pipeline.first_layers);
-    if (!part) return Fail(fmt::format("{}: /pipeline/first_layers{}", c.source, part.error().message));
+  Result<Partition> part = Partition{};
+  switch (algorithm) {
+    case cost::PartitionAlgorithm::kGpipe: part = MinVariance(p); break;
+    case cost::PartitionAlgorithm::kMinMax: part = MinMax(p); break;
+    case cost::PartitionAlgorithm::kMemory: part = MinMaxUnderMemory(p); break;
+    case cost::PartitionAlgorithm::kManual:
+      part = Manual(p, c.pipeline.first_layers);
+      if (!part) return Fail(fmt::format("{}: /pipeline/first_layers{}", c.source, part.error().message));
+      break;
   }
   if (!part) {
     return tl::unexpected(Error{fmt::format("{}: {}", c.source, part.error().message), part.error().kind});
@@ -179,12 +180,12 @@ Result<std::vector<int>> CutLayers(const Config& c, const std::string& algorithm
   return std::move(part->first_layers);
 }
 
-Result<PartitionReport> PlanPartition(const Config& c, const std::string& algorithm, const std::vector<int>* in_flight,
+Result<PartitionReport> PlanPartition(const Config& c, cost::PartitionAlgorithm algorithm, const std::vector<int>* in_flight,
                                       const std::vector<int>* placement) {
   auto firsts = CutLayers(c, algorithm, in_flight, placement);
   if (!firsts) return tl::unexpected(firsts.error());
   PartitionReport r = DescribePartition(c, *firsts, in_flight, placement);
-  r.algorithm = algorithm;
+  r.algorithm = std::string(cost::PartitionAlgorithmName(algorithm));
   return r;
 }
 

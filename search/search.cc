@@ -69,12 +69,12 @@ struct Cut {
 // What a cut depends on: tensor and sequence parallelism, recompute, the
 // replica's batch and micro-batches, the algorithm, and the shape's class
 // (its placement and in-flight counts: see Searcher::Shape).
-using CutKey = std::tuple<int, bool, int, int64_t, int, std::string, int>;
+using CutKey = std::tuple<int, bool, int, int64_t, int, cost::PartitionAlgorithm, int>;
 // What a time-balancing cut (gpipe, minmax) depends on: the layers' times
 // and the cuts' transfers, that is tensor and sequence parallelism, whether
 // R runs (none, full or except-last, selective), the micro-batch size and
 // the placement; not the in-flight counts or the memory.
-using TimeCutKey = std::tuple<int, bool, int, int64_t, std::string, std::vector<int>>;
+using TimeCutKey = std::tuple<int, bool, int, int64_t, cost::PartitionAlgorithm, std::vector<int>>;
 // What a cut's report and costs read: a CutKey's but the algorithm, and the
 // cells (algorithms that cut alike share them).
 using DescribedKey = std::tuple<int, bool, int, int64_t, int, int, std::vector<int>>;
@@ -185,7 +185,7 @@ struct Searcher {
     if (!fresh) return it->second.get();
     const ir::Schedule& s = shape.schedule;
     std::optional<std::vector<int>> firsts;
-    if (c.partition == "gpipe" || c.partition == "minmax") {
+    if (c.partition == cost::PartitionAlgorithm::kGpipe || c.partition == cost::PartitionAlgorithm::kMinMax) {
       const int runs_r = c.recompute == ir::RecomputeMode::kSelective ? 2 : ir::InsertsRecompute(c.recompute) ? 1 : 0;
       auto [cut, solve] = time_cuts.try_emplace(TimeCutKey{c.tensor_parallel, c.sequence_parallel, runs_r,
                                                            c.batch / c.micro_batches, c.partition, s.placement});
@@ -450,9 +450,9 @@ std::vector<int> TensorParallelDegrees(const cost::Config& c, int devices) {
 // The grid, in a fixed order (ties in the ranking go to the earlier point).
 std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_batch) {
   const int L = static_cast<int>(c.model.layers.size());
-  std::vector<std::string> partitions;
-  for (const auto& a : cost::PartitionAlgorithms()) {
-    if (a != "manual") partitions.push_back(a);
+  std::vector<cost::PartitionAlgorithm> partitions;
+  for (const auto& [name, a] : cost::kPartitionAlgorithmNames) {
+    if (a != cost::PartitionAlgorithm::kManual) partitions.push_back(a);
   }
   std::vector<ir::RecomputeMode> modes{ir::RecomputeMode::kNone, ir::RecomputeMode::kFull,
                                        ir::RecomputeMode::kExceptLast};
@@ -580,7 +580,7 @@ Result<SearchResult> Search(const cost::Config& config, const SearchOptions& o) 
          c->peak_memory_bytes < bounds[i].least_peak * (1 - 1e-12))) {
       return FailRuntime(fmt::format("point {} (t={}{} K={} R={} M={} {} v={} recompute {} {}) beats its bounds: {} samples/s (bound {}), peak {} (bound {})", i,
                                      c->tensor_parallel, c->sequence_parallel ? " sp" : "", c->stages, c->replicas, c->micro_batches, c->schedule, c->chunks,
-                                     ir::RecomputeModeName(c->recompute), c->partition, c->throughput, bounds[i].most_throughput, c->peak_memory_bytes,
+                                     ir::RecomputeModeName(c->recompute), cost::PartitionAlgorithmName(c->partition), c->throughput, bounds[i].most_throughput, c->peak_memory_bytes,
                                      bounds[i].least_peak));
     }
     if (!c || !c->fits) {
@@ -613,7 +613,7 @@ nlohmann::ordered_json CandidateConfig(const nlohmann::ordered_json& original, c
   pipeline["schedule"] = c.schedule;
   if (c.chunks != ir::DefaultChunks(c.schedule) || pipeline.contains("chunks")) pipeline["chunks"] = c.chunks;
   pipeline["recompute"] = std::string(ir::RecomputeModeName(c.recompute));
-  pipeline["partition"] = c.partition;
+  pipeline["partition"] = std::string(cost::PartitionAlgorithmName(c.partition));
   pipeline.erase("first_layers");
   j["training"]["batch"] = c.batch;
   j["training"]["microbatches"] = c.micro_batches;
@@ -650,11 +650,11 @@ Result<std::vector<MaxLayersRow>> MaxLayers(const cost::Config& config, const Se
     if (!ir::CheckShape(c.schedule, K, c.micro_batches, c.chunks)) return false;
     // The time-balanced cut first; the memory-aware one (quadratic in the
     // layers) where that overflows and the model is small enough.
-    c.partition = "minmax";
+    c.partition = cost::PartitionAlgorithm::kMinMax;
     searcher.ForgetTheModel();
     auto e = searcher.Simulate(c);
     if ((!e || !e->fits) && layers <= kMemoryPartitionLayers) {
-      c.partition = "memory";
+      c.partition = cost::PartitionAlgorithm::kMemory;
       e = searcher.Simulate(c);
     }
     if (!e || !e->fits) return false;
