@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/fail.h"
 #include "cli/schedule_io.h"
 #include "cost_models/config.h"
 #include "ir/units.h"
@@ -33,18 +34,12 @@ std::string Human(double v, const char* unit) {
 
 int Run(const PartitionOptions& o) {
   auto config = cost::LoadConfigFile(o.config);
-  if (!config) {
-    fmt::print(stderr, "twinpipe partition: {}\n", config.error().message);
-    return kExitBadInput;
-  }
+  if (!config) return Fail("partition", config.error());
   // --algo's name is checked against the table by CLI11.
   const cost::PartitionAlgorithm algorithm =
       o.algorithm.empty() ? config->pipeline.partition : *cost::PartitionAlgorithmFromName(o.algorithm);
   auto report = partition::PlanPartition(*config, algorithm);
-  if (!report) {
-    fmt::print(stderr, "twinpipe partition: {}\n", report.error().message);
-    return ExitCodeOf(report.error());
-  }
+  if (!report) return Fail("partition", report.error());
   const auto& layers = config->model.layers;
   if (o.json) {
     nlohmann::ordered_json j;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/fail.h"
 #include "cli/plan_source.h"
 #include "cli/schedule_io.h"
 #include "ir/units.h"
@@ -73,10 +74,7 @@ class Progress {
 
 int RunMaxLayers(const SearchCmdOptions& o, const cost::Config& config, const search::SearchOptions& so) {
   auto rows = search::MaxLayers(config, so);
-  if (!rows) {
-    fmt::print(stderr, "twinpipe search: {}\n", rows.error().message);
-    return kExitBadInput;
-  }
+  if (!rows) return Fail("search", rows.error());
   if (o.json) {
     nlohmann::ordered_json j;
     j["schedule"] = config.pipeline.schedule;
@@ -103,15 +101,9 @@ int RunMaxLayers(const SearchCmdOptions& o, const cost::Config& config, const se
 
 int Run(const SearchCmdOptions& o) {
   auto config = cost::LoadConfigFile(o.config);
-  if (!config) {
-    fmt::print(stderr, "twinpipe search: {}\n", config.error().message);
-    return kExitBadInput;
-  }
+  if (!config) return Fail("search", config.error());
   auto calibration = LoadCalibration(o.calibration, *config);
-  if (!calibration) {
-    fmt::print(stderr, "twinpipe search: {}\n", calibration.error().message);
-    return kExitBadInput;
-  }
+  if (!calibration) return Fail("search", calibration.error());
   search::SearchOptions so;
   so.calibration = *calibration ? &**calibration : nullptr;
   so.devices = o.devices;
@@ -122,24 +114,15 @@ int Run(const SearchCmdOptions& o) {
   if (o.max_layers) return RunMaxLayers(o, *config, so);
 
   auto result = search::Search(*config, so);
-  if (!result) {
-    fmt::print(stderr, "twinpipe search: {}\n", result.error().message);
-    return kExitBadInput;
-  }
+  if (!result) return Fail("search", result.error());
   const int devices = o.devices > 0 ? o.devices : config->cluster.NumDevices();
   nlohmann::ordered_json best_config;
   if (result->best) {
     auto text = ReadFile(o.config);
-    if (!text) {
-      fmt::print(stderr, "twinpipe search: {}\n", text.error().message);
-      return kExitBadInput;
-    }
+    if (!text) return Fail("search", text.error());
     best_config = search::CandidateConfig(nlohmann::ordered_json::parse(*text), *result->best, devices, o.memory_cap);
     if (!o.output.empty()) {
-      if (auto ok = WriteOutput(o.output, best_config.dump(2) + "\n"); !ok) {
-        fmt::print(stderr, "twinpipe search: {}\n", ok.error().message);
-        return kExitRuntime;
-      }
+      if (auto ok = WriteOutput(o.output, best_config.dump(2) + "\n"); !ok) return Fail("search", ok.error());
     }
   }
   if (o.json) {
