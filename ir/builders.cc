@@ -267,7 +267,9 @@ int32_t DefaultChunks(std::string_view name) {
 
 std::optional<ShapeProblem> FindShapeProblem(std::string_view name, int32_t devices, int32_t micro_batches,
                                              int32_t chunks) {
-  if (devices < 1) return ShapeProblem{ShapeParameter::kDevices, fmt::format("stages must be at least 1, got {}", devices)};
+  if (devices < 1) {
+    return ShapeProblem{ShapeParameter::kDevices, fmt::format("stages must be at least 1, got {}", devices)};
+  }
   if (micro_batches < 1) {
     return ShapeProblem{ShapeParameter::kMicroBatches,
                         fmt::format("micro-batches must be at least 1, got {}", micro_batches)};

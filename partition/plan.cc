@@ -161,8 +161,8 @@ PartitionReport DescribePartition(const Config& c, const std::vector<int>& first
   return r;
 }
 
-Result<std::vector<int>> CutLayers(const Config& c, cost::PartitionAlgorithm algorithm, const std::vector<int>* in_flight,
-                                   const std::vector<int>* placement) {
+Result<std::vector<int>> CutLayers(const Config& c, cost::PartitionAlgorithm algorithm,
+                                   const std::vector<int>* in_flight, const std::vector<int>* placement) {
   const PartitionProblem p = BuildProblem(c, in_flight, placement);
   Result<Partition> part = Partition{};
   switch (algorithm) {
@@ -180,7 +180,8 @@ Result<std::vector<int>> CutLayers(const Config& c, cost::PartitionAlgorithm alg
   return std::move(part->first_layers);
 }
 
-Result<PartitionReport> PlanPartition(const Config& c, cost::PartitionAlgorithm algorithm, const std::vector<int>* in_flight,
+Result<PartitionReport> PlanPartition(const Config& c, cost::PartitionAlgorithm algorithm,
+                                      const std::vector<int>* in_flight,
                                       const std::vector<int>* placement) {
   auto firsts = CutLayers(c, algorithm, in_flight, placement);
   if (!firsts) return tl::unexpected(firsts.error());

@@ -109,8 +109,9 @@ Run ReadRun(const ir::json::Reader& r, std::string_view row, int line, const Pla
     if (d.name != device) r.Fail("/config/cluster", "mixes device kinds; a run table is of one");
   }
   if (!earlier.empty() && earlier.front().config.cluster.devices.at(0).name != device) {
+    const Run& first = earlier.front();
     r.Fail("/config/cluster/device", fmt::format("'{}', but line {} runs on '{}'; a table is of one device kind", device,
-                                                 earlier.front().line, earlier.front().config.cluster.devices.at(0).name));
+                                                 first.line, first.config.cluster.devices.at(0).name));
   }
   return Run{line, std::move(*config), t->get<double>(), std::move(*plan)};
 }
