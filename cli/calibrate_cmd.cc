@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/fail.h"
 #include "cli/plan_source.h"
 #include "cli/schedule_io.h"
 #include "simulate/calibration.h"
@@ -28,10 +29,7 @@ int Write(simulate::Calibration& cal, const CalibrateOptions& o) {
   // The commit configured into the build; $TWINPIPE_COMMIT overrides it.
   cal.commit = TWINPIPE_COMMIT;
   if (const char* commit = std::getenv("TWINPIPE_COMMIT")) cal.commit = commit;
-  if (auto ok = WriteOutput(o.output, cost::WriteCalibration(cal)); !ok) {
-    fmt::print(stderr, "twinpipe calibrate: {}\n", ok.error().message);
-    return kExitRuntime;
-  }
+  if (auto ok = WriteOutput(o.output, cost::WriteCalibration(cal)); !ok) return Fail("calibrate", ok.error());
   return kExitOk;
 }
 
@@ -39,17 +37,11 @@ int Write(simulate::Calibration& cal, const CalibrateOptions& o) {
 // before and after, write the calibration.
 int RunTable(const CalibrateOptions& o) {
   auto runs = LoadRuns(o.runs);
-  if (!runs) {
-    fmt::print(stderr, "twinpipe calibrate: {}\n", runs.error().message);
-    return kExitBadInput;
-  }
+  if (!runs) return Fail("calibrate", runs.error());
   fmt::print(stderr, "twinpipe calibrate: fitting {} runs on {} ...\n", runs->size(),
              runs->front().config.cluster.devices.front().name);
   auto cal = simulate::FitRuns(*runs);
-  if (!cal) {
-    fmt::print(stderr, "twinpipe calibrate: {}\n", cal.error().message);
-    return ExitCodeOf(cal.error());
-  }
+  if (!cal) return Fail("calibrate", cal.error());
   auto before = simulate::ValidateRuns(*runs, nullptr);
   auto after = simulate::ValidateRuns(*runs, &*cal);
   if (!before || !after) return kExitRuntime;
@@ -72,19 +64,16 @@ int RunTable(const CalibrateOptions& o) {
 int Run(const CalibrateOptions& o) {
   if (!o.runs.empty()) {
     if (!o.measured.empty() || !o.configs.empty()) {
-      fmt::print(stderr, "twinpipe calibrate: --runs fits a table of runs; give it without traces or --config\n");
-      return kExitBadInput;
+      return Fail("calibrate", {"--runs fits a table of runs; give it without traces or --config"});
     }
     return RunTable(o);
   }
   if (o.measured.empty() || o.configs.empty()) {
-    fmt::print(stderr, "twinpipe calibrate: give measured traces and --config, or --runs RUNS.jsonl\n");
-    return kExitBadInput;
+    return Fail("calibrate", {"give measured traces and --config, or --runs RUNS.jsonl"});
   }
   if (o.configs.size() != 1 && o.configs.size() != o.measured.size()) {
-    fmt::print(stderr, "twinpipe calibrate: {} traces and {} configs: give one --config for all traces, or one per "
-                       "trace, in order\n", o.measured.size(), o.configs.size());
-    return kExitBadInput;
+    return Fail("calibrate", {fmt::format("{} traces and {} configs: give one --config for all traces, or one per "
+                                          "trace, in order", o.measured.size(), o.configs.size())});
   }
   // A config (and its plan) per distinct --config, each with its traces.
   std::vector<cost::Config> configs;
@@ -98,34 +87,22 @@ int Run(const CalibrateOptions& o) {
     auto at = std::find(seen.begin(), seen.end(), path) - seen.begin();
     if (at == static_cast<long>(seen.size())) {
       auto config = cost::LoadConfigFile(path);
-      if (!config) {
-        fmt::print(stderr, "twinpipe calibrate: {}\n", config.error().message);
-        return kExitBadInput;
-      }
+      if (!config) return Fail("calibrate", config.error());
       auto plan = MakePlan(*config, o.source);
-      if (!plan) {
-        fmt::print(stderr, "twinpipe calibrate: {}\n", plan.error().message);
-        return ExitCodeOf(plan.error());
-      }
+      if (!plan) return Fail("calibrate", plan.error());
       seen.push_back(path);
       configs.push_back(std::move(*config));
       plans.push_back(std::move(*plan));
       traces.emplace_back();
     }
     auto t = LoadTrace(o.measured[i]);
-    if (!t) {
-      fmt::print(stderr, "twinpipe calibrate: {}\n", t.error().message);
-      return kExitBadInput;
-    }
+    if (!t) return Fail("calibrate", t.error());
     traces[at].push_back(std::move(*t));
   }
   std::vector<simulate::MeasuredRuns> runs;
   for (size_t i = 0; i < configs.size(); ++i) runs.push_back({&configs[i], &plans[i], std::move(traces[i])});
   auto cal = simulate::FitCalibration(runs);
-  if (!cal) {
-    fmt::print(stderr, "twinpipe calibrate: {}\n", cal.error().message);
-    return kExitBadInput;
-  }
+  if (!cal) return Fail("calibrate", cal.error());
   return Write(*cal, o);
 }
 

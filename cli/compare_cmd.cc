@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/fail.h"
 #include "cli/schedule_io.h"
 #include "traces/compare.h"
 #include "traces/svg_timeline.h"
@@ -26,21 +27,14 @@ int Run(const CompareOptions& o) {
   const std::string* paths[2] = {&o.predicted, &o.measured};
   for (int i = 0; i < 2; ++i) {
     auto trace = LoadTrace(*paths[i]);
-    if (!trace) {
-      fmt::print(stderr, "twinpipe compare: {}\n", trace.error().message);
-      return kExitBadInput;
-    }
+    if (!trace) return Fail("compare", trace.error());
     t[i] = std::move(*trace);
   }
   auto c = traces::Compare(t[0], t[1]);
-  if (!c) {
-    fmt::print(stderr, "twinpipe compare: {} vs {}: {}\n", o.predicted, o.measured, c.error().message);
-    return kExitBadInput;
-  }
+  if (!c) return Fail("compare", {fmt::format("{} vs {}: {}", o.predicted, o.measured, c.error().message)});
   if (!o.svg.empty()) {
     if (auto ok = WriteOutput(o.svg, traces::RenderTimelineSvg(t[0], &t[1], "predicted", "measured")); !ok) {
-      fmt::print(stderr, "twinpipe compare: {}\n", ok.error().message);
-      return kExitRuntime;
+      return Fail("compare", ok.error());
     }
   }
   if (o.summary) {

@@ -10,11 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/fail.h"
 #include "cli/plan_source.h"
 #include "cli/schedule_io.h"
 #include "cost_models/config.h"
 #include "execute/mpi.h"
 #include "execute/runtime.h"
+#include "ir/name_table.h"
 #include "ir/units.h"
 #include "cost_models/plan_costs.h"
 #include "simulate/engine.h"
@@ -41,12 +43,7 @@ struct ExecuteCmdOptions {
 };
 
 // An option's names, for CLI11 to check (execute/options.h lists them once).
-template <typename T, size_t N>
-std::vector<std::string> Names(const std::array<std::pair<std::string_view, T>, N>& names) {
-  std::vector<std::string> out;
-  for (const auto& [name, value] : names) out.emplace_back(name);
-  return out;
-}
+using ir::Names;
 
 // Started by mpirun (or another MPI launcher), as its environment says.
 bool LaunchedByMpi() {
@@ -58,32 +55,25 @@ bool LaunchedByMpi() {
 
 int Run(const ExecuteCmdOptions& o) {
   auto config = cost::LoadConfigFile(o.config);
-  if (!config) {
-    fmt::print(stderr, "twinpipe execute: {}\n", config.error().message);
-    return kExitBadInput;
-  }
+  if (!config) return Fail("execute", config.error());
   const execute::TransportKind transport = *execute::TransportFromName(o.transport);
   const execute::Precision precision = *execute::PrecisionFromName(o.precision);
   if (o.backend == "cpu" && (transport != execute::TransportKind::kAuto || precision != execute::Precision::kFp32)) {
-    fmt::print(stderr, "twinpipe execute: --transport and --precision choose how the cuda backend runs; the cpu "
-                       "backend has one transport and computes in fp32\n");
-    return kExitBadInput;
+    return Fail("execute", {"--transport and --precision choose how the cuda backend runs; the cpu backend has one "
+                            "transport and computes in fp32"});
   }
   if (o.seed >= 0) config->training.seed = o.seed;
   auto plan = MakePlan(*config, o.source);
-  if (!plan) {
-    fmt::print(stderr, "twinpipe execute: {}\n", plan.error().message);
-    return ExitCodeOf(plan.error());
-  }
+  if (!plan) return Fail("execute", plan.error());
   // Refuse before allocating anything when the simulator predicts a device
   // will run out of memory (the same plan, the catalogue's capacity).
   if (!o.force) {
     auto sim = simulate::Simulate(plan->schedule, cost::CostsFromPlan(*config, *plan));
     if (auto over = sim ? simulate::FirstOverflow(*config, *sim) : std::nullopt) {
-      fmt::print(stderr, "twinpipe execute: device {} is predicted to need {} at peak but holds {}; "
-                         "not run (--force runs it anyway)\n", over->device, Bytes(over->peak_bytes),
-                 Bytes(over->capacity_bytes));
-      return kExitRuntime;
+      return Fail("execute", {fmt::format("device {} is predicted to need {} at peak but holds {}; not run (--force "
+                                          "runs it anyway)", over->device, Bytes(over->peak_bytes),
+                                          Bytes(over->capacity_bytes)),
+                              ErrorKind::kRuntime});
     }
   }
   execute::ExecuteOptions options{o.steps > 0 ? o.steps : config->training.steps, o.timeout_s};
@@ -94,9 +84,9 @@ int Run(const ExecuteCmdOptions& o) {
   if (LaunchedByMpi()) {
     auto world = execute::InitMpi();
     if (!world) {
-      fmt::print(stderr, "twinpipe execute: {}\n", world.error().message);
-      execute::AbortMpi(kExitRuntime);
-      return kExitRuntime;
+      const int code = Fail("execute", {world.error().message, ErrorKind::kRuntime});
+      execute::AbortMpi(code);
+      return code;
     }
     const int devices = plan->schedule.num_devices * std::max(1, plan->schedule.replicas);
     if (world->size != devices) {
@@ -118,9 +108,9 @@ int Run(const ExecuteCmdOptions& o) {
   auto result = o.backend == "cuda" ? execute::ExecuteCuda(*config, *plan, options)
                                     : execute::ExecuteCpu(*config, *plan, options);
   if (!result) {
-    fmt::print(stderr, "twinpipe execute: {}{}\n", options.mpi ? fmt::format("rank {}: ", rank) : "",
-               result.error().message);
-    const int code = ExitCodeOf(result.error());
+    const int code = Fail("execute", {fmt::format("{}{}", options.mpi ? fmt::format("rank {}: ", rank) : "",
+                                                  result.error().message),
+                                      result.error().kind});
     if (options.mpi) execute::AbortMpi(code);  // the other ranks would wait for this one
     return code;
   }
@@ -129,10 +119,7 @@ int Run(const ExecuteCmdOptions& o) {
   for (const auto& [path, write] : {std::pair{o.trace, &traces::WriteTraceJson},
                                     std::pair{o.chrome, &traces::WriteChromeTrace}}) {
     if (path.empty()) continue;
-    if (auto ok = WriteOutput(path, write(result->trace)); !ok) {
-      fmt::print(stderr, "twinpipe execute: {}\n", ok.error().message);
-      return kExitRuntime;
-    }
+    if (auto ok = WriteOutput(path, write(result->trace)); !ok) return Fail("execute", ok.error());
   }
   // The kept step (the lower median, whose trace was recorded), described
   // with simulate --json's names (DESIGN.md section 7).

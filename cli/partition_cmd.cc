@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/fail.h"
 #include "cli/schedule_io.h"
 #include "cost_models/config.h"
 #include "ir/units.h"
@@ -33,16 +34,12 @@ std::string Human(double v, const char* unit) {
 
 int Run(const PartitionOptions& o) {
   auto config = cost::LoadConfigFile(o.config);
-  if (!config) {
-    fmt::print(stderr, "twinpipe partition: {}\n", config.error().message);
-    return kExitBadInput;
-  }
-  const std::string algorithm = o.algorithm.empty() ? config->pipeline.partition : o.algorithm;
+  if (!config) return Fail("partition", config.error());
+  // --algo's name is checked against the table by CLI11.
+  const cost::PartitionAlgorithm algorithm =
+      o.algorithm.empty() ? config->pipeline.partition : *cost::PartitionAlgorithmFromName(o.algorithm);
   auto report = partition::PlanPartition(*config, algorithm);
-  if (!report) {
-    fmt::print(stderr, "twinpipe partition: {}\n", report.error().message);
-    return ExitCodeOf(report.error());
-  }
+  if (!report) return Fail("partition", report.error());
   const auto& layers = config->model.layers;
   if (o.json) {
     nlohmann::ordered_json j;
@@ -66,7 +63,7 @@ int Run(const PartitionOptions& o) {
     return kExitOk;
   }
   fmt::print("{}: {} partition of {} layers into {} cells ({}; times per micro-batch of {} samples)\n",
-             o.config, algorithm, layers.size(), report->cells.size(),
+             o.config, cost::PartitionAlgorithmName(algorithm), layers.size(), report->cells.size(),
              report->user_costs ? "balancing the layers' given costs" : "balancing predicted time",
              config->training.MicroBatchSize());
   fmt::print("{:>4}  {:<24} {:<12} {:>11} {:>11} {:>10} {:>12} {:>11}\n", "cell", "layers", "device", "cost",
@@ -91,8 +88,10 @@ void AddPartition(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<PartitionOptions>();
   CLI::App* cmd = app.add_subcommand("partition", "Cut the model into one cell per pipeline stage");
   cmd->add_option("config", o->config, "config JSON")->required();
-  cmd->add_option("--algo", o->algorithm, "gpipe | minmax | memory | manual (default: the config's pipeline.partition)")
-      ->check(CLI::IsMember(cost::PartitionAlgorithms()));
+  const std::vector<std::string> algorithms = ir::Names(cost::kPartitionAlgorithmNames);
+  cmd->add_option("--algo", o->algorithm,
+                  fmt::format("{} (default: the config's pipeline.partition)", fmt::join(algorithms, " | ")))
+      ->check(CLI::IsMember(algorithms));
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });
 }

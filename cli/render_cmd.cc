@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/fail.h"
 #include "cli/schedule_io.h"
 #include "traces/svg_timeline.h"
 #include "traces/trace.h"
@@ -19,28 +20,18 @@ struct RenderOptions {
 
 int Run(const RenderOptions& o) {
   auto a = LoadTrace(o.trace);
-  if (!a) {
-    fmt::print(stderr, "twinpipe render: {}\n", a.error().message);
-    return kExitBadInput;
-  }
+  if (!a) return Fail("render", a.error());
   Result<traces::Trace> b = traces::Trace{};
   if (!o.vs.empty()) {
     b = LoadTrace(o.vs);
-    if (!b) {
-      fmt::print(stderr, "twinpipe render: {}\n", b.error().message);
-      return kExitBadInput;
-    }
+    if (!b) return Fail("render", b.error());
     if (b->devices != a->devices) {
-      fmt::print(stderr, "twinpipe render: {} has {} devices, {} has {}\n", o.trace, a->devices, o.vs, b->devices);
-      return kExitBadInput;
+      return Fail("render", {fmt::format("{} has {} devices, {} has {}", o.trace, a->devices, o.vs, b->devices)});
     }
   }
   const std::string svg = traces::RenderTimelineSvg(*a, o.vs.empty() ? nullptr : &*b, a->source,
                                                     o.vs.empty() ? "" : b->source);
-  if (auto ok = WriteOutput(o.svg, svg); !ok) {
-    fmt::print(stderr, "twinpipe render: {}\n", ok.error().message);
-    return kExitRuntime;
-  }
+  if (auto ok = WriteOutput(o.svg, svg); !ok) return Fail("render", ok.error());
   return kExitOk;
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/fail.h"
 #include "cli/schedule_io.h"
 #include "ir/builders.h"
 #include "ir/json_format.h"
@@ -41,53 +42,38 @@ int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
   ir::Schedule s;
   if (!o.config.empty()) {
     if (o.recompute_timing_flag) {
-      fmt::print(stderr, "twinpipe schedule: --recompute-timing is for a schedule built without a CONFIG; set "
-                         "/pipeline/recompute_timing in {}\n", o.config);
-      return kExitBadInput;
+      return Fail("schedule", {fmt::format("--recompute-timing is for a schedule built without a CONFIG; set "
+                                           "/pipeline/recompute_timing in {}", o.config)});
     }
     if (stages_flag || micro_batches_flag) {
-      fmt::print(stderr, "twinpipe schedule: give either a CONFIG or --stages and --microbatches, not both\n");
-      return kExitBadInput;
+      return Fail("schedule", {"give either a CONFIG or --stages and --microbatches, not both"});
     }
     auto config = cost::LoadConfigFile(o.config);
-    if (!config) {
-      fmt::print(stderr, "twinpipe schedule: {}\n", config.error().message);
-      return kExitBadInput;
-    }
+    if (!config) return Fail("schedule", config.error());
     partition::PlanOverrides overrides{o.schedule, std::nullopt, o.chunks};
     if (!o.recompute.empty()) {
       overrides.recompute = ir::RecomputeModeFromName(o.recompute);
       if (!overrides.recompute) {
-        fmt::print(stderr, "twinpipe schedule: recompute '{}': expected none, full or except-last\n", o.recompute);
-        return kExitBadInput;
+        return Fail("schedule", {fmt::format("recompute '{}': expected none, full or except-last", o.recompute)});
       }
     }
     auto plan = partition::PlanFromConfig(*config, overrides);
-    if (!plan) {
-      fmt::print(stderr, "twinpipe schedule: {}\n", plan.error().message);
-      return ExitCodeOf(plan.error());
-    }
+    if (!plan) return Fail("schedule", plan.error());
     s = std::move(plan->schedule);
   } else {
     if (o.stages == 0 || o.micro_batches == 0) {
-      fmt::print(stderr, "twinpipe schedule: give a CONFIG, or both --stages and --microbatches\n");
-      return kExitBadInput;
+      return Fail("schedule", {"give a CONFIG, or both --stages and --microbatches"});
     }
     if (o.schedule.empty()) o.schedule = "gpipe";
     if (o.recompute.empty()) o.recompute = "none";
     if (o.schedule == ir::kAutoSchedule) {
-      fmt::print(stderr, "twinpipe schedule: auto needs a CONFIG: its order comes from the model's op costs\n");
-      return kExitBadInput;
+      return Fail("schedule", {"auto needs a CONFIG: its order comes from the model's op costs"});
     }
     auto built = ir::BuildByName(o.schedule, o.stages, o.micro_batches, o.chunks);
-    if (!built) {
-      fmt::print(stderr, "twinpipe schedule: {}\n", built.error().message);
-      return kExitBadInput;
-    }
+    if (!built) return Fail("schedule", built.error());
     auto mode = ir::RecomputeModeFromName(o.recompute);
     if (!mode) {
-      fmt::print(stderr, "twinpipe schedule: recompute '{}': expected none, full or except-last\n", o.recompute);
-      return kExitBadInput;
+      return Fail("schedule", {fmt::format("recompute '{}': expected none, full or except-last", o.recompute)});
     }
     s = std::move(*built);
     s.replicas = o.replicas;
@@ -97,8 +83,7 @@ int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
                                             .comm = {boundary, boundary},
                                             .what = fmt::format("the built {} schedule", o.schedule)});
         !ok) {
-      fmt::print(stderr, "twinpipe schedule: internal error: {}\n", ok.error().message);
-      return ExitCodeOf(ok.error());
+      return Fail("schedule", {"internal error: " + ok.error().message, ok.error().kind});
     }
   }
   std::string text;
@@ -114,10 +99,7 @@ int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
                          "{} ops left out\n", dropped);
     }
   }
-  if (auto ok = WriteOutput(o.output, text); !ok) {
-    fmt::print(stderr, "twinpipe schedule: {}\n", ok.error().message);
-    return kExitRuntime;
-  }
+  if (auto ok = WriteOutput(o.output, text); !ok) return Fail("schedule", ok.error());
   return kExitOk;
 }
 

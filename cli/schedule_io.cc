@@ -29,10 +29,10 @@ Result<void> WriteOutput(const std::string& path, const std::string& text) {
     return {};
   }
   std::ofstream out(path, std::ios::binary);
-  if (!out) return Fail(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
+  if (!out) return FailRuntime(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
   out << text;
   out.close();
-  if (!out) return Fail(fmt::format("{}: write failed", path));
+  if (!out) return FailRuntime(fmt::format("{}: write failed", path));
   return {};
 }
 

@@ -20,7 +20,8 @@ inline constexpr int kExitRuntime = 1;
 inline constexpr int kExitBadInput = 2;
 
 Result<std::string> ReadFile(const std::string& path);
-// Writes `text` to `path`, or to stdout when path is empty or "-".
+// Writes `text` to `path`, or to stdout when path is empty or "-"; a file
+// that cannot be written is a runtime failure.
 Result<void> WriteOutput(const std::string& path, const std::string& text);
 
 struct LoadedSchedule {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/fail.h"
 #include "cli/plan_source.h"
 #include "cli/schedule_io.h"
 #include "ir/units.h"
@@ -39,7 +40,7 @@ nlohmann::ordered_json CandidateJson(const search::Candidate& c) {
           {"schedule", c.schedule},
           {"chunks", c.chunks},
           {"recompute", std::string(ir::RecomputeModeName(c.recompute))},
-          {"partition", c.partition},
+          {"partition", std::string(cost::PartitionAlgorithmName(c.partition))},
           {"batch_per_replica", c.batch},
           {"step_time_s", c.step_time_s},
           {"throughput_samples_per_s", c.throughput},
@@ -73,10 +74,7 @@ class Progress {
 
 int RunMaxLayers(const SearchCmdOptions& o, const cost::Config& config, const search::SearchOptions& so) {
   auto rows = search::MaxLayers(config, so);
-  if (!rows) {
-    fmt::print(stderr, "twinpipe search: {}\n", rows.error().message);
-    return kExitBadInput;
-  }
+  if (!rows) return Fail("search", rows.error());
   if (o.json) {
     nlohmann::ordered_json j;
     j["schedule"] = config.pipeline.schedule;
@@ -103,15 +101,9 @@ int RunMaxLayers(const SearchCmdOptions& o, const cost::Config& config, const se
 
 int Run(const SearchCmdOptions& o) {
   auto config = cost::LoadConfigFile(o.config);
-  if (!config) {
-    fmt::print(stderr, "twinpipe search: {}\n", config.error().message);
-    return kExitBadInput;
-  }
+  if (!config) return Fail("search", config.error());
   auto calibration = LoadCalibration(o.calibration, *config);
-  if (!calibration) {
-    fmt::print(stderr, "twinpipe search: {}\n", calibration.error().message);
-    return kExitBadInput;
-  }
+  if (!calibration) return Fail("search", calibration.error());
   search::SearchOptions so;
   so.calibration = *calibration ? &**calibration : nullptr;
   so.devices = o.devices;
@@ -122,24 +114,15 @@ int Run(const SearchCmdOptions& o) {
   if (o.max_layers) return RunMaxLayers(o, *config, so);
 
   auto result = search::Search(*config, so);
-  if (!result) {
-    fmt::print(stderr, "twinpipe search: {}\n", result.error().message);
-    return kExitBadInput;
-  }
+  if (!result) return Fail("search", result.error());
   const int devices = o.devices > 0 ? o.devices : config->cluster.NumDevices();
   nlohmann::ordered_json best_config;
   if (result->best) {
     auto text = ReadFile(o.config);
-    if (!text) {
-      fmt::print(stderr, "twinpipe search: {}\n", text.error().message);
-      return kExitBadInput;
-    }
+    if (!text) return Fail("search", text.error());
     best_config = search::CandidateConfig(nlohmann::ordered_json::parse(*text), *result->best, devices, o.memory_cap);
     if (!o.output.empty()) {
-      if (auto ok = WriteOutput(o.output, best_config.dump(2) + "\n"); !ok) {
-        fmt::print(stderr, "twinpipe search: {}\n", ok.error().message);
-        return kExitRuntime;
-      }
+      if (auto ok = WriteOutput(o.output, best_config.dump(2) + "\n"); !ok) return Fail("search", ok.error());
     }
   }
   if (o.json) {
@@ -165,7 +148,7 @@ int Run(const SearchCmdOptions& o) {
                "schedule", "v", "recompute", "cut", "step", "samples/s", "bubble", "peak memory");
     for (const auto& c : result->pareto) {
       fmt::print("{:>4} {:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>8.3f} ms {:>13.4g} {:>6.2f}% {:>12}\n",
-                 fmt::format("{}{}", c.tensor_parallel, c.sequence_parallel ? "s" : ""), c.stages, c.replicas, c.micro_batches, c.schedule, c.chunks, ir::RecomputeModeName(c.recompute), c.partition,
+                 fmt::format("{}{}", c.tensor_parallel, c.sequence_parallel ? "s" : ""), c.stages, c.replicas, c.micro_batches, c.schedule, c.chunks, ir::RecomputeModeName(c.recompute), cost::PartitionAlgorithmName(c.partition),
                  c.step_time_s * 1e3, c.throughput, c.bubble_fraction * 100, GiB(c.peak_memory_bytes));
     }
     if (!result->best) {
@@ -176,7 +159,7 @@ int Run(const SearchCmdOptions& o) {
                  b.tensor_parallel > 1 ? fmt::format("t={}{} ", b.tensor_parallel, b.sequence_parallel ? " (sequence parallel)" : "") : "",
                  b.stages, b.replicas,
                  b.micro_batches, b.schedule, b.chunks > 1 ? fmt::format(" v={}", b.chunks) : "",
-                 ir::RecomputeModeName(b.recompute), b.partition, o.output.empty() ? "" : " (written to " + o.output + ")");
+                 ir::RecomputeModeName(b.recompute), cost::PartitionAlgorithmName(b.partition), o.output.empty() ? "" : " (written to " + o.output + ")");
     }
   }
   return result->best ? kExitOk : kExitRuntime;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/fail.h"
 #include "cli/plan_source.h"
 #include "cli/schedule_io.h"
 #include "cost_models/config.h"
@@ -30,26 +31,14 @@ struct SimulateOptions {
 
 int Run(const SimulateOptions& o) {
   auto config = cost::LoadConfigFile(o.config);
-  if (!config) {
-    fmt::print(stderr, "twinpipe simulate: {}\n", config.error().message);
-    return kExitBadInput;
-  }
+  if (!config) return Fail("simulate", config.error());
   auto calibration = LoadCalibration(o.calibration, *config);
-  if (!calibration) {
-    fmt::print(stderr, "twinpipe simulate: {}\n", calibration.error().message);
-    return kExitBadInput;
-  }
+  if (!calibration) return Fail("simulate", calibration.error());
   auto plan = MakePlan(*config, o.source, *calibration ? &**calibration : nullptr);
-  if (!plan) {
-    fmt::print(stderr, "twinpipe simulate: {}\n", plan.error().message);
-    return ExitCodeOf(plan.error());
-  }
+  if (!plan) return Fail("simulate", plan.error());
   const simulate::PlanCosts costs = cost::CostsFromPlan(*config, *plan, *calibration ? &**calibration : nullptr);
   auto result = simulate::Simulate(plan->schedule, costs);
-  if (!result) {
-    fmt::print(stderr, "twinpipe simulate: {}\n", result.error().message);
-    return ExitCodeOf(result.error());
-  }
+  if (!result) return Fail("simulate", result.error());
   const double samples = static_cast<double>(config->training.batch) * plan->schedule.replicas;
   if (!o.trace.empty() || !o.chrome.empty()) {
     traces::Trace trace = simulate::ToTrace(plan->schedule, *result, "simulate");
@@ -57,10 +46,7 @@ int Run(const SimulateOptions& o) {
     for (const auto& [path, text] : {std::pair{o.trace, &traces::WriteTraceJson},
                                      std::pair{o.chrome, &traces::WriteChromeTrace}}) {
       if (path.empty()) continue;
-      if (auto ok = WriteOutput(path, text(trace)); !ok) {
-        fmt::print(stderr, "twinpipe simulate: {}\n", ok.error().message);
-        return kExitRuntime;
-      }
+      if (auto ok = WriteOutput(path, text(trace)); !ok) return Fail("simulate", ok.error());
     }
   }
   fmt::print("{}", o.json ? simulate::SummaryJson(plan->schedule, *result, samples)
@@ -73,9 +59,9 @@ int Run(const SimulateOptions& o) {
                config->cluster.gpus_per_node);
   }
   if (auto over = simulate::FirstOverflow(*config, *result)) {
-    fmt::print(stderr, "twinpipe simulate: device {} is predicted to run out of memory: peak {}, capacity {}\n",
-               over->device, GiB(over->peak_bytes), GiB(over->capacity_bytes));
-    return kExitRuntime;
+    return Fail("simulate", {fmt::format("device {} is predicted to run out of memory: peak {}, capacity {}",
+                                         over->device, GiB(over->peak_bytes), GiB(over->capacity_bytes)),
+                             ErrorKind::kRuntime});
   }
   return kExitOk;
 }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/fail.h"
 #include "cli/plan_source.h"
 #include "cli/schedule_io.h"
 #include "simulate/runs.h"
@@ -21,21 +22,12 @@ struct ValidateOptions {
 
 int Run(const ValidateOptions& o) {
   auto runs = LoadRuns(o.runs);
-  if (!runs) {
-    fmt::print(stderr, "twinpipe validate: {}\n", runs.error().message);
-    return kExitBadInput;
-  }
+  if (!runs) return Fail("validate", runs.error());
   // Refused when fitted on another device than the runs'.
   auto cal = LoadCalibration(o.calibration, runs->front().config);
-  if (!cal) {
-    fmt::print(stderr, "twinpipe validate: {}\n", cal.error().message);
-    return kExitBadInput;
-  }
+  if (!cal) return Fail("validate", cal.error());
   auto v = simulate::ValidateRuns(*runs, *cal ? &**cal : nullptr);
-  if (!v) {
-    fmt::print(stderr, "twinpipe validate: {}\n", v.error().message);
-    return ExitCodeOf(v.error());
-  }
+  if (!v) return Fail("validate", v.error());
   if (o.json) {
     nlohmann::ordered_json j;
     j["runs"] = v->rows.size();

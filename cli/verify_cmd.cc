@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/fail.h"
 #include "cli/schedule_io.h"
 #include "ir/verifier.h"
 
@@ -20,10 +21,7 @@ struct VerifyOptions {
 
 int Run(const VerifyOptions& o) {
   auto loaded = LoadSchedule(o.file, o.format, o.dialect);
-  if (!loaded) {
-    fmt::print(stderr, "twinpipe verify: {}\n", loaded.error().message);
-    return kExitBadInput;
-  }
+  if (!loaded) return Fail("verify", loaded.error());
   const ir::Schedule& s = loaded->schedule;
   const auto diagnostics = ir::Verify(s);
   if (!diagnostics.empty()) {

@@ -1,8 +1,6 @@
 #include "cost_models/config.h"
 
-#include <cmath>
 #include <fstream>
-#include <set>
 #include <sstream>
 
 #include <boost/graph/adjacency_list.hpp>
@@ -11,100 +9,27 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/builders.h"
+#include "ir/json_reader.h"
 
 namespace twinpipe::cost {
 namespace {
 
 using nlohmann::json;
 
-// Internal to the loader: thrown at the first problem, turned into an Error
-// at LoadConfig's boundary.
-struct ConfigError {
-  std::string message;
-};
+using ir::json::Reader;
 
 constexpr double kMaxCount = 1e15;
 
-class Reader {
- public:
-  explicit Reader(std::string_view source) : source_(source) {}
-
-  [[noreturn]] void Fail(const std::string& path, const std::string& what) const {
-    throw ConfigError{fmt::format("{}: {}: {}", source_, path.empty() ? "/" : path, what)};
+// The config's field for a schedule shape's parameter.
+std::string ShapeParameterPath(ir::ShapeParameter parameter) {
+  switch (parameter) {
+    case ir::ShapeParameter::kSchedule: return "/pipeline/schedule";
+    case ir::ShapeParameter::kDevices: return "/pipeline/stages";
+    case ir::ShapeParameter::kMicroBatches: return "/training/microbatches";
+    case ir::ShapeParameter::kChunks: return "/pipeline/chunks";
   }
-
-  const json& Object(const json& parent, const std::string& key, const std::string& path) const {
-    auto it = parent.find(key);
-    if (it == parent.end()) Fail(path, fmt::format("missing section '{}'", key));
-    if (!it->is_object()) Fail(path + "/" + key, fmt::format("expected an object, got {}", it->type_name()));
-    return *it;
-  }
-
-  void Keys(const json& obj, const std::string& path, const std::set<std::string>& allowed) const {
-    for (auto it = obj.begin(); it != obj.end(); ++it) {
-      if (!allowed.contains(it.key())) {
-        std::vector<std::string> names(allowed.begin(), allowed.end());
-        Fail(path + "/" + it.key(), fmt::format("unknown key (expected one of {})", fmt::join(names, ", ")));
-      }
-    }
-  }
-
-  int64_t Int(const json& obj, const std::string& key, const std::string& path, int64_t lo, int64_t hi,
-              std::optional<int64_t> fallback = std::nullopt) const {
-    auto it = obj.find(key);
-    if (it == obj.end()) {
-      if (fallback) return *fallback;
-      Fail(path, fmt::format("missing key '{}' (an integer from {} to {})", key, lo, hi));
-    }
-    const std::string p = path + "/" + key;
-    if (!it->is_number_integer()) Fail(p, fmt::format("expected an integer, got {}", it->dump()));
-    const int64_t v = it->get<int64_t>();
-    if (v < lo || v > hi) Fail(p, fmt::format("expected an integer from {} to {}, got {}", lo, hi, v));
-    return v;
-  }
-
-  double Number(const json& obj, const std::string& key, const std::string& path, double lo, double hi,
-                std::optional<double> fallback = std::nullopt, bool lo_open = false) const {
-    auto it = obj.find(key);
-    if (it == obj.end()) {
-      if (fallback) return *fallback;
-      Fail(path, fmt::format("missing key '{}' (a number)", key));
-    }
-    const std::string p = path + "/" + key;
-    if (!it->is_number()) Fail(p, fmt::format("expected a number, got {}", it->dump()));
-    const double v = it->get<double>();
-    if (!std::isfinite(v) || v < lo || v > hi || (lo_open && v == lo)) {
-      Fail(p, fmt::format("expected a number {} {} and at most {}, got {}", lo_open ? ">" : ">=", lo, hi, it->dump()));
-    }
-    return v;
-  }
-
-  std::string String(const json& obj, const std::string& key, const std::string& path,
-                     const std::vector<std::string>& choices, std::optional<std::string> fallback) const {
-    auto it = obj.find(key);
-    if (it == obj.end()) {
-      if (fallback) return *fallback;
-      Fail(path, fmt::format("missing key '{}' (one of {})", key, fmt::join(choices, ", ")));
-    }
-    const std::string p = path + "/" + key;
-    if (!it->is_string()) Fail(p, fmt::format("expected a string, got {}", it->dump()));
-    std::string v = it->get<std::string>();
-    if (!choices.empty() && std::find(choices.begin(), choices.end(), v) == choices.end()) {
-      Fail(p, fmt::format("'{}' is not one of {}", v, fmt::join(choices, ", ")));
-    }
-    return v;
-  }
-
-  bool Bool(const json& obj, const std::string& key, const std::string& path, bool fallback) const {
-    auto it = obj.find(key);
-    if (it == obj.end()) return fallback;
-    if (!it->is_boolean()) Fail(path + "/" + key, fmt::format("expected true or false, got {}", it->dump()));
-    return it->get<bool>();
-  }
-
- private:
-  std::string_view source_;
-};
+  return "/pipeline";
+}
 
 Dtype ReadDtype(const Reader& r, const json& m, const std::string& path) {
   return *DtypeFromName(r.String(m, "dtype", path, {"fp32", "tf32", "fp16", "bf16"}, "fp32"));
@@ -344,18 +269,13 @@ void LoadCluster(const Reader& r, const json& root, Config& c) {
   if (cl.contains("efficiency")) c.cluster.efficiency = r.Number(cl, "efficiency", p, 0, 1, 0.5, true);
 }
 
-Config Load(std::string_view text, std::string_view source) {
-  Reader r(source);
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::exception& e) {
-    throw ConfigError{fmt::format("{}: not valid JSON: {}", source, e.what())};
-  }
+// Reads the config `root` with `r`; `source` is what the config's later
+// messages (the partitioner's, the planner's) name it by.
+Config Load(const Reader& r, const json& root, std::string source) {
   if (!root.is_object()) r.Fail("", "expected an object with model, training, pipeline and cluster");
   r.Keys(root, "", {"model", "training", "pipeline", "cluster"});
   Config c;
-  c.source = std::string(source);
+  c.source = std::move(source);
   LoadModel(r, root, c);
   const int L = static_cast<int>(c.model.layers.size());
 
@@ -390,20 +310,9 @@ Config Load(std::string_view text, std::string_view source) {
                                                "is '{}'", c.pipeline.schedule));
   }
   const int chunks = c.pipeline.Chunks();
-  if (c.pipeline.schedule == "interleaved") {
-    if (chunks < 2) r.Fail("/pipeline/chunks", "interleaved needs at least 2 chunks per device (with 1 it is 1f1b)");
-    if (c.training.micro_batches % c.pipeline.stages != 0) {
-      r.Fail("/training/microbatches",
-             fmt::format("interleaved needs the micro-batches to be a multiple of the {} pipeline devices, got {}",
-                         c.pipeline.stages, c.training.micro_batches));
-    }
-  } else if (c.pipeline.schedule == "dualpipev" && c.training.micro_batches < 2 * c.pipeline.stages) {
-    r.Fail("/training/microbatches", fmt::format("dualpipev needs at least twice as many micro-batches as pipeline "
-                                                 "devices (2 x {} = {}), got {}", c.pipeline.stages,
-                                                 2 * c.pipeline.stages, c.training.micro_batches));
-  } else if (chunks != ir::DefaultChunks(c.pipeline.schedule)) {
-    r.Fail("/pipeline/chunks", fmt::format("schedule '{}' places {} chunk(s) per device, not {}", c.pipeline.schedule,
-                                           ir::DefaultChunks(c.pipeline.schedule), chunks));
+  // The builders' own rules (ir/builders.h), at the field each one is about.
+  if (auto problem = ir::FindShapeProblem(c.pipeline.schedule, c.pipeline.stages, c.training.micro_batches, chunks)) {
+    r.Fail(ShapeParameterPath(problem->parameter), problem->message);
   }
   if (static_cast<int64_t>(c.pipeline.stages) * chunks > L) {
     r.Fail("/pipeline/chunks", fmt::format("{} devices x {} chunks = {} stages but the model has only {} layers",
@@ -442,7 +351,7 @@ Config Load(std::string_view text, std::string_view source) {
     }
     SetParallelism(c, tp, c.pipeline.sequence_parallel, c.pipeline.recompute);
   }
-  c.pipeline.partition = r.String(pl, "partition", "/pipeline", PartitionAlgorithms(), "minmax");
+  c.pipeline.partition = r.Enum(pl, "partition", "/pipeline", kPartitionAlgorithmNames, PartitionAlgorithm::kMinMax);
   if (pl.contains("first_layers")) {
     const json& f = pl["first_layers"];
     if (!f.is_array()) r.Fail("/pipeline/first_layers", "expected an array with the first layer of each cell");
@@ -452,7 +361,7 @@ Config Load(std::string_view text, std::string_view source) {
       c.pipeline.first_layers.push_back(f[i].get<int>());
     }
   }
-  if (c.pipeline.partition == "manual" && c.pipeline.first_layers.empty()) {
+  if (c.pipeline.partition == PartitionAlgorithm::kManual && c.pipeline.first_layers.empty()) {
     r.Fail("/pipeline/first_layers", "partition 'manual' needs the first layer of each cell");
   }
 
@@ -490,11 +399,6 @@ Config Load(std::string_view text, std::string_view source) {
 
 }  // namespace
 
-const std::vector<std::string>& PartitionAlgorithms() {
-  static const std::vector<std::string> names = {"gpipe", "minmax", "memory", "manual"};
-  return names;
-}
-
 void SetParallelism(Config& c, int tensor_parallel, bool sequence_parallel, ir::RecomputeMode recompute) {
   c.pipeline.tensor_parallel = tensor_parallel;
   c.pipeline.sequence_parallel = sequence_parallel;
@@ -528,11 +432,17 @@ bool Regenerate(Config& c, int layers) {
 }
 
 Result<Config> LoadConfig(std::string_view text, std::string_view source) {
-  try {
-    return Load(text, source);
-  } catch (const ConfigError& e) {
-    return Fail(e.message);
-  }
+  return ir::json::TryRead([&] {
+    const Reader r{std::string(source)};
+    return Load(r, r.Parse(text), std::string(source));
+  });
+}
+
+Result<Config> LoadConfig(const nlohmann::json& document, std::string_view source, std::string_view path) {
+  return ir::json::TryRead([&] {
+    return Load(Reader(std::string(source), std::string(path)), document,
+                path.empty() ? std::string(source) : fmt::format("{}: {}", source, path));
+  });
 }
 
 Result<Config> LoadConfigFile(const std::string& path) {

@@ -11,9 +11,12 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "cost_models/catalogue.h"
 #include "cost_models/generators.h"
 #include "cost_models/model.h"
+#include "cost_models/partition_algorithm.h"
 #include "ir/builders.h"
 #include "ir/passes.h"
 #include "ir/result.h"
@@ -44,7 +47,7 @@ struct PipelineConfig {
   // (Megatron-LM: the forward is re-run inside the backward call, once the
   // gradient is in).
   ir::RecomputeTiming recompute_timing = ir::RecomputeTiming::kOverlapped;
-  std::string partition = "minmax";     // gpipe | minmax | memory | manual
+  PartitionAlgorithm partition = PartitionAlgorithm::kMinMax;  // how the model is cut into cells
   std::vector<int> first_layers;        // manual: first layer of each cell
   // Megatron-LM's tensor parallelism: each pipeline device of the schedule
   // is a group of t GPUs inside one node (transformer generator only).
@@ -103,6 +106,11 @@ struct Config {
 };
 
 Result<Config> LoadConfig(std::string_view text, std::string_view source);
+// A config parsed already, found at JSON path `path` of `source` (a table of
+// runs' "/config" of "runs.jsonl:3"): messages name source and the whole
+// path ("runs.jsonl:3: /config/model/layers: ..."); Config::source is
+// "runs.jsonl:3: /config".
+Result<Config> LoadConfig(const nlohmann::json& document, std::string_view source, std::string_view path);
 Result<Config> LoadConfigFile(const std::string& path);
 
 // For a generator model: rebuilds it with `layers` (the generator's own
@@ -115,8 +123,5 @@ bool Regenerate(Config& config, int layers);
 // (they split its GEMMs, add its collectives, and selective recompute
 // moves the attention core's work into the backward).
 void SetParallelism(Config& config, int tensor_parallel, bool sequence_parallel, ir::RecomputeMode recompute);
-
-// The partition algorithm names, for messages and --help.
-const std::vector<std::string>& PartitionAlgorithms();
 
 }  // namespace twinpipe::cost

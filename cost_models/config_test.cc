@@ -1,6 +1,11 @@
 #include "cost_models/config.h"
 
+#include <fstream>
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include "ir/builders.h"
 
 namespace twinpipe::cost {
 namespace {
@@ -121,12 +126,93 @@ INSTANTIATE_TEST_SUITE_P(
                   "q.json: /training/bytes_per_param: expected a number >= 0 and at most 1024, got -12"},
         BadConfig{"\"partition\": \"minmax\"", "\"partition\": \"manual\"",
                   "q.json: /pipeline/first_layers: partition 'manual' needs the first layer of each cell"},
+        BadConfig{"\"schedule\": \"gpipe\"", "\"schedule\": \"interleaved\", \"chunks\": 1",
+                  "q.json: /pipeline/chunks: interleaved needs at least 2 chunks per device, got 1 (with 1 it is 1f1b)"},
+        BadConfig{"\"schedule\": \"gpipe\"", "\"schedule\": \"zb-v\", \"chunks\": 3",
+                  "q.json: /pipeline/chunks: schedule 'zb-v' places 2 chunks per device, not 3"},
+        BadConfig{"\"partition\": \"minmax\"", "\"partition\": \"best\"",
+                  "q.json: /pipeline/partition: 'best' is not one of gpipe, minmax, memory, manual"},
         BadConfig{"\"cluster\":", "\"clusters\":",
                   "q.json: /clusters: unknown key (expected one of cluster, model, pipeline, training)"},
         BadConfig{"\"batch\": 128, ", "", "q.json: /training: missing key 'batch' (an integer from 1 to 1099511627776)"},
         BadConfig{"\"vocab\": 32000, \"dtype\": \"bf16\"}", "\"vocab\": 32000, \"dtype\": \"bf16\"",
                   "q.json: not valid JSON: [json.exception.parse_error.101] parse error at line 6, column 2: "
                   "syntax error while parsing object - unexpected end of input; expected '}'"}));
+
+// The loader takes a schedule's shape exactly where its builder builds it,
+// and where it does not, says the builder's reason at the field at fault.
+TEST(LoadConfig, AcceptsExactlyTheShapesTheBuildersBuild) {
+  int accepted = 0, refused = 0;
+  for (const std::string& name : ir::ScheduleNames()) {
+    for (int K = 1; K <= 5; ++K) {
+      for (int M = 1; M <= 12; ++M) {
+        for (int v : {0, 1, 2, 3, 4}) {  // 0: no "chunks" key
+          const std::string text = fmt::format(
+              R"({{"model": {{"generator": "mlp", "layers": 24, "width": 8, "input": 4, "classes": 2}},
+                  "training": {{"batch": {}, "microbatches": {}}},
+                  "pipeline": {{"stages": {}, "schedule": "{}"{}}}, "cluster": {{"device": "CPU"}}}})",
+              M, M, K, name, v ? fmt::format(", \"chunks\": {}", v) : "");
+          SCOPED_TRACE(text);
+          auto config = LoadConfig(text, "grid.json");
+          auto built = ir::BuildShape(name, K, M, v);
+          ASSERT_EQ(config.has_value(), built.has_value()) << (config ? built.error() : config.error()).message;
+          if (built) {
+            ++accepted;
+            continue;
+          }
+          ++refused;
+          const std::string& message = config.error().message;
+          const std::string field = built.error().message.find("micro-batches") != std::string::npos
+                                        ? "/training/microbatches" : "/pipeline/chunks";
+          EXPECT_EQ(message, fmt::format("grid.json: {}: {}", field, built.error().message));
+        }
+      }
+    }
+  }
+  EXPECT_GT(accepted, 0);
+  EXPECT_GT(refused, 0);
+}
+
+// The partition algorithms' names are the README's: its table under
+// `twinpipe partition` lists each, in the table's order, and each name
+// parses back into its algorithm.
+TEST(PartitionAlgorithm, NamesAreTheReadmesAndRoundTrip) {
+  std::ifstream in(std::string(TWINPIPE_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(in);
+  std::vector<std::string> documented;
+  bool in_table = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line == "| algorithm | what it does |") {
+      in_table = true;
+    } else if (in_table && line.starts_with("| `")) {
+      documented.push_back(line.substr(3, line.find('`', 3) - 3));
+    } else if (in_table && !line.starts_with("|---")) {
+      break;
+    }
+  }
+  std::vector<std::string> names;
+  for (const auto& [name, algorithm] : kPartitionAlgorithmNames) {
+    names.emplace_back(name);
+    EXPECT_EQ(PartitionAlgorithmFromName(name), algorithm);
+    EXPECT_EQ(PartitionAlgorithmName(algorithm), name);
+  }
+  EXPECT_EQ(names, documented);
+  EXPECT_FALSE(PartitionAlgorithmFromName("best"));
+  EXPECT_FALSE(PartitionAlgorithmFromName("MinMax"));
+}
+
+TEST(LoadConfig, ReadsThePartitionAlgorithm) {
+  std::string text = kGood;
+  text.replace(text.find("\"minmax\""), 8, "\"memory\"");
+  auto memory = LoadConfig(text, "q.json");
+  ASSERT_TRUE(memory) << memory.error().message;
+  EXPECT_EQ(memory->pipeline.partition, PartitionAlgorithm::kMemory);
+  const std::string given = ", \"partition\": \"memory\"";
+  text.replace(text.find(given), given.size(), "");
+  auto absent = LoadConfig(text, "q.json");
+  ASSERT_TRUE(absent) << absent.error().message;
+  EXPECT_EQ(absent->pipeline.partition, PartitionAlgorithm::kMinMax);  // the default
+}
 
 TEST(LoadConfig, RejectsCyclicGraphs) {
   auto c = LoadConfig(R"({

@@ -94,23 +94,25 @@ Schedule Build1F1B(int32_t stages, int32_t micro_batches) { return OneForwardOne
 
 namespace {
 
-Result<void> CheckInterleaved(int32_t K, int32_t M, int32_t v) {
+std::optional<ShapeProblem> InterleavedProblem(int32_t K, int32_t M, int32_t v) {
   if (v < 2) {
-    return Fail(fmt::format("interleaved needs at least 2 chunks per device, got {} (with 1 it is 1f1b)", v));
+    return ShapeProblem{ShapeParameter::kChunks,
+                        fmt::format("interleaved needs at least 2 chunks per device, got {} (with 1 it is 1f1b)", v)};
   }
   if (M % K != 0) {
-    return Fail(fmt::format("interleaved needs the micro-batches to be a multiple of the {} devices "
-                            "(Megatron-LM's rule: they pass through the chunks in groups of K), got {}",
-                            K, M));
+    return ShapeProblem{ShapeParameter::kMicroBatches,
+                        fmt::format("interleaved needs the micro-batches to be a multiple of the {} devices "
+                                    "(Megatron-LM's rule: they pass through the chunks in groups of K), got {}",
+                                    K, M)};
   }
-  return {};
+  return std::nullopt;
 }
 
 }  // namespace
 
 Result<Schedule> BuildInterleaved(int32_t devices, int32_t micro_batches, int32_t chunks) {
   const int32_t K = devices, M = micro_batches, v = chunks;
-  if (auto ok = CheckInterleaved(K, M, v); !ok) return tl::unexpected(ok.error());
+  if (auto problem = InterleavedProblem(K, M, v)) return Fail(std::move(problem->message));
   Schedule s;
   s.num_stages = K * v;
   s.num_micro_batches = M;
@@ -170,9 +172,76 @@ Schedule BuildZbH2(int32_t stages, int32_t micro_batches) {
   return s;
 }
 
+namespace {
+
+// The rule of a schedule that places `kChunks` per device, whatever K and M.
+template <int32_t kChunks>
+std::optional<ShapeProblem> FixedChunks(const PipelineShape& shape) {
+  if (shape.chunks == kChunks) return std::nullopt;
+  return ShapeProblem{ShapeParameter::kChunks, fmt::format("schedule '{}' places {} chunk{} per device, not {}",
+                                                           shape.schedule, kChunks, kChunks == 1 ? "" : "s",
+                                                           shape.chunks)};
+}
+
+std::optional<ShapeProblem> InterleavedRule(const PipelineShape& shape) {
+  return InterleavedProblem(shape.devices, shape.micro_batches, shape.chunks);
+}
+
+std::optional<ShapeProblem> DualPipeVRule(const PipelineShape& shape) {
+  if (auto problem = FixedChunks<2>(shape)) return problem;
+  if (auto ok = CheckDualPipeV(shape.devices, shape.micro_batches); !ok) {
+    return ShapeProblem{ShapeParameter::kMicroBatches, std::move(ok.error().message)};
+  }
+  return std::nullopt;
+}
+
+// A builder of K and M alone as a table entry.
+template <Schedule (*kBuild)(int32_t, int32_t)>
+Result<Schedule> Unchunked(int32_t devices, int32_t micro_batches, int32_t) {
+  return kBuild(devices, micro_batches);
+}
+
+Result<Schedule> DualPipeV(int32_t devices, int32_t micro_batches, int32_t) {
+  return BuildDualPipeV(devices, micro_batches);
+}
+
+constexpr int32_t kOneChunk[] = {1};
+constexpr int32_t kTwoChunks[] = {2};
+constexpr int32_t kInterleavedChunks[] = {2, 4, 8};
+
+constexpr ScheduleBuilder kBuilders[] = {
+    {"naive", 1, kOneChunk, FixedChunks<1>, Unchunked<BuildNaive>},
+    {"gpipe", 1, kOneChunk, FixedChunks<1>, Unchunked<BuildGpipe>},
+    {"1f1b", 1, kOneChunk, FixedChunks<1>, Unchunked<Build1F1B>},
+    {"interleaved", 2, kInterleavedChunks, InterleavedRule, BuildInterleaved},
+    {"zb-h1", 1, kOneChunk, FixedChunks<1>, Unchunked<BuildZbH1>},
+    {"zb-h2", 1, kOneChunk, FixedChunks<1>, Unchunked<BuildZbH2>},
+    {"zb-v", 2, kTwoChunks, FixedChunks<2>, Unchunked<BuildZbV>},
+    {"dualpipev", 2, kTwoChunks, DualPipeVRule, DualPipeV},
+};
+
+// The builder a schedule name plans its shape with: `auto`'s is zb-h1's.
+const ScheduleBuilder* ShapeBuilder(std::string_view name) {
+  return FindScheduleBuilder(name == kAutoSchedule ? "zb-h1" : name);
+}
+
+}  // namespace
+
+std::span<const ScheduleBuilder> ScheduleBuilders() { return kBuilders; }
+
+const ScheduleBuilder* FindScheduleBuilder(std::string_view name) {
+  for (const ScheduleBuilder& b : kBuilders) {
+    if (b.name == name) return &b;
+  }
+  return nullptr;
+}
+
 const std::vector<std::string>& BuilderNames() {
-  static const std::vector<std::string> names = {"naive",  "gpipe", "1f1b", "interleaved",
-                                                 "zb-h1", "zb-h2", "zb-v", "dualpipev"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all;
+    for (const ScheduleBuilder& b : kBuilders) all.emplace_back(b.name);
+    return all;
+  }();
   return names;
 }
 
@@ -186,48 +255,51 @@ const std::vector<std::string>& ScheduleNames() {
 }
 
 Result<Schedule> BuildShape(std::string_view name, int32_t devices, int32_t micro_batches, int32_t chunks) {
+  // Checked as asked, so that a refusal names `auto` rather than zb-h1.
+  if (auto ok = CheckShape(name, devices, micro_batches, chunks); !ok) return tl::unexpected(ok.error());
   return BuildByName(name == kAutoSchedule ? "zb-h1" : name, devices, micro_batches, chunks);
 }
 
 int32_t DefaultChunks(std::string_view name) {
-  return name == "interleaved" || name == "zb-v" || name == "dualpipev" ? 2 : 1;
+  const ScheduleBuilder* b = ShapeBuilder(name);
+  return b ? b->default_chunks : 1;
+}
+
+std::optional<ShapeProblem> FindShapeProblem(std::string_view name, int32_t devices, int32_t micro_batches,
+                                             int32_t chunks) {
+  if (devices < 1) {
+    return ShapeProblem{ShapeParameter::kDevices, fmt::format("stages must be at least 1, got {}", devices)};
+  }
+  if (micro_batches < 1) {
+    return ShapeProblem{ShapeParameter::kMicroBatches,
+                        fmt::format("micro-batches must be at least 1, got {}", micro_batches)};
+  }
+  const ScheduleBuilder* b = ShapeBuilder(name);
+  if (!b) {
+    return ShapeProblem{ShapeParameter::kSchedule, fmt::format("unknown schedule '{}': expected one of {}", name,
+                                                               fmt::join(BuilderNames(), ", "))};
+  }
+  return b->rule(PipelineShape{name, devices, micro_batches, chunks == 0 ? b->default_chunks : chunks});
 }
 
 Result<void> CheckShape(std::string_view name, int32_t devices, int32_t micro_batches, int32_t chunks) {
-  if (name == kAutoSchedule) name = "zb-h1";  // BuildShape's
-  if (devices < 1) return Fail(fmt::format("stages must be at least 1, got {}", devices));
-  if (micro_batches < 1) {
-    return Fail(fmt::format("micro-batches must be at least 1, got {}", micro_batches));
-  }
-  if (std::find(BuilderNames().begin(), BuilderNames().end(), name) == BuilderNames().end()) {
-    return Fail(fmt::format("unknown schedule '{}': expected one of {}", name, fmt::join(BuilderNames(), ", ")));
-  }
-  const int32_t v = chunks == 0 ? DefaultChunks(name) : chunks;
-  if (name == "interleaved") return CheckInterleaved(devices, micro_batches, v);
-  if (v != DefaultChunks(name)) {
-    return Fail(fmt::format("schedule '{}' places {} chunk{} per device, not {}", name, DefaultChunks(name),
-                            DefaultChunks(name) == 1 ? "" : "s", v));
-  }
-  if (name == "dualpipev") return CheckDualPipeV(devices, micro_batches);
+  if (auto problem = FindShapeProblem(name, devices, micro_batches, chunks)) return Fail(std::move(problem->message));
   return {};
 }
 
 std::vector<int32_t> ChunkChoices(std::string_view name) {
-  if (name == "interleaved") return {2, 4, 8};
-  return {DefaultChunks(name)};
+  const ScheduleBuilder* b = ShapeBuilder(name);
+  if (!b) return {1};
+  return {b->chunk_choices.begin(), b->chunk_choices.end()};
 }
 
 Result<Schedule> BuildByName(std::string_view name, int32_t devices, int32_t micro_batches, int32_t chunks) {
   if (auto ok = CheckShape(name, devices, micro_batches, chunks); !ok) return tl::unexpected(ok.error());
-  const int32_t v = chunks == 0 ? DefaultChunks(name) : chunks;
-  if (name == "interleaved") return BuildInterleaved(devices, micro_batches, v);
-  if (name == "naive") return BuildNaive(devices, micro_batches);
-  if (name == "gpipe") return BuildGpipe(devices, micro_batches);
-  if (name == "1f1b") return Build1F1B(devices, micro_batches);
-  if (name == "zb-h1") return BuildZbH1(devices, micro_batches);
-  if (name == "zb-h2") return BuildZbH2(devices, micro_batches);
-  if (name == "dualpipev") return BuildDualPipeV(devices, micro_batches);
-  return BuildZbV(devices, micro_batches);
+  const ScheduleBuilder* b = FindScheduleBuilder(name);
+  if (!b) {  // `auto`: its order comes from op costs (BuildAuto)
+    return Fail(fmt::format("unknown schedule '{}': expected one of {}", name, fmt::join(BuilderNames(), ", ")));
+  }
+  return b->build(devices, micro_batches, chunks == 0 ? b->default_chunks : chunks);
 }
 
 }  // namespace twinpipe::ir

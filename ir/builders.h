@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -72,7 +73,7 @@ Schedule BuildZbV(int32_t devices, int32_t micro_batches);
 // and B0, the second half of them split into I (W deferred); K-d-1 times a
 // deferred W and B0's I; then the deferred W's. Needs M >= 2K.
 Result<Schedule> BuildDualPipeV(int32_t devices, int32_t micro_batches);
-// Its rule, M >= 2K, checked without building (CheckShape applies it).
+// Its rule, M >= 2K, checked without building (its ScheduleBuilder's rule applies it).
 Result<void> CheckDualPipeV(int32_t devices, int32_t micro_batches);
 
 // The automatic zero-bubble schedule's problem: stages on devices (one per
@@ -128,6 +129,43 @@ double AutoLeastPeak(const AutoProblem& problem, std::span<const double> base, i
 // [0.1, 1), limits from one micro-batch to 2K; the same for the same seed.
 AutoProblem RandomAutoProblem(int32_t stages, int32_t micro_batches, uint32_t seed);
 
+// The shape parameter a rule refuses, for a caller to name its own field
+// (a config's /pipeline/chunks, a flag's --chunks).
+enum class ShapeParameter { kSchedule, kDevices, kMicroBatches, kChunks };
+
+// Why a schedule cannot take a shape, and the parameter at fault.
+struct ShapeProblem {
+  ShapeParameter parameter;
+  std::string message;  // "interleaved needs at least 2 chunks per device, got 1 (with 1 it is 1f1b)"
+};
+
+// What a shape rule is asked: a schedule (by the name asked for), K >= 1,
+// M >= 1 and the chunks per device (never 0: the default filled in).
+struct PipelineShape {
+  std::string_view schedule;
+  int32_t devices = 1, micro_batches = 1, chunks = 1;
+};
+
+// A schedule builder and its rules, one row of the one table that
+// BuildByName, BuildShape, DefaultChunks, CheckShape, ChunkChoices and the
+// config loader consult:
+//   for (const ScheduleBuilder& b : ScheduleBuilders()) b.name;   // naive, gpipe, ...
+//   FindScheduleBuilder("zb-v")->default_chunks;                  // 2
+struct ScheduleBuilder {
+  std::string_view name;
+  int32_t default_chunks = 1;              // chunks per device when none are asked for
+  std::span<const int32_t> chunk_choices;  // the chunk counts a search tries
+  // Whether the builder takes the shape: nothing, or the problem.
+  std::optional<ShapeProblem> (*rule)(const PipelineShape& shape) = nullptr;
+  // Builds a shape the rule accepts.
+  Result<Schedule> (*build)(int32_t devices, int32_t micro_batches, int32_t chunks) = nullptr;
+};
+
+// Every builder, in the order `--help` lists them.
+std::span<const ScheduleBuilder> ScheduleBuilders();
+// The builder of that name; null for another (`auto` included).
+const ScheduleBuilder* FindScheduleBuilder(std::string_view name);
+
 // The names accepted by BuildByName, in the order `--help` lists them.
 const std::vector<std::string>& BuilderNames();
 
@@ -142,7 +180,7 @@ const std::vector<std::string>& ScheduleNames();
 Result<Schedule> BuildShape(std::string_view name, int32_t devices, int32_t micro_batches, int32_t chunks = 0);
 
 // Chunks per device a schedule uses when none are asked for (0): 2 for
-// interleaved and zb-v, 1 for the others.
+// interleaved, zb-v and dualpipev, 1 for the others.
 int32_t DefaultChunks(std::string_view name);
 
 // Dispatches on a builder name. `devices` is K; `chunks` (0: the default) is
@@ -151,9 +189,16 @@ int32_t DefaultChunks(std::string_view name);
 Result<Schedule> BuildByName(std::string_view name, int32_t devices, int32_t micro_batches,
                              int32_t chunks = 0);
 
+// Why BuildShape would refuse (name, K, M, chunks), without building:
+// nothing when it would build it (interleaved needs M a multiple of K,
+// dualpipev M >= 2K, ...). The config loader names its field for the
+// problem's parameter.
+std::optional<ShapeProblem> FindShapeProblem(std::string_view name, int32_t devices, int32_t micro_batches,
+                                             int32_t chunks = 0);
+
 // Whether BuildShape would accept (name, K, M, chunks), without building:
-// the same checks and messages (interleaved needs M a multiple of K,
-// dualpipev M >= 2K, ...). Search asks this rather than knowing the rules.
+// FindShapeProblem's verdict and message. Search asks this rather than
+// knowing the rules.
 Result<void> CheckShape(std::string_view name, int32_t devices, int32_t micro_batches, int32_t chunks = 0);
 
 // The chunk counts per device a schedule can take, for a search to try:

@@ -47,16 +47,23 @@ INSTANTIATE_TEST_SUITE_P(
         BadJson{kHead + R"([[{"id": 0, "kind": "F", "device": 0, "stage": 0}]]})",
                 "s.json: /programs/0/0: missing key 'microbatch'"},
         BadJson{kHead + R"([[{"id": 0, "kind": "F", "device": 0, "stage": 3, "microbatch": 0}]]})",
-                "s.json: /programs/0/0/stage: 3 is out of range 0..0"},
+                "s.json: /programs/0/0/stage: expected an integer from 0 to 0, got 3"},
         BadJson{kHead + R"([[{"id": 0, "kind": "F", "device": 0, "stage": "0", "microbatch": 0}]]})",
-                "s.json: /programs/0/0/stage: expected an integer, got string"},
+                "s.json: /programs/0/0/stage: expected an integer, got \"0\""},
         BadJson{kHead + R"([[{"id": 0, "kind": "F", "device": 0, "stage": 0, "microbatch": 0, "peer": 0}]]})",
                 "s.json: /programs/0/0/peer: a F op has no peer"},
         BadJson{kHead + R"([[{"id": 0, "kind": "F", "device": 0, "stage": 0, "microbatch": 0, "colour": 1}]]})",
                 "s.json: /programs/0/0/colour: unknown key"},
         BadJson{kHead + R"([])}", "s.json: /programs: has 0 programs, expected one per device (1)"},
         BadJson{R"({"format": "twinpipe-schedule", "version": 1, "stages": -1, "microbatches": 1, "devices": 1})",
-                "s.json: /stages: -1 is out of range 1..16777216"}));
+                "s.json: /stages: expected an integer from 1 to 16777216, got -1"},
+        // A missing member of the root names the root.
+        BadJson{R"({"format": "twinpipe-schedule", "stages": 1})",
+                "s.json: /: missing key 'version' (an integer from 1 to 1)"},
+        BadJson{kHead + R"([[{"id": -1, "kind": "STEP", "device": 0}]]})",
+                "s.json: /programs/0/0/id: expected an integer from 0 to 2147483647, got -1"},
+        BadJson{R"({"format": "twinpipe-schedule", "version": 1, "stages": 2, "microbatches": 1, "devices": 1, "placement": [0, 1]})",
+                "s.json: /placement/1: expected a device index 0..0"}));
 
 }  // namespace
 }  // namespace twinpipe::ir

@@ -121,9 +121,9 @@ std::optional<cost::Config> Staged(const cost::Config& config, const ir::Schedul
     d.memory_bytes /= held[schedule.placement[st]];
     staged.cluster.devices.push_back(std::move(d));
   }
-  if (staged.pipeline.partition == "manual" &&
+  if (staged.pipeline.partition == cost::PartitionAlgorithm::kManual &&
       static_cast<int>(staged.pipeline.first_layers.size()) != schedule.num_stages) {
-    staged.pipeline.partition = "minmax";
+    staged.pipeline.partition = cost::PartitionAlgorithm::kMinMax;
   }
   return staged;
 }
@@ -143,11 +143,11 @@ PartitionReport DescribeStaged(const cost::Config& config, const std::optional<c
                                const std::vector<int>& first_layers, const cost::Calibration* calibration) {
   if (!staged) {
     PartitionReport report = DescribePartition(config, first_layers, &peaks, nullptr, calibration);
-    report.algorithm = config.pipeline.partition;
+    report.algorithm = cost::PartitionAlgorithmName(config.pipeline.partition);
     return report;
   }
   PartitionReport report = DescribePartition(*staged, first_layers, &peaks, &schedule.placement, calibration);
-  report.algorithm = staged->pipeline.partition;
+  report.algorithm = cost::PartitionAlgorithmName(staged->pipeline.partition);
   for (auto& cell : report.cells) cell.device = schedule.placement[cell.device];
   return report;
 }

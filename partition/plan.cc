@@ -194,17 +194,19 @@ PartitionReport DescribePartition(const Config& c, const std::vector<int>& first
   return r;
 }
 
-Result<std::vector<int>> CutLayers(const Config& c, const std::string& algorithm, const std::vector<cost::StagePeak>* peaks,
-                                   const std::vector<int>* placement, const cost::Calibration* calibration) {
+Result<std::vector<int>> CutLayers(const Config& c, cost::PartitionAlgorithm algorithm,
+                                   const std::vector<cost::StagePeak>* peaks, const std::vector<int>* placement,
+                                   const cost::Calibration* calibration) {
   const PartitionProblem p = BuildProblem(c, peaks, placement, calibration);
-  Result<Partition> part = Fail(fmt::format("unknown partition algorithm '{}': expected one of {}", algorithm,
-                                            fmt::join(cost::PartitionAlgorithms(), ", ")));
-  if (algorithm == "gpipe") part = MinVariance(p);
-  if (algorithm == "minmax") part = MinMax(p);
-  if (algorithm == "memory") part = MinMaxUnderMemory(p);
-  if (algorithm == "manual") {
-    part = Manual(p, c.pipeline.first_layers);
-    if (!part) return Fail(fmt::format("{}: /pipeline/first_layers{}", c.source, part.error().message));
+  Result<Partition> part = Partition{};
+  switch (algorithm) {
+    case cost::PartitionAlgorithm::kGpipe: part = MinVariance(p); break;
+    case cost::PartitionAlgorithm::kMinMax: part = MinMax(p); break;
+    case cost::PartitionAlgorithm::kMemory: part = MinMaxUnderMemory(p); break;
+    case cost::PartitionAlgorithm::kManual:
+      part = Manual(p, c.pipeline.first_layers);
+      if (!part) return Fail(fmt::format("{}: /pipeline/first_layers{}", c.source, part.error().message));
+      break;
   }
   if (!part) {
     return tl::unexpected(Error{fmt::format("{}: {}", c.source, part.error().message), part.error().kind});
@@ -212,12 +214,13 @@ Result<std::vector<int>> CutLayers(const Config& c, const std::string& algorithm
   return std::move(part->first_layers);
 }
 
-Result<PartitionReport> PlanPartition(const Config& c, const std::string& algorithm, const std::vector<cost::StagePeak>* peaks,
-                                      const std::vector<int>* placement, const cost::Calibration* calibration) {
+Result<PartitionReport> PlanPartition(const Config& c, cost::PartitionAlgorithm algorithm,
+                                      const std::vector<cost::StagePeak>* peaks, const std::vector<int>* placement,
+                                      const cost::Calibration* calibration) {
   auto firsts = CutLayers(c, algorithm, peaks, placement, calibration);
   if (!firsts) return tl::unexpected(firsts.error());
   PartitionReport r = DescribePartition(c, *firsts, peaks, placement, calibration);
-  r.algorithm = algorithm;
+  r.algorithm = std::string(cost::PartitionAlgorithmName(algorithm));
   return r;
 }
 

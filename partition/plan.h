@@ -4,7 +4,7 @@
 // cell for the configured schedule), runs the chosen algorithm and describes
 // each cell.
 //
-//   Result<PartitionReport> r = PlanPartition(config, "minmax");
+//   Result<PartitionReport> r = PlanPartition(config, cost::PartitionAlgorithm::kMinMax);
 //   r->cells[0].last_layer; r->bottleneck_s;
 #pragma once
 
@@ -38,13 +38,13 @@ PartitionProblem BuildProblem(const cost::Config& config, const std::vector<cost
 
 // Runs gpipe | minmax | memory | manual. Bad manual indices are bad input
 // (exit 2); a model that does not fit in memory is a runtime failure (exit 1).
-Result<PartitionReport> PlanPartition(const cost::Config& config, const std::string& algorithm,
+Result<PartitionReport> PlanPartition(const cost::Config& config, cost::PartitionAlgorithm algorithm,
                                       const std::vector<cost::StagePeak>* peaks = nullptr,
                                       const std::vector<int>* placement = nullptr,
                                       const cost::Calibration* calibration = nullptr);
 
 // PlanPartition's cut alone: the first layer of each cell.
-Result<std::vector<int>> CutLayers(const cost::Config& config, const std::string& algorithm,
+Result<std::vector<int>> CutLayers(const cost::Config& config, cost::PartitionAlgorithm algorithm,
                                    const std::vector<cost::StagePeak>* peaks = nullptr,
                                    const std::vector<int>* placement = nullptr,
                                    const cost::Calibration* calibration = nullptr);

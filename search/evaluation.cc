@@ -86,7 +86,7 @@ const Cut* Evaluator::CutOf(const Candidate& c, const Shape& shape) {
   const ir::Schedule& s = shape.schedule;
   const std::vector<cost::StagePeak>& peaks = shape.peaks[static_cast<int>(c.recompute)];
   std::optional<std::vector<int>> firsts;
-  if (c.partition == "gpipe" || c.partition == "minmax") {
+  if (c.partition == cost::PartitionAlgorithm::kGpipe || c.partition == cost::PartitionAlgorithm::kMinMax) {
     const int runs_r = c.recompute == ir::RecomputeMode::kSelective ? 2 : ir::InsertsRecompute(c.recompute) ? 1 : 0;
     auto [cut, solve] = time_cuts_.try_emplace(TimeCutKey{c.tensor_parallel, c.sequence_parallel, runs_r,
                                                           c.batch / c.micro_batches, c.partition, s.placement});

@@ -98,12 +98,12 @@ class Evaluator {
   // What a cut depends on: tensor and sequence parallelism, recompute, the
   // replica's batch and micro-batches, the algorithm, and the shape's class
   // (its placement and in-flight counts: see Shape).
-  using CutKey = std::tuple<int, bool, int, int64_t, int, std::string, int>;
+  using CutKey = std::tuple<int, bool, int, int64_t, int, cost::PartitionAlgorithm, int>;
   // What a time-balancing cut (gpipe, minmax) depends on: the layers' times
   // and the cuts' transfers, that is tensor and sequence parallelism, whether
   // R runs (none, full or except-last, selective), the micro-batch size and
   // the placement; not the in-flight counts or the memory.
-  using TimeCutKey = std::tuple<int, bool, int, int64_t, std::string, std::vector<int>>;
+  using TimeCutKey = std::tuple<int, bool, int, int64_t, cost::PartitionAlgorithm, std::vector<int>>;
   // What a cut's report and costs read: a CutKey's but the algorithm, and the
   // cells (algorithms that cut alike share them).
   using DescribedKey = std::tuple<int, bool, int, int64_t, int, int, std::vector<int>>;

@@ -50,9 +50,9 @@ std::vector<int> TensorParallelDegrees(const cost::Config& c, int devices) {
 
 std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_batch) {
   const int L = static_cast<int>(c.model.layers.size());
-  std::vector<std::string> partitions;
-  for (const auto& a : cost::PartitionAlgorithms()) {
-    if (a != "manual") partitions.push_back(a);
+  std::vector<cost::PartitionAlgorithm> partitions;
+  for (const auto& [name, a] : cost::kPartitionAlgorithmNames) {
+    if (a != cost::PartitionAlgorithm::kManual) partitions.push_back(a);
   }
   std::vector<ir::RecomputeMode> modes{ir::RecomputeMode::kNone, ir::RecomputeMode::kFull,
                                        ir::RecomputeMode::kExceptLast};

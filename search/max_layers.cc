@@ -51,11 +51,11 @@ Result<std::vector<MaxLayersRow>> MaxLayers(const cost::Config& config, const Se
     if (!ir::CheckShape(c.schedule, K, c.micro_batches, c.chunks)) return false;
     // The time-balanced cut first; the memory-aware one (quadratic in the
     // layers) where that overflows and the model is small enough.
-    c.partition = "minmax";
+    c.partition = cost::PartitionAlgorithm::kMinMax;
     evaluator.ForgetTheModel();
     auto e = evaluator.Simulate(c);
     if ((!e || !e->fits) && layers <= kMemoryPartitionLayers) {
-      c.partition = "memory";
+      c.partition = cost::PartitionAlgorithm::kMemory;
       e = evaluator.Simulate(c);
     }
     if (!e || !e->fits) return false;

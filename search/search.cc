@@ -93,8 +93,8 @@ Result<std::vector<Candidate>> SimulateTheUnbeaten(const std::vector<Candidate>&
           "point {} (t={}{} K={} R={} M={} {} v={} recompute {} {}) beats its bounds: {} samples/s (bound {}), "
           "peak {} (bound {})",
           i, c->tensor_parallel, c->sequence_parallel ? " sp" : "", c->stages, c->replicas, c->micro_batches,
-          c->schedule, c->chunks, ir::RecomputeModeName(c->recompute), c->partition, c->throughput,
-          bounds[i].most_throughput, c->peak_memory_bytes, bounds[i].least_peak));
+          c->schedule, c->chunks, ir::RecomputeModeName(c->recompute), cost::PartitionAlgorithmName(c->partition),
+          c->throughput, bounds[i].most_throughput, c->peak_memory_bytes, bounds[i].least_peak));
     }
     if (!c || !c->fits) {
       ++r.over_cap;
@@ -157,7 +157,7 @@ nlohmann::ordered_json CandidateConfig(const nlohmann::ordered_json& original, c
   pipeline["schedule"] = c.schedule;
   if (c.chunks != ir::DefaultChunks(c.schedule) || pipeline.contains("chunks")) pipeline["chunks"] = c.chunks;
   pipeline["recompute"] = std::string(ir::RecomputeModeName(c.recompute));
-  pipeline["partition"] = c.partition;
+  pipeline["partition"] = std::string(cost::PartitionAlgorithmName(c.partition));
   pipeline.erase("first_layers");
   j["training"]["batch"] = c.batch;
   j["training"]["microbatches"] = c.micro_batches;

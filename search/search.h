@@ -49,7 +49,7 @@ struct Candidate {
   std::string schedule;
   int chunks = 1;          // stages per device
   ir::RecomputeMode recompute = ir::RecomputeMode::kNone;
-  std::string partition;
+  cost::PartitionAlgorithm partition = cost::PartitionAlgorithm::kMinMax;
   int64_t batch = 1;       // per replica (the global mini-batch stays the config's)
   double step_time_s = 0;
   double throughput = 0;   // samples per second, all replicas

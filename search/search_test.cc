@@ -270,7 +270,7 @@ TEST(MaxLayers, ReportedDepthFitsAndOneMoreDoesNot) {
     c.pipeline.stages = K;
     c.pipeline.recompute = mode;
     c.cluster.devices.resize(K);
-    for (const char* cut : {"minmax", "memory"}) {
+    for (auto cut : {cost::PartitionAlgorithm::kMinMax, cost::PartitionAlgorithm::kMemory}) {
       c.pipeline.partition = cut;
       auto plan = partition::PlanFromConfig(c);
       if (!plan) continue;

@@ -145,7 +145,7 @@ TEST(MemoryModel, AMemoryPartitionIsSimulatedWithinItsCap) {
     SCOPED_TRACE(fmt::format("trial {}: K={} L={} M={} {} recompute {}", trial, stages, layers, micro_batches, schedule,
                              recompute));
     cost::Config c = RandomConfig(rng, layers, stages, micro_batches, schedule, recompute);
-    c.pipeline.partition = "memory";
+    c.pipeline.partition = cost::PartitionAlgorithm::kMemory;
     // A cap between the fullest cell of an even cut and twice that: some
     // trials cannot fit (a runtime failure), the others must.
     const auto cut = cost::CutBytes(c.model);

@@ -6,8 +6,8 @@
 #include <map>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
+#include "ir/json_reader.h"
 #include "ir/lines.h"
 #include "cost_models/plan_costs.h"
 #include "simulate/engine.h"
@@ -85,44 +85,51 @@ Calibration ProfileCalibration(const std::string& device, double gemm, double ba
 
 }  // namespace
 
-Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source, const Planner& planner) {
-  using nlohmann::json;
-  std::vector<Run> runs;
-  ir::Lines lines(text);
-  for (std::string_view row; lines.Next(row);) {
-    const int line = lines.number();
-    if (row.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    const std::string where = fmt::format("{}:{}", source, line);
-    json j;
-    try {
-      j = json::parse(row);
-    } catch (const json::exception& e) {
-      return Fail(fmt::format("{}: not valid JSON: {}", where, e.what()));
-    }
-    if (!j.is_object()) return Fail(fmt::format("{}: expected an object {{\"config\": ..., \"step_time_s\": ...}}", where));
-    auto t = j.find("step_time_s");
-    if (t == j.end() || !t->is_number() || !(t->get<double>() > 0) || !std::isfinite(t->get<double>())) {
-      return Fail(fmt::format("{}: /step_time_s: expected a positive number of seconds", where));
-    }
-    auto c = j.find("config");
-    if (c == j.end() || !c->is_object()) return Fail(fmt::format("{}: /config: expected a twinpipe config object", where));
-    // The loader's messages name "<file>:<line> /config" and the path inside.
-    auto config = cost::LoadConfig(c->dump(), where + ": /config");
-    if (!config) return tl::unexpected(config.error());
-    auto plan = planner(*config);
-    if (!plan) return Fail(fmt::format("{}: {}", where, plan.error().message));
-    const std::string& device = config->cluster.devices.at(0).name;
-    for (const auto& d : config->cluster.devices) {
-      if (d.name != device) return Fail(fmt::format("{}: /config/cluster: mixes device kinds; a run table is of one", where));
-    }
-    if (!runs.empty() && runs.front().config.cluster.devices.at(0).name != device) {
-      return Fail(fmt::format("{}: /config/cluster/device: '{}', but line {} runs on '{}'; a table is of one device kind",
-                              where, device, runs.front().line, runs.front().config.cluster.devices.at(0).name));
-    }
-    runs.push_back(Run{line, std::move(*config), t->get<double>(), std::move(*plan)});
+namespace {
+
+// One line of a table, read with `r` (which names the file and the line);
+// `earlier` are the lines before it.
+Run ReadRun(const ir::json::Reader& r, std::string_view row, int line, const Planner& planner,
+            const std::vector<Run>& earlier) {
+  ir::json::Json j = r.Parse(row);
+  if (!j.is_object()) r.Fail("", R"(expected an object {"config": ..., "step_time_s": ...})");
+  auto t = j.find("step_time_s");
+  if (t == j.end() || !t->is_number() || !(t->get<double>() > 0) || !std::isfinite(t->get<double>())) {
+    r.Fail("/step_time_s", "expected a positive number of seconds");
   }
-  if (runs.empty()) return Fail(fmt::format("{}: no runs", source));
-  return runs;
+  auto c = j.find("config");
+  if (c == j.end() || !c->is_object()) r.Fail("/config", "expected a twinpipe config object");
+  // The loader's messages name the line and the path inside the line.
+  auto config = cost::LoadConfig(*c, r.source(), "/config");
+  if (!config) throw ir::json::ReadError{config.error().message};
+  auto plan = planner(*config);
+  if (!plan) throw ir::json::ReadError{fmt::format("{}: {}", r.source(), plan.error().message)};
+  const std::string& device = config->cluster.devices.at(0).name;
+  for (const auto& d : config->cluster.devices) {
+    if (d.name != device) r.Fail("/config/cluster", "mixes device kinds; a run table is of one");
+  }
+  if (!earlier.empty() && earlier.front().config.cluster.devices.at(0).name != device) {
+    const Run& first = earlier.front();
+    r.Fail("/config/cluster/device", fmt::format("'{}', but line {} runs on '{}'; a table is of one device kind", device,
+                                                 first.line, first.config.cluster.devices.at(0).name));
+  }
+  return Run{line, std::move(*config), t->get<double>(), std::move(*plan)};
+}
+
+}  // namespace
+
+Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source, const Planner& planner) {
+  return ir::json::TryRead([&] {
+    std::vector<Run> runs;
+    ir::Lines lines(text);
+    for (std::string_view row; lines.Next(row);) {
+      if (row.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+      const ir::json::Reader r(fmt::format("{}:{}", source, lines.number()));
+      runs.push_back(ReadRun(r, row, lines.number(), planner, runs));
+    }
+    if (runs.empty()) throw ir::json::ReadError{fmt::format("{}: no runs", source)};
+    return runs;
+  });
 }
 
 Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Calibration* cal) {

@@ -91,7 +91,7 @@ TEST(Runs, BadLinesNameTheLineAndThePath) {
   EXPECT_EQ(missing.error().message, "r.jsonl:2: /step_time_s: expected a positive number of seconds");
   auto bad_config = ReadRuns(good + "\n{\"config\": {\"model\": 3}, \"step_time_s\": 1}\n", "r.jsonl");
   ASSERT_FALSE(bad_config);
-  EXPECT_NE(bad_config.error().message.find("r.jsonl:2: /config"), std::string::npos) << bad_config.error().message;
+  EXPECT_EQ(bad_config.error().message, "r.jsonl:2: /config/model: expected an object, got number");
   auto two_devices = ReadRuns(good + "\n" + RunLine(2, 512, 1, 1, 4, 1, 0.1, "H100-SXM") + "\n", "r.jsonl");
   ASSERT_FALSE(two_devices);
   EXPECT_NE(two_devices.error().message.find("r.jsonl:2: /config/cluster/device: 'H100-SXM', but line 1 runs on "
@@ -101,6 +101,27 @@ TEST(Runs, BadLinesNameTheLineAndThePath) {
   auto not_json = ReadRuns("{", "r.jsonl");
   ASSERT_FALSE(not_json);
   EXPECT_NE(not_json.error().message.find("r.jsonl:1: not valid JSON"), std::string::npos);
+}
+
+// The config loader's and the line's own messages name the whole JSON path
+// inside the line (they once named "/config" and the config's path apart,
+// and a line that is not an object no path at all).
+TEST(Runs, BadConfigsNameTheirWholePath) {
+  std::string stages_text = RunLine(2, 512, 1, 1, 4, 1, 0.1);
+  const std::string stages_one = "\"stages\": 1";
+  stages_text.replace(stages_text.find(stages_one), stages_one.size(), "\"stages\": \"one\"");
+  auto stages = ReadRuns("\n" + stages_text, "r.jsonl");
+  ASSERT_FALSE(stages);
+  EXPECT_EQ(stages.error().message, "r.jsonl:2: /config/pipeline/stages: expected an integer, got \"one\"");
+  auto array = ReadRuns("[1]", "r.jsonl");
+  ASSERT_FALSE(array);
+  EXPECT_EQ(array.error().message, R"(r.jsonl:1: /: expected an object {"config": ..., "step_time_s": ...})");
+  auto no_config = ReadRuns(R"({"config": [], "step_time_s": 1})", "r.jsonl");
+  ASSERT_FALSE(no_config);
+  EXPECT_EQ(no_config.error().message, "r.jsonl:1: /config: expected a twinpipe config object");
+  auto empty = ReadRuns("\n  \n", "r.jsonl");
+  ASSERT_FALSE(empty);
+  EXPECT_EQ(empty.error().message, "r.jsonl: no runs");
 }
 
 }  // namespace

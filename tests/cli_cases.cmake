@@ -199,7 +199,7 @@ cli_case(schedule_zbv_chunks 2 "schedule 'zb-v' places 2 chunks per device, not 
 cli_case(schedule_zbh1_then_verify 0 "valid"
          bash -c "${TP} schedule -k 4 -m 8 -s zb-h1 --recompute full -o \"$0\" && ${TP} verify \"$0\""
          ${CMAKE_CURRENT_BINARY_DIR}/zbh1.out)
-cli_case(config_chunks_rule 2 "/pipeline/chunks: schedule '1f1b' places 1 chunk(s) per device, not 2"
+cli_case(config_chunks_rule 2 "/pipeline/chunks: schedule '1f1b' places 1 chunk per device, not 2"
          bash -c "sed 's/\"schedule\": \"gpipe\"/\"schedule\": \"1f1b\", \"chunks\": 2/' ${SRC}/examples/quickstart.json > \"$0\" && ${TP} simulate \"$0\""
          ${CMAKE_CURRENT_BINARY_DIR}/chunks_rule.json)
 foreach(s interleaved zb-h1 zb-v)

@@ -1,0 +1,95 @@
+#include "ir/json_reader.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace twinpipe::ir::json {
+
+Reader::Reader(std::string source, std::string base) : source_(std::move(source)), base_(std::move(base)) {}
+
+void Reader::Fail(std::string_view path, std::string_view what) const {
+  const std::string full = base_ + std::string(path);
+  throw ReadError{fmt::format("{}: {}: {}", source_, full.empty() ? "/" : full, what)};
+}
+
+Json Reader::Parse(std::string_view text) const {
+  try {
+    return Json::parse(text);
+  } catch (const Json::exception& e) {
+    throw ReadError{fmt::format("{}: not valid JSON: {}", source_, e.what())};
+  }
+}
+
+const Json& Reader::Object(const Json& parent, const std::string& key, const std::string& path) const {
+  auto it = parent.find(key);
+  if (it == parent.end()) Fail(path, fmt::format("missing section '{}'", key));
+  if (!it->is_object()) Fail(path + "/" + key, fmt::format("expected an object, got {}", it->type_name()));
+  return *it;
+}
+
+void Reader::Keys(const Json& obj, const std::string& path, std::initializer_list<std::string_view> allowed) const {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (std::find(allowed.begin(), allowed.end(), it.key()) != allowed.end()) continue;
+    std::vector<std::string_view> names(allowed);
+    std::sort(names.begin(), names.end());
+    Fail(path + "/" + it.key(), fmt::format("unknown key (expected one of {})", fmt::join(names, ", ")));
+  }
+}
+
+int64_t Reader::Int(const Json& obj, const std::string& key, const std::string& path, int64_t lo, int64_t hi,
+                    std::optional<int64_t> fallback) const {
+  auto it = obj.find(key);
+  if (it == obj.end()) {
+    if (fallback) return *fallback;
+    Fail(path, fmt::format("missing key '{}' (an integer from {} to {})", key, lo, hi));
+  }
+  const std::string p = path + "/" + key;
+  if (!it->is_number_integer()) Fail(p, fmt::format("expected an integer, got {}", it->dump()));
+  const int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi) Fail(p, fmt::format("expected an integer from {} to {}, got {}", lo, hi, v));
+  return v;
+}
+
+double Reader::Number(const Json& obj, const std::string& key, const std::string& path, double lo, double hi,
+                      std::optional<double> fallback, bool lo_open) const {
+  auto it = obj.find(key);
+  if (it == obj.end()) {
+    if (fallback) return *fallback;
+    Fail(path, fmt::format("missing key '{}' (a number)", key));
+  }
+  const std::string p = path + "/" + key;
+  if (!it->is_number()) Fail(p, fmt::format("expected a number, got {}", it->dump()));
+  const double v = it->get<double>();
+  if (!std::isfinite(v) || v < lo || v > hi || (lo_open && v == lo)) {
+    Fail(p, fmt::format("expected a number {} {} and at most {}, got {}", lo_open ? ">" : ">=", lo, hi, it->dump()));
+  }
+  return v;
+}
+
+std::string Reader::String(const Json& obj, const std::string& key, const std::string& path,
+                           const std::vector<std::string>& choices, std::optional<std::string> fallback) const {
+  auto it = obj.find(key);
+  if (it == obj.end()) {
+    if (fallback) return *fallback;
+    Fail(path, fmt::format("missing key '{}' (one of {})", key, fmt::join(choices, ", ")));
+  }
+  const std::string p = path + "/" + key;
+  if (!it->is_string()) Fail(p, fmt::format("expected a string, got {}", it->dump()));
+  std::string v = it->get<std::string>();
+  if (!choices.empty() && std::find(choices.begin(), choices.end(), v) == choices.end()) {
+    Fail(p, fmt::format("'{}' is not one of {}", v, fmt::join(choices, ", ")));
+  }
+  return v;
+}
+
+bool Reader::Bool(const Json& obj, const std::string& key, const std::string& path, bool fallback) const {
+  auto it = obj.find(key);
+  if (it == obj.end()) return fallback;
+  if (!it->is_boolean()) Fail(path + "/" + key, fmt::format("expected true or false, got {}", it->dump()));
+  return it->get<bool>();
+}
+
+}  // namespace twinpipe::ir::json
