@@ -15,6 +15,7 @@
 #include "ir/builders.h"
 #include "ir/torch_csv.h"
 #include "ir/passes.h"
+#include "execute/optimizer.h"
 #include "simulate/costs.h"
 
 namespace twinpipe::execute {
@@ -489,20 +490,50 @@ TEST(Execute, ExecutorOverheadIsOfTheMedianStep) {
 }
 
 }  // namespace
-// The CUDA backend's options are named once (execute/options.h): every name
-// reads back as its value and every value writes as its name; others are
-// not options.
-TEST(ExecuteOptions, NamesRoundTrip) {
-  for (const auto& [name, value] : kTransportNames) {
-    EXPECT_EQ(TransportFromName(name), value);
+// The names the README documents (twinpipe execute --transport
+// auto|nccl|p2p|host-staged|local, --precision fp32|tf32|bf16; the config's
+// training.optimizer adam, sgd), written here as the contract: each parses
+// to its value and writes back as itself, the tables hold no undocumented
+// name, and other names are not options.
+TEST(ExecuteOptions, DocumentedNamesParseToTheirValues) {
+  const std::vector<std::pair<std::string, TransportKind>> transports{
+      {"auto", TransportKind::kAuto}, {"nccl", TransportKind::kNccl}, {"p2p", TransportKind::kP2p},
+      {"host-staged", TransportKind::kHostStaged}, {"local", TransportKind::kLocal}};
+  for (const auto& [name, value] : transports) {
+    EXPECT_EQ(TransportFromName(name), value) << name;
     EXPECT_EQ(TransportName(value), name);
   }
-  for (const auto& [name, value] : kPrecisionNames) {
-    EXPECT_EQ(PrecisionFromName(name), value);
+  EXPECT_EQ(kTransportNames.size(), transports.size());
+  const std::vector<std::pair<std::string, Precision>> precisions{
+      {"fp32", Precision::kFp32}, {"tf32", Precision::kTf32}, {"bf16", Precision::kBf16}};
+  for (const auto& [name, value] : precisions) {
+    EXPECT_EQ(PrecisionFromName(name), value) << name;
     EXPECT_EQ(PrecisionName(value), name);
   }
-  EXPECT_FALSE(TransportFromName("carrier-pigeon"));
-  EXPECT_FALSE(PrecisionFromName("fp8"));
+  EXPECT_EQ(kPrecisionNames.size(), precisions.size());
+  const std::vector<std::pair<std::string, OptimizerKind>> optimizers{{"adam", OptimizerKind::kAdam},
+                                                                      {"sgd", OptimizerKind::kSgd}};
+  for (const auto& [name, value] : optimizers) {
+    EXPECT_EQ(OptimizerFromName(name), value) << name;
+    EXPECT_EQ(OptimizerName(value), name);
+  }
+  EXPECT_EQ(kOptimizerNames.size(), optimizers.size());
+  for (const char* unknown : {"carrier-pigeon", "Auto", "host_staged", ""}) EXPECT_FALSE(TransportFromName(unknown));
+  for (const char* unknown : {"fp8", "FP32", "fp16"}) EXPECT_FALSE(PrecisionFromName(unknown));
+  for (const char* unknown : {"lamb", "Adam", "adamw"}) EXPECT_FALSE(OptimizerFromName(unknown));
+}
+
+// The optimizer is parsed once where the executor starts: a name the config
+// loader would refuse, set on a loaded config, is bad input naming its path.
+TEST(ExecuteOptions, AnUnknownOptimizerIsBadInputNamingItsPath) {
+  cost::Config c = Mlp(2, 2, "gpipe", "none");
+  auto plan = partition::PlanFromConfig(c);
+  ASSERT_TRUE(plan) << plan.error().message;
+  c.training.optimizer = "lamb";
+  auto r = ExecuteCpu(c, *plan, {1, 10});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, ErrorKind::kBadInput);
+  EXPECT_EQ(r.error().message, "t.json: /training/optimizer: 'lamb' is not one of adam, sgd");
 }
 
 }  // namespace twinpipe::execute

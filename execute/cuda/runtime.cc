@@ -35,6 +35,7 @@
 #include "execute/cuda/optimizer.h"
 #include "execute/model.h"
 #include "execute/mpi.h"
+#include "execute/optimizer.h"
 #include "execute/runtime.h"
 #include "execute/transport.h"
 #include "execute/walker.h"
@@ -182,8 +183,9 @@ class CudaBackend {
   using Param = DeviceParam;
   using Clock = std::chrono::steady_clock;
 
-  CudaBackend(const cost::Config& c, const cost::Plan& plan, const ExecuteOptions& o)
-      : c_(c), plan_(plan), s_(plan.schedule), o_(o), task_(c), D_(s_.num_devices), R_(std::max(1, s_.replicas)) {}
+  CudaBackend(const cost::Config& c, const cost::Plan& plan, const ExecuteOptions& o, OptimizerKind optimizer)
+      : c_(c), plan_(plan), s_(plan.schedule), o_(o), task_(c), optimizer_(optimizer), D_(s_.num_devices),
+        R_(std::max(1, s_.replicas)) {}
 
   Result<void> Setup(const std::vector<Worker>& local);
   Result<std::vector<std::unique_ptr<Layer>>> BuildCell(const Worker& w, int stage) {
@@ -241,7 +243,7 @@ class CudaBackend {
   void Step(const Worker& w, int step, const std::vector<Param*>& params, Clock::time_point) {
     const Context& ctx = devices_[w.id]->ctx;
     for (DeviceParam* p : params) {
-      Apply(ctx, c_.training.optimizer, c_.training.learning_rate, c_.training.momentum, step + 1, *p);
+      Apply(ctx, optimizer_, c_.training.learning_rate, c_.training.momentum, step + 1, *p);
     }
   }
   void EndLayerStep(const Worker& w, Layer& layer) { layer.EndStep(devices_[w.id]->ctx); }
@@ -281,6 +283,7 @@ class CudaBackend {
   const ir::Schedule& s_;
   const ExecuteOptions& o_;
   SyntheticTask task_;
+  OptimizerKind optimizer_;
   int D_, R_;
   Precision precision_ = Precision::kFp32;
   int gpus_ = 0;
@@ -697,8 +700,10 @@ void CudaBackend::Finish(ExecuteResult& r) {
 Result<ExecuteResult> ExecuteCuda(const cost::Config& config, const cost::Plan& plan,
                                   const ExecuteOptions& options) {
   if (auto ok = CheckExecutable(config); !ok) return tl::unexpected(ok.error());
+  const Result<OptimizerKind> optimizer = OptimizerOf(config);
+  if (!optimizer) return tl::unexpected(optimizer.error());
   try {
-    cuda::CudaBackend backend(config, plan, options);
+    cuda::CudaBackend backend(config, plan, options, *optimizer);
     Walker<cuda::CudaBackend> walker(backend, config, plan, options, "execute:cuda");
     auto result = walker.Run();
     if (result) backend.Finish(*result);
