@@ -182,7 +182,9 @@ class CpuBackend {
   void WaitAllReduces(const Worker& w, Clock::time_point deadline) {
     Dev& dev = *devs_[w.id];
     if (!dev.allreduce) return;
-    if (auto ok = dev.allreduce->Wait(deadline); !ok) throw OpFailure(ok.error().message);
+    auto ok = dev.allreduce->Wait(deadline);
+    if (!ok && ok.error().kind == ErrorKind::kAborted) throw Aborted();
+    if (!ok) throw OpFailure(ok.error().message);
   }
 
   const cost::Config& c_;
