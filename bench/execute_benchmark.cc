@@ -96,7 +96,8 @@ void BM_ReceiveTimeout(benchmark::State& state) {
   const cost::Config c = Mlp(2, 1, "gpipe", 16, 1);
   cost::Plan plan = PlanOf(c);
   auto& program = plan.schedule.programs[0];
-  program.erase(std::find_if(program.begin(), program.end(), [](const ir::Op& op) { return op.kind == ir::OpKind::kSendF; }));
+  program.erase(std::find_if(program.begin(), program.end(),
+                             [](const ir::Op& op) { return op.kind == ir::OpKind::kSendF; }));
   ir::Renumber(plan.schedule);
   double overshoot = 0;
   for (auto _ : state) {

@@ -499,18 +499,20 @@ TEST(Execute, APeerThatNeverSendsTimesOutNamingTheOp) {
   auto plan = partition::PlanFromConfig(c);
   ASSERT_TRUE(plan);
   auto& program = plan->schedule.programs[0];
-  program.erase(std::find_if(program.begin(), program.end(), [](const ir::Op& op) { return op.kind == ir::OpKind::kSendF; }));
+  program.erase(std::find_if(program.begin(), program.end(),
+                             [](const ir::Op& op) { return op.kind == ir::OpKind::kSendF; }));
   ir::Renumber(plan->schedule);
   WorkerEnds ends;
   auto r = ExecuteCpu(c, *plan, ends.Recording({1, 0.3}));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, ErrorKind::kRuntime);
   // device: (its receive's token, the peer it waits for)
-  const std::map<int, std::pair<std::string, int>> waits{{0, {"device 0: 0RECV_B0", 1}}, {1, {"device 1: 1RECV_F0", 0}}};
+  const std::map<int, std::pair<std::string, int>> waits{{0, {"device 0: 0RECV_B0", 1}},
+                                                         {1, {"device 1: 1RECV_F0", 0}}};
   auto timed_out = [&](int device, const std::string& message) {
     const auto& [op, peer] = waits.at(device);
-    return message.rfind(op, 0) == 0 &&
-           message.find(fmt::format(" timed out after 0.3 s waiting to receive from device {}", peer)) != std::string::npos;
+    const std::string timeout = fmt::format(" timed out after 0.3 s waiting to receive from device {}", peer);
+    return message.rfind(op, 0) == 0 && message.find(timeout) != std::string::npos;
   };
   EXPECT_TRUE(timed_out(0, r.error().message) || timed_out(1, r.error().message)) << r.error().message;
   const std::map<int, Error> ended = ends.ends();
