@@ -1,10 +1,21 @@
 #include "execute/optimizer.h"
 
 #include <cmath>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "execute/simd.h"
 
 namespace twinpipe::execute {
+
+Result<OptimizerKind> OptimizerOf(const cost::Config& config) {
+  const std::string& name = config.training.optimizer;
+  if (auto kind = OptimizerFromName(name)) return *kind;
+  std::string names;
+  for (const auto& [known, kind] : kOptimizerNames) names += fmt::format("{}{}", names.empty() ? "" : ", ", known);
+  return Fail(fmt::format("{}: /training/optimizer: '{}' is not one of {}", config.source, name, names));
+}
 
 // Gradients in double, state and weights in float, arithmetic in double, as
 // the reference numerics have it; sqrt vectorises because the library is

@@ -1,7 +1,8 @@
-// The CUDA backend's run options as types, named once: how stages on
-// different devices exchange tensors, and the GEMM arithmetic. The command
-// line parses the names into these (twinpipe execute --transport,
-// --precision); the backend switches on them.
+// The executor's options as types, named once: the optimizer (the config's
+// /training/optimizer, parsed where the executor starts: OptimizerOf in
+// execute/optimizer.h), and the CUDA backend's transport between devices and
+// GEMM arithmetic (the command line parses twinpipe execute --transport and
+// --precision into these). The backends switch on the types, never on names.
 //
 //   std::optional<TransportKind> t = TransportFromName("p2p");
 //   TransportName(TransportKind::kHostStaged);  // "host-staged"
@@ -22,6 +23,13 @@ enum class TransportKind { kAuto, kNccl, kP2p, kHostStaged, kLocal };
 // on the fly) with fp32 accumulation and output.
 enum class Precision { kFp32, kTf32, kBf16 };
 
+// SGD with momentum, or Adam (execute/optimizer.h).
+enum class OptimizerKind { kAdam, kSgd };
+
+inline constexpr std::array<std::pair<std::string_view, OptimizerKind>, 2> kOptimizerNames{{
+    {"adam", OptimizerKind::kAdam},
+    {"sgd", OptimizerKind::kSgd},
+}};
 inline constexpr std::array<std::pair<std::string_view, TransportKind>, 5> kTransportNames{{
     {"auto", TransportKind::kAuto},
     {"nccl", TransportKind::kNccl},
@@ -50,6 +58,8 @@ constexpr std::optional<T> FromName(const std::array<std::pair<std::string_view,
   return std::nullopt;
 }
 
+constexpr std::string_view OptimizerName(OptimizerKind o) { return NameOf(kOptimizerNames, o); }
+constexpr std::optional<OptimizerKind> OptimizerFromName(std::string_view n) { return FromName(kOptimizerNames, n); }
 constexpr std::string_view TransportName(TransportKind t) { return NameOf(kTransportNames, t); }
 constexpr std::string_view PrecisionName(Precision p) { return NameOf(kPrecisionNames, p); }
 constexpr std::optional<TransportKind> TransportFromName(std::string_view n) { return FromName(kTransportNames, n); }

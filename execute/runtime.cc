@@ -34,9 +34,9 @@ class CpuBackend {
   using Saved = execute::Saved;
   using Param = execute::Param;
 
-  CpuBackend(const cost::Config& c, const cost::Plan& plan, const ExecuteOptions& o)
+  CpuBackend(const cost::Config& c, const cost::Plan& plan, const ExecuteOptions& o, OptimizerKind optimizer)
       : c_(c), plan_(plan), s_(plan.schedule), o_(o), task_(c),
-        optimizer_{c.training.optimizer, c.training.learning_rate, c.training.momentum} {
+        optimizer_{optimizer, c.training.learning_rate, c.training.momentum} {
     UseOneBlasThread();
   }
 
@@ -61,7 +61,7 @@ class CpuBackend {
   int64_t ParamBytes(const Worker&, const Param& p) const {
     // The value, its fp64 gradient, optimizer state (2 for Adam) and the
     // micro-batch's fp32 gradient scratch.
-    const int64_t state = c_.training.optimizer == "adam" ? 2 : 1;
+    const int64_t state = optimizer_.kind == OptimizerKind::kAdam ? 2 : 1;
     return static_cast<int64_t>(p.value.size()) * (4 + 8 + 4 * state) + static_cast<int64_t>(p.scratch.size()) * 4;
   }
   MemoryAccount& Account(const Worker& w) { return devs_[w.id]->account; }
@@ -183,7 +183,9 @@ class CpuBackend {
   void WaitAllReduces(const Worker& w, Clock::time_point deadline) {
     Dev& dev = *devs_[w.id];
     if (!dev.allreduce) return;
-    if (auto ok = dev.allreduce->Wait(deadline); !ok) throw OpFailure(ok.error().message);
+    auto ok = dev.allreduce->Wait(deadline);
+    if (!ok && ok.error().kind == ErrorKind::kAborted) throw Aborted();
+    if (!ok) throw OpFailure(ok.error().message);
   }
 
   const cost::Config& c_;
@@ -253,7 +255,9 @@ void GatherStepAcrossRanks(const ir::Schedule& s, int rank, std::vector<double>&
 
 Result<ExecuteResult> ExecuteCpu(const cost::Config& config, const cost::Plan& plan, const ExecuteOptions& options) {
   if (auto ok = CheckExecutable(config); !ok) return tl::unexpected(ok.error());
-  CpuBackend backend(config, plan, options);
+  const Result<OptimizerKind> optimizer = OptimizerOf(config);
+  if (!optimizer) return tl::unexpected(optimizer.error());
+  CpuBackend backend(config, plan, options, *optimizer);
   Walker<CpuBackend> walker(backend, config, plan, options, "execute:cpu");
   return walker.Run();
 }

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,10 @@ struct ExecuteOptions {
   // the GEMM arithmetic (execute/options.h).
   TransportKind transport = TransportKind::kAuto;
   Precision precision = Precision::kFp32;
+  // Tests: how each local worker's step ended when it ended in an error,
+  // told from that worker's thread: its cluster device and the error (kind
+  // kAborted: stopped because another part of the run failed first).
+  std::function<void(int device, const Error& error)> on_worker_error;
 };
 
 struct ExecuteResult {

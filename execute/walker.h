@@ -444,7 +444,10 @@ Result<ExecuteResult> Walker<B>::Run() {
       for (;;) {
         start.arrive_and_wait();
         if (stop) return;
-        if (auto ok = RunStep(w, current_step); !ok) Latch(ok.error());
+        if (auto ok = RunStep(w, current_step); !ok) {
+          if (o_.on_worker_error) o_.on_worker_error(w.id, ok.error());
+          Latch(ok.error());
+        }
         end.arrive_and_wait();
       }
     });

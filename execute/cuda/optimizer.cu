@@ -29,9 +29,9 @@ __global__ void Adam(float* w, float* g, float* m, float* v, long long n, double
 
 }  // namespace
 
-void Apply(const Context& ctx, const std::string& kind, double lr, double momentum, int step, DeviceParam& p) {
+void Apply(const Context& ctx, OptimizerKind kind, double lr, double momentum, int step, DeviceParam& p) {
   const long long n = p.value.size();
-  if (kind == "adam") {
+  if (kind == OptimizerKind::kAdam) {
     const double correct1 = 1 / (1 - std::pow(0.9, step)), correct2 = 1 / (1 - std::pow(0.999, step));
     Adam<<<Blocks(n), kThreads, 0, ctx.stream>>>(p.value.get(), p.grad.get(), p.m.get(), p.v.get(), n, lr, correct1,
                                                   correct2);

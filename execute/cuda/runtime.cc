@@ -30,11 +30,13 @@
 #include <fmt/format.h>
 
 #include "execute/cuda/check.h"
+#include "execute/cuda/comm_registry.h"
 #include "execute/cuda/from_cpu.h"
 #include "execute/cuda/layers/softmax_cross_entropy.h"
 #include "execute/cuda/optimizer.h"
 #include "execute/model.h"
 #include "execute/mpi.h"
+#include "execute/optimizer.h"
 #include "execute/runtime.h"
 #include "execute/transport.h"
 #include "execute/walker.h"
@@ -125,6 +127,9 @@ class PinnedArena {
   int64_t used_ = 0;
 };
 
+void AbortComm(ncclComm_t comm) { static_cast<void>(ncclCommAbort(comm)); }
+void DestroyComm(ncclComm_t comm) { static_cast<void>(ncclCommDestroy(comm)); }
+
 // One cluster device: its GPU, streams, memory and what its ops leave.
 struct Device {
   int gpu = 0;
@@ -138,8 +143,9 @@ struct Device {
   std::vector<std::pair<cudaEvent_t, cudaEvent_t>> op_events;  // by position in the program
   std::vector<std::pair<double, double>> times;                // the same, read after the step
   std::vector<cudaEvent_t> arrived;  // [(stage * M + micro-batch) * 2 + backward]: set by a RECV, awaited by its consumer
-  std::map<int, ncclComm_t> send_comm, recv_comm;              // by peer (pipeline device)
-  ncclComm_t replica_comm = nullptr;                           // this device's replicas, with R > 1
+  // By peer (pipeline device), and this device's replicas' with R > 1; any
+  // thread may abort them (comm_registry.h), only this destructor destroys.
+  CommRegistry<ncclComm_t> comms{AbortComm, DestroyComm};
   std::mutex returned_mu;
   std::vector<Returned> returned;
   DeviceTensor batch;             // stage 0: this replica's inputs of the step (not counted)
@@ -157,10 +163,7 @@ struct Device {
     static_cast<void>(cudaDeviceSynchronize());
     if (labels) static_cast<void>(cudaFree(labels));
     if (loss) static_cast<void>(cudaFree(loss));
-    for (auto* comms : {&send_comm, &recv_comm}) {
-      for (auto& [peer, c] : *comms) static_cast<void>(ncclCommDestroy(c));
-    }
-    if (replica_comm) static_cast<void>(ncclCommDestroy(replica_comm));
+    comms.Destroy();  // those not aborted
     if (blas) static_cast<void>(cublasDestroy(blas));
     for (cudaStream_t s : {compute, send, recv, allreduce}) {
       if (s) static_cast<void>(cudaStreamDestroy(s));
@@ -182,8 +185,9 @@ class CudaBackend {
   using Param = DeviceParam;
   using Clock = std::chrono::steady_clock;
 
-  CudaBackend(const cost::Config& c, const cost::Plan& plan, const ExecuteOptions& o)
-      : c_(c), plan_(plan), s_(plan.schedule), o_(o), task_(c), D_(s_.num_devices), R_(std::max(1, s_.replicas)) {}
+  CudaBackend(const cost::Config& c, const cost::Plan& plan, const ExecuteOptions& o, OptimizerKind optimizer)
+      : c_(c), plan_(plan), s_(plan.schedule), o_(o), task_(c), optimizer_(optimizer), D_(s_.num_devices),
+        R_(std::max(1, s_.replicas)) {}
 
   Result<void> Setup(const std::vector<Worker>& local);
   Result<std::vector<std::unique_ptr<Layer>>> BuildCell(const Worker& w, int stage) {
@@ -241,7 +245,7 @@ class CudaBackend {
   void Step(const Worker& w, int step, const std::vector<Param*>& params, Clock::time_point) {
     const Context& ctx = devices_[w.id]->ctx;
     for (DeviceParam* p : params) {
-      Apply(ctx, c_.training.optimizer, c_.training.learning_rate, c_.training.momentum, step + 1, *p);
+      Apply(ctx, optimizer_, c_.training.learning_rate, c_.training.momentum, step + 1, *p);
     }
   }
   void EndLayerStep(const Worker& w, Layer& layer) { layer.EndStep(devices_[w.id]->ctx); }
@@ -281,6 +285,7 @@ class CudaBackend {
   const ir::Schedule& s_;
   const ExecuteOptions& o_;
   SyntheticTask task_;
+  OptimizerKind optimizer_;
   int D_, R_;
   Precision precision_ = Precision::kFp32;
   int gpus_ = 0;
@@ -414,8 +419,8 @@ Result<void> CudaBackend::SetupComms(const std::vector<Worker>& local, const std
       ncclComm_t comms[2];
       const int gpus[2] = {devices_[src]->gpu, devices_[dst]->gpu};
       TP_CUDA(ncclCommInitAll(comms, 2, gpus));
-      devices_[src]->send_comm[dst % D_] = comms[0];
-      devices_[dst]->recv_comm[src % D_] = comms[1];
+      devices_[src]->comms.Add(CommRole::kSend, dst % D_, comms[0]);
+      devices_[dst]->comms.Add(CommRole::kRecv, src % D_, comms[1]);
     }
     if (R_ > 1) {
       for (int d = 0; d < D_; ++d) {
@@ -423,7 +428,7 @@ Result<void> CudaBackend::SetupComms(const std::vector<Worker>& local, const std
         std::vector<int> gpus(R_);
         for (int r = 0; r < R_; ++r) gpus[r] = gpu_of(r * D_ + d);
         TP_CUDA(ncclCommInitAll(comms.data(), R_, gpus.data()));
-        for (int r = 0; r < R_; ++r) devices_[r * D_ + d]->replica_comm = comms[r];
+        for (int r = 0; r < R_; ++r) devices_[r * D_ + d]->comms.Add(CommRole::kReplica, 0, comms[r]);
       }
     }
     return {};
@@ -441,26 +446,27 @@ Result<void> CudaBackend::SetupComms(const std::vector<Worker>& local, const std
     const bool in = rank == src || rank == dst;
     ncclComm_t comm = nullptr;
     TP_CUDA(ncclCommSplit(world, in ? 0 : NCCL_SPLIT_NOCOLOR, rank == src ? 0 : 1, &comm, nullptr));
-    if (rank == src) devices_[src]->send_comm[dst % D_] = comm;
-    if (rank == dst) devices_[dst]->recv_comm[src % D_] = comm;
+    if (rank == src) devices_[src]->comms.Add(CommRole::kSend, dst % D_, comm);
+    if (rank == dst) devices_[dst]->comms.Add(CommRole::kRecv, src % D_, comm);
   }
-  if (R_ > 1) TP_CUDA(ncclCommSplit(world, rank % D_, rank / D_, &devices_[rank]->replica_comm, nullptr));
+  if (R_ > 1) {
+    ncclComm_t replicas = nullptr;
+    TP_CUDA(ncclCommSplit(world, rank % D_, rank / D_, &replicas, nullptr));
+    devices_[rank]->comms.Add(CommRole::kReplica, 0, replicas);
+  }
   TP_CUDA(ncclCommDestroy(world));
   return {};
 }
 
+// From the thread that failed first, while the other workers run. NCCL
+// kernels waiting for a peer that will never come would hold the streams
+// forever: abort the communicators, each device's as soon as its worker is
+// not inside an NCCL call on them (comm_registry.h); the worker's next call
+// is refused, and the device's destructor destroys nothing aborted.
 void CudaBackend::Abort() {
   failed_ = true;
-  // NCCL kernels waiting for a peer that will never come would hold the
-  // streams forever: abort the communicators.
   for (auto& dev : devices_) {
-    if (!dev) continue;
-    for (auto* comms : {&dev->send_comm, &dev->recv_comm}) {
-      for (auto& [peer, comm] : *comms) static_cast<void>(ncclCommAbort(comm));
-      comms->clear();
-    }
-    if (dev->replica_comm) static_cast<void>(ncclCommAbort(dev->replica_comm));
-    dev->replica_comm = nullptr;
+    if (dev) dev->comms.Abort();
   }
 }
 
@@ -585,10 +591,14 @@ void CudaBackend::Pack(const Worker& w, const Op& op, Tensor& t, Message& m) {
       t.FreeOn(dev.send);
       break;
     }
-    case Link::kNccl:
-      TP_CUDA(ncclSend(t.data(), static_cast<size_t>(t.size()), ncclFloat, 1, dev.send_comm.at(op.peer), dev.send));
+    case Link::kNccl: {
+      const bool sent = dev.comms.Use(CommRole::kSend, op.peer, [&](ncclComm_t comm) {
+        TP_CUDA(ncclSend(t.data(), static_cast<size_t>(t.size()), ncclFloat, 1, comm, dev.send));
+      });
+      if (!sent) throw Aborted();
       t.FreeOn(dev.send);
       break;
+    }
   }
   if (!o_.mpi) m.handle = handoff;
   // `"p2p": "blocking"` (Megatron-LM's transfers): compute waits for the
@@ -629,9 +639,13 @@ DeviceTensor CudaBackend::Unpack(const Worker& w, const Op& op, Message& m) {
       TP_CUDA(cudaStreamWaitEvent(dev.recv, h->ready));
       TP_CUDA(cudaMemcpyAsync(t.data(), h->host, bytes, cudaMemcpyHostToDevice, dev.recv));
       break;
-    case Link::kNccl:
-      TP_CUDA(ncclRecv(t.data(), static_cast<size_t>(t.size()), ncclFloat, 0, dev.recv_comm.at(op.peer), dev.recv));
+    case Link::kNccl: {
+      const bool received = dev.comms.Use(CommRole::kRecv, op.peer, [&](ncclComm_t comm) {
+        TP_CUDA(ncclRecv(t.data(), static_cast<size_t>(t.size()), ncclFloat, 0, comm, dev.recv));
+      });
+      if (!received) throw Aborted();
       break;
+    }
   }
   cudaEvent_t arrived = dev.events.Get();
   TP_CUDA(cudaEventRecord(arrived, dev.recv));
@@ -645,13 +659,15 @@ DeviceTensor CudaBackend::Unpack(const Worker& w, const Op& op, Message& m) {
 // each parameter's gradient over the replicas of this device.
 void CudaBackend::AllReduce(const Worker& w, size_t, const Op&, const std::vector<Param*>& params) {
   Device& dev = *devices_[w.id];
-  if (!dev.replica_comm) throw CudaError("no replica communicator (aborted)");
-  TP_CUDA(ncclGroupStart());
-  for (DeviceParam* p : params) {
-    TP_CUDA(ncclAllReduce(p->grad.get(), p->grad.get(), static_cast<size_t>(p->grad.size()), ncclFloat, ncclAvg,
-                          dev.replica_comm, dev.allreduce));
-  }
-  TP_CUDA(ncclGroupEnd());
+  const bool reduced = dev.comms.Use(CommRole::kReplica, 0, [&](ncclComm_t comm) {
+    TP_CUDA(ncclGroupStart());
+    for (DeviceParam* p : params) {
+      TP_CUDA(ncclAllReduce(p->grad.get(), p->grad.get(), static_cast<size_t>(p->grad.size()), ncclFloat, ncclAvg,
+                            comm, dev.allreduce));
+    }
+    TP_CUDA(ncclGroupEnd());
+  });
+  if (!reduced) throw Aborted();
 }
 
 void CudaBackend::AfterStep(const Worker& w, Clock::time_point deadline) {
@@ -697,8 +713,10 @@ void CudaBackend::Finish(ExecuteResult& r) {
 Result<ExecuteResult> ExecuteCuda(const cost::Config& config, const cost::Plan& plan,
                                   const ExecuteOptions& options) {
   if (auto ok = CheckExecutable(config); !ok) return tl::unexpected(ok.error());
+  const Result<OptimizerKind> optimizer = OptimizerOf(config);
+  if (!optimizer) return tl::unexpected(optimizer.error());
   try {
-    cuda::CudaBackend backend(config, plan, options);
+    cuda::CudaBackend backend(config, plan, options, *optimizer);
     Walker<cuda::CudaBackend> walker(backend, config, plan, options, "execute:cuda");
     auto result = walker.Run();
     if (result) backend.Finish(*result);
