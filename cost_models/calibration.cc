@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cost_models/compute_model.h"
+#include "ir/json_reader.h"
 
 namespace twinpipe::cost {
 
@@ -111,77 +112,64 @@ std::string WriteCalibration(const Calibration& cal) {
 }
 
 Result<Calibration> ReadCalibration(std::string_view text, std::string_view source) {
-  using nlohmann::json;
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    return Fail(fmt::format("{}: not valid JSON: {}", source, e.what()));
-  }
-  if (!j.is_object() || !j.contains("format") || j["format"] != "twinpipe-calibration") {
-    return Fail(fmt::format("{}: /format: expected \"twinpipe-calibration\"", source));
-  }
-  Calibration cal;
-  try {
-    cal.device = j.value("device", "");
-    cal.commit = j.value("commit", "");
-    cal.command = j.value("command", "");
+  using ir::json::Json;
+  return ir::json::TryRead([&] {
+    const ir::json::Reader r{std::string(source)};
+    const Json j = r.Parse(text);
+    if (!j.is_object() || !j.contains("format") || j["format"] != "twinpipe-calibration") {
+      r.Fail("/format", "expected \"twinpipe-calibration\"");
+    }
+    r.Keys(j, "", {"format", "version", "device", "commit", "command", "compute", "link", "step", "profile"});
+    Calibration cal;
+    cal.device = r.String(j, "device", "", {}, "");
+    cal.commit = r.String(j, "commit", "", {}, "");
+    cal.command = r.String(j, "command", "", {}, "");
+    constexpr double kMost = 1e30;  // a bound on seconds, scales and bytes/s that no real fit reaches
     if (j.contains("compute")) {
-      for (auto it = j["compute"].begin(); it != j["compute"].end(); ++it) {
-        if (!ir::OpKindFromName(it.key())) {
-          return Fail(fmt::format("{}: /compute/{}: expected an op kind (F, B, I, W, R)", source, it.key()));
-        }
+      const Json& compute = r.Object(j, "compute", "");
+      for (auto it = compute.begin(); it != compute.end(); ++it) {
+        const std::string path = "/compute/" + it.key();
+        if (!ir::OpKindFromName(it.key())) r.Fail(path, "expected an op kind (F, B, I, W, R)");
+        const Json& f = r.Object(compute, it.key(), "/compute");
+        r.Keys(f, path, {"overhead_s", "scale", "samples"});
         OpFit fit;
-        fit.overhead_s = it->at("overhead_s").get<double>();
-        for (auto s = it->at("scale").begin(); s != it->at("scale").end(); ++s) fit.scale[s.key()] = s->get<double>();
-        if (it->contains("samples")) {
-          const auto& n = it->at("samples");
-          if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > (int64_t{1} << 40)) {
-            return Fail(fmt::format("{}: /compute/{}/samples: expected a count, got {}", source, it.key(), n.dump()));
-          }
-          fit.samples = static_cast<decltype(fit.samples)>(n.get<int64_t>());
+        fit.overhead_s = r.Number(f, "overhead_s", path, 0, kMost);
+        const Json& scale = r.Object(f, "scale", path);
+        for (auto layer = scale.begin(); layer != scale.end(); ++layer) {
+          fit.scale[layer.key()] = r.Number(scale, layer.key(), path + "/scale", 0, kMost);
         }
-        if (fit.overhead_s < 0) return Fail(fmt::format("{}: /compute/{}/overhead_s: expected >= 0", source, it.key()));
+        fit.samples = static_cast<int>(r.Int(f, "samples", path, 0, int64_t{1} << 30, 0));
         cal.compute[it.key()] = fit;
       }
     }
     if (j.contains("link")) {
-      if (j["link"].contains("latency_s")) cal.latency_s = j["link"]["latency_s"].get<double>();
-      if (j["link"].contains("bandwidth")) cal.bandwidth = j["link"]["bandwidth"].get<double>();
-      if (cal.bandwidth && !(*cal.bandwidth > 0)) return Fail(fmt::format("{}: /link/bandwidth: expected > 0", source));
+      const Json& link = r.Object(j, "link", "");
+      r.Keys(link, "/link", {"latency_s", "bandwidth"});
+      if (link.contains("latency_s")) cal.latency_s = r.Number(link, "latency_s", "/link", 0, kMost);
+      if (link.contains("bandwidth")) cal.bandwidth = r.Number(link, "bandwidth", "/link", 0, kMost, {}, true);
     }
     if (j.contains("step")) {
-      if (j["step"].contains("overhead_s")) cal.step_overhead_s = j["step"]["overhead_s"].get<double>();
-      if (j["step"].contains("seconds_per_param")) cal.step_seconds_per_param = j["step"]["seconds_per_param"].get<double>();
+      const Json& step = r.Object(j, "step", "");
+      r.Keys(step, "/step", {"overhead_s", "seconds_per_param"});
+      if (step.contains("overhead_s")) cal.step_overhead_s = r.Number(step, "overhead_s", "/step", 0, kMost);
+      if (step.contains("seconds_per_param")) {
+        cal.step_seconds_per_param = r.Number(step, "seconds_per_param", "/step", 0, kMost);
+      }
     }
     if (j.contains("profile")) {
-      const json& p = j["profile"];
+      const Json& p = r.Object(j, "profile", "");
+      r.Keys(p, "/profile", {"gemm_efficiency", "bandwidth_efficiency", "launch_overhead_s", "kernel_floor_s", "runs"});
       ProfileFit fit;
-      // A number in (0, hi], or with `zero` in [0, hi]; one that may be absent keeps dst.
-      auto number = [&](const char* key, double& dst, double hi, bool zero, bool required) -> Result<void> {
-        if (!required && p.is_object() && !p.contains(key)) return {};
-        if (!p.is_object() || !p.contains(key) || !p[key].is_number() ||
-            !(zero ? p[key].get<double>() >= 0 : p[key].get<double>() > 0) || p[key].get<double>() > hi) {
-          return Fail(fmt::format("{}: /profile/{}: expected a number {} 0 and at most {}", source, key,
-                                  zero ? ">=" : ">", hi));
-        }
-        dst = p[key].get<double>();
-        return {};
-      };
+      fit.gemm_efficiency = r.Number(p, "gemm_efficiency", "/profile", 0, 1, {}, true);
+      fit.bandwidth_efficiency = r.Number(p, "bandwidth_efficiency", "/profile", 0, 1, {}, true);
+      fit.launch_overhead_s = r.Number(p, "launch_overhead_s", "/profile", 0, 1, {}, true);
       // Calibrations written before the kernel floor was fitted have none.
-      for (auto ok : {number("gemm_efficiency", fit.gemm_efficiency, 1, false, true),
-                      number("bandwidth_efficiency", fit.bandwidth_efficiency, 1, false, true),
-                      number("launch_overhead_s", fit.launch_overhead_s, 1, false, true),
-                      number("kernel_floor_s", fit.kernel_floor_s, 1, true, false)}) {
-        if (!ok) return tl::unexpected(ok.error());
-      }
-      if (p.contains("runs") && p["runs"].is_number_integer()) fit.runs = static_cast<int>(p["runs"].get<int64_t>());
+      fit.kernel_floor_s = r.Number(p, "kernel_floor_s", "/profile", 0, 1, 0.0);
+      fit.runs = static_cast<int>(r.Int(p, "runs", "/profile", 0, int64_t{1} << 30, 0));
       cal.profile = fit;
     }
-  } catch (const json::exception& e) {
-    return Fail(fmt::format("{}: {}", source, e.what()));
-  }
-  return cal;
+    return cal;
+  });
 }
 
 Config WithProfile(const Config& config, const Calibration& cal) {

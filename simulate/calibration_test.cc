@@ -146,9 +146,21 @@ TEST(Calibration, FileRoundTripsAndBadFilesNameThePath) {
   auto back = cost::ReadCalibration(text, "cal.json");
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(cost::WriteCalibration(*back), text);
-  EXPECT_EQ(cost::ReadCalibration("{}", "cal.json").error().message, "cal.json: /format: expected \"twinpipe-calibration\"");
-  EXPECT_EQ(cost::ReadCalibration(R"({"format": "twinpipe-calibration", "compute": {"Q": {}}})", "cal.json").error().message,
+  auto message = [](std::string_view file) { return cost::ReadCalibration(file, "cal.json").error().message; };
+  EXPECT_EQ(message("{}"), "cal.json: /format: expected \"twinpipe-calibration\"");
+  EXPECT_EQ(message(R"({"format": "twinpipe-calibration", "compute": {"Q": {}}})"),
             "cal.json: /compute/Q: expected an op kind (F, B, I, W, R)");
+  // Type errors name their path (the file's reader is the config's).
+  EXPECT_EQ(message(R"({"format": "twinpipe-calibration", "link": {"bandwidth": "fast"}})"),
+            "cal.json: /link/bandwidth: expected a number, got \"fast\"");
+  EXPECT_EQ(message(R"({"format": "twinpipe-calibration", "compute": {"F": {"overhead_s": 0, "scale": {"linear": []}}}})"),
+            "cal.json: /compute/F/scale/linear: expected a number, got []");
+  EXPECT_EQ(message(R"({"format": "twinpipe-calibration", "compute": {"F": {"scale": {}}}})"),
+            "cal.json: /compute/F: missing key 'overhead_s' (a number)");
+  EXPECT_EQ(message(R"({"format": "twinpipe-calibration", "step": 3})"), "cal.json: /step: expected an object, got number");
+  EXPECT_EQ(message(R"({"format": "twinpipe-calibration", "stpe": {}})"),
+            "cal.json: /stpe: unknown key (expected one of command, commit, compute, device, format, link, profile, "
+            "step, version)");
   // A profile written before the kernel floor was fitted reads as none.
   const std::string profile = R"({"format": "twinpipe-calibration", "profile": {"gemm_efficiency": 0.9,
       "bandwidth_efficiency": 0.8, "launch_overhead_s": 1e-5)";
@@ -156,7 +168,7 @@ TEST(Calibration, FileRoundTripsAndBadFilesNameThePath) {
   ASSERT_TRUE(old && old->profile) << old.error().message;
   EXPECT_EQ(old->profile->kernel_floor_s, 0);
   EXPECT_EQ(cost::ReadCalibration(profile + R"(, "kernel_floor_s": -1}})", "cal.json").error().message,
-            "cal.json: /profile/kernel_floor_s: expected a number >= 0 and at most 1");
+            "cal.json: /profile/kernel_floor_s: expected a number >= 0 and at most 1, got -1");
 }
 
 TEST(SerialComm, SendsAndReceivesOccupyTheWorker) {
