@@ -46,11 +46,17 @@ int64_t Reader::Int(const Json& obj, const std::string& key, const std::string& 
     if (fallback) return *fallback;
     Fail(path, fmt::format("missing key '{}' (an integer from {} to {})", key, lo, hi));
   }
-  const std::string p = path + "/" + key;
-  if (!it->is_number_integer()) Fail(p, fmt::format("expected an integer, got {}", it->dump()));
-  const int64_t v = it->get<int64_t>();
-  if (v < lo || v > hi) Fail(p, fmt::format("expected an integer from {} to {}, got {}", lo, hi, v));
-  return v;
+  return CheckInt(*it, path + "/" + key, lo, hi);
+}
+
+int64_t Reader::CheckInt(const Json& v, const std::string& path, int64_t lo, int64_t hi) const {
+  if (!v.is_number_integer()) Fail(path, fmt::format("expected an integer, got {}", v.dump()));
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) {
+    Fail(path, fmt::format("expected an integer from {} to {}, got {}", lo, hi, v.dump()));
+  }
+  const int64_t n = v.get<int64_t>();
+  if (n < lo || n > hi) Fail(path, fmt::format("expected an integer from {} to {}, got {}", lo, hi, n));
+  return n;
 }
 
 double Reader::Number(const Json& obj, const std::string& key, const std::string& path, double lo, double hi,
@@ -60,13 +66,35 @@ double Reader::Number(const Json& obj, const std::string& key, const std::string
     if (fallback) return *fallback;
     Fail(path, fmt::format("missing key '{}' (a number)", key));
   }
-  const std::string p = path + "/" + key;
-  if (!it->is_number()) Fail(p, fmt::format("expected a number, got {}", it->dump()));
-  const double v = it->get<double>();
-  if (!std::isfinite(v) || v < lo || v > hi || (lo_open && v == lo)) {
-    Fail(p, fmt::format("expected a number {} {} and at most {}, got {}", lo_open ? ">" : ">=", lo, hi, it->dump()));
+  return CheckNumber(*it, path + "/" + key, lo, hi, lo_open);
+}
+
+double Reader::CheckNumber(const Json& v, const std::string& path, double lo, double hi, bool lo_open) const {
+  if (!v.is_number()) Fail(path, fmt::format("expected a number, got {}", v.dump()));
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x == lo)) {
+    Fail(path, fmt::format("expected a number {} {} and at most {}, got {}", lo_open ? ">" : ">=", lo, hi, v.dump()));
   }
-  return v;
+  return x;
+}
+
+const Json& Reader::Array(const Json& parent, const std::string& key, const std::string& path, bool required) const {
+  static const Json kEmpty = Json::array();
+  auto it = parent.find(key);
+  if (it == parent.end()) {
+    if (!required) return kEmpty;
+    Fail(path, fmt::format("missing key '{}' (an array)", key));
+  }
+  if (!it->is_array()) Fail(path + "/" + key, fmt::format("expected an array, got {}", it->type_name()));
+  return *it;
+}
+
+int64_t Reader::IntAt(const Json& array, size_t index, const std::string& path, int64_t lo, int64_t hi) const {
+  return CheckInt(array.at(index), fmt::format("{}/{}", path, index), lo, hi);
+}
+
+double Reader::NumberAt(const Json& array, size_t index, const std::string& path, double lo, double hi) const {
+  return CheckNumber(array.at(index), fmt::format("{}/{}", path, index), lo, hi, false);
 }
 
 std::string Reader::String(const Json& obj, const std::string& key, const std::string& path,

@@ -67,6 +67,13 @@ class Reader {
   std::string String(const Json& obj, const std::string& key, const std::string& path,
                      const std::vector<std::string>& choices, std::optional<std::string> fallback) const;
 
+  // A member that is an array; absent: an empty one when `required` is false.
+  const Json& Array(const Json& parent, const std::string& key, const std::string& path, bool required = true) const;
+  // Element `index` of `array` (at `path`): an integer in [lo, hi], a
+  // finite number in [lo, hi].
+  int64_t IntAt(const Json& array, size_t index, const std::string& path, int64_t lo, int64_t hi) const;
+  double NumberAt(const Json& array, size_t index, const std::string& path, double lo, double hi) const;
+
   // true or false; `fallback` when absent.
   bool Bool(const Json& obj, const std::string& key, const std::string& path, bool fallback) const;
 
@@ -81,6 +88,9 @@ class Reader {
   }
 
  private:
+  int64_t CheckInt(const Json& v, const std::string& path, int64_t lo, int64_t hi) const;
+  double CheckNumber(const Json& v, const std::string& path, double lo, double hi, bool lo_open) const;
+
   std::string source_;
   std::string base_;
 };

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "ir/json_reader.h"
+
 namespace twinpipe::traces {
 
 std::string_view StreamName(Stream s) {
@@ -66,102 +68,70 @@ std::string WriteTraceJson(const Trace& t) {
   return out;
 }
 
-namespace {
-
-// `key` of `j` as an integer that fits T; anything else (a fraction, a
-// number out of range, another type) throws, and the caller names the path.
-template <typename T>
-T IntegerAt(const nlohmann::json& j, const char* key) {
-  const nlohmann::json& v = j.at(key);
-  const bool fits = v.is_number_integer() &&
-                    (v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
-                                            : v.get<int64_t>() >= std::numeric_limits<T>::min() &&
-                                                  v.get<int64_t>() <= std::numeric_limits<T>::max());
-  if (!fits) throw std::invalid_argument(fmt::format("{}: expected an integer in range, got {}", key, v.dump()));
-  return static_cast<T>(v.get<int64_t>());
-}
-
-}  // namespace
-
 Result<Trace> ReadTraceJson(std::string_view text, std::string_view source) {
-  using nlohmann::json;
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::exception& e) {
-    return Fail(fmt::format("{}: not valid JSON: {}", source, e.what()));
-  }
-  auto bad = [&](const std::string& path, const std::string& what) {
-    return Fail(fmt::format("{}: {}: {}", source, path, what));
-  };
-  if (!doc.is_object() || !doc.contains("format") || doc["format"] != "twinpipe-trace") {
-    return bad("/format", "expected \"twinpipe-trace\"");
-  }
-  Trace t;
-  try {
-    t.source = doc.at("source").get<std::string>();
-    t.stages = IntegerAt<int32_t>(doc, "stages");
-    t.micro_batches = IntegerAt<int32_t>(doc, "microbatches");
-    t.devices = IntegerAt<int32_t>(doc, "devices");
-    t.replicas = IntegerAt<int32_t>(doc, "replicas");
-    if (doc.contains("tensor_parallel")) t.tensor_parallel = IntegerAt<int32_t>(doc, "tensor_parallel");
-    const json& placement = doc.at("placement");
-    if (!placement.is_array()) throw std::invalid_argument("placement: expected an array of devices");
+  using ir::json::Json;
+  return ir::json::TryRead([&] {
+    const ir::json::Reader r{std::string(source)};
+    const Json doc = r.Parse(text);
+    if (!doc.is_object() || !doc.contains("format") || doc["format"] != "twinpipe-trace") {
+      r.Fail("/format", "expected \"twinpipe-trace\"");
+    }
+    r.Keys(doc, "", {"format", "version", "source", "stages", "microbatches", "devices", "replicas", "tensor_parallel",
+                     "placement", "events", "memory"});
+    constexpr int64_t kMostCount = std::numeric_limits<int32_t>::max();
+    Trace t;
+    t.source = r.String(doc, "source", "", {}, std::nullopt);
+    t.stages = static_cast<int32_t>(r.Int(doc, "stages", "", 1, kMostCount));
+    t.micro_batches = static_cast<int32_t>(r.Int(doc, "microbatches", "", 1, kMostCount));
+    t.devices = static_cast<int32_t>(r.Int(doc, "devices", "", 1, kMostCount));
+    t.replicas = static_cast<int32_t>(r.Int(doc, "replicas", "", 1, kMostCount));
+    t.tensor_parallel = static_cast<int32_t>(r.Int(doc, "tensor_parallel", "", 1, kMostCount, 1));
+    const Json& placement = r.Array(doc, "placement", "");
+    if (static_cast<int64_t>(placement.size()) != t.stages) {
+      r.Fail("/placement", fmt::format("expected one device per stage ({}), got {}", t.stages, placement.size()));
+    }
     for (size_t i = 0; i < placement.size(); ++i) {
-      const json entry = {{"placement", placement[i]}};
-      t.placement.push_back(IntegerAt<int32_t>(entry, "placement"));
-      if (t.placement.back() < 0 || t.placement.back() >= std::max(t.devices, 1)) {
-        throw std::invalid_argument(fmt::format("placement/{}: device {} out of range", i, t.placement.back()));
+      t.placement.push_back(static_cast<int32_t>(r.IntAt(placement, i, "/placement", 0, t.devices - 1)));
+    }
+    const Json& events = r.Array(doc, "events", "");
+    for (size_t i = 0; i < events.size(); ++i) {
+      const std::string path = fmt::format("/events/{}", i);
+      const Json& e = events[i];
+      if (!e.is_object()) r.Fail(path, fmt::format("expected an object, got {}", e.type_name()));
+      Event ev;
+      ev.id = static_cast<int32_t>(r.Int(e, "id", path, 0, kMostCount));
+      ev.device = static_cast<int32_t>(r.Int(e, "device", path, 0, t.devices - 1));
+      const std::string stream = r.String(e, "stream", path, {"compute", "send", "recv", "allreduce"}, std::nullopt);
+      ev.stream = *StreamFromName(stream);
+      const std::string kind = r.String(e, "kind", path, {}, std::nullopt);
+      const auto op_kind = ir::OpKindFromName(kind);
+      if (!op_kind) r.Fail(path + "/kind", fmt::format("expected an op kind such as F, B or SEND_F, got '{}'", kind));
+      ev.kind = *op_kind;
+      ev.stage = static_cast<int32_t>(r.Int(e, "stage", path, -1, t.stages - 1));
+      ev.micro_batch = static_cast<int32_t>(r.Int(e, "microbatch", path, -1, t.micro_batches - 1));
+      ev.peer = static_cast<int32_t>(r.Int(e, "peer", path, -1, t.devices - 1));
+      constexpr double kMostSeconds = 1e9;
+      ev.start_s = r.Number(e, "start_s", path, -kMostSeconds, kMostSeconds);
+      ev.end_s = r.Number(e, "end_s", path, -kMostSeconds, kMostSeconds);
+      ev.bytes = r.Int(e, "bytes", path, 0, std::numeric_limits<int64_t>::max());
+      if (!(ev.end_s >= ev.start_s)) r.Fail(path + "/end_s", "ends before it starts");
+      t.events.push_back(ev);
+    }
+    const Json& memory = r.Array(doc, "memory", "", false);
+    t.memory.assign(memory.size(), {});
+    for (size_t d = 0; d < memory.size(); ++d) {
+      const std::string path = fmt::format("/memory/{}", d);
+      if (!memory[d].is_object()) r.Fail(path, fmt::format("expected an object, got {}", memory[d].type_name()));
+      const Json& samples = r.Array(memory[d], "samples", path);
+      for (size_t i = 0; i < samples.size(); ++i) {
+        const std::string sample = fmt::format("{}/samples/{}", path, i);
+        if (!samples[i].is_array() || samples[i].size() != 2) r.Fail(sample, "expected [time_s, bytes]");
+        t.memory[d].push_back(MemorySample{r.NumberAt(samples[i], 0, sample, -1e9, 1e9),
+                                           r.NumberAt(samples[i], 1, sample, -1e30, 1e30)});
       }
     }
-  } catch (const std::exception& e) {
-    return bad("/", fmt::format("header: {}", e.what()));
-  }
-  if (t.devices < 1 || t.stages < 1 || t.micro_batches < 1 || static_cast<int32_t>(t.placement.size()) != t.stages) {
-    return bad("/", "expected stages, microbatches and devices >= 1 and one placement entry per stage");
-  }
-  if (t.tensor_parallel < 1) return bad("/tensor_parallel", "expected an integer >= 1 (GPUs per device)");
-  const json& events = doc.contains("events") ? doc["events"] : json();
-  if (!events.is_array()) return bad("/events", "expected an array of events");
-  for (size_t i = 0; i < events.size(); ++i) {
-    const json& e = events[i];
-    const std::string path = fmt::format("/events/{}", i);
-    Event ev;
-    try {
-      ev.id = IntegerAt<int32_t>(e, "id");
-      ev.device = IntegerAt<int32_t>(e, "device");
-      auto stream = StreamFromName(e.at("stream").get<std::string>());
-      if (!stream) return bad(path + "/stream", "expected compute, send, recv or allreduce");
-      ev.stream = *stream;
-      auto kind = ir::OpKindFromName(e.at("kind").get<std::string>());
-      if (!kind) return bad(path + "/kind", "expected an op kind such as F, B or SEND_F");
-      ev.kind = *kind;
-      ev.stage = IntegerAt<int32_t>(e, "stage");
-      ev.micro_batch = IntegerAt<int32_t>(e, "microbatch");
-      ev.peer = IntegerAt<int32_t>(e, "peer");
-      ev.start_s = e.at("start_s").get<double>();
-      ev.end_s = e.at("end_s").get<double>();
-      ev.bytes = IntegerAt<int64_t>(e, "bytes");
-    } catch (const std::exception& ex) {
-      return bad(path, ex.what());
-    }
-    if (ev.device < 0 || ev.device >= t.devices) return bad(path + "/device", "out of range");
-    if (!(ev.end_s >= ev.start_s)) return bad(path + "/end_s", "ends before it starts");
-    t.events.push_back(ev);
-  }
-  const json& memory = doc.contains("memory") ? doc["memory"] : json::array();
-  if (!memory.is_array()) return bad("/memory", "expected an array");
-  t.memory.assign(memory.size(), {});
-  for (size_t d = 0; d < memory.size(); ++d) {
-    try {
-      for (const auto& s : memory[d].at("samples")) {
-        t.memory[d].push_back(MemorySample{s.at(0).get<double>(), s.at(1).get<double>()});
-      }
-    } catch (const json::exception& ex) {
-      return bad(fmt::format("/memory/{}", d), ex.what());
-    }
-  }
-  return t;
+    return t;
+  });
 }
 
 std::string WriteChromeTrace(const Trace& t) {

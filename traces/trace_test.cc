@@ -79,7 +79,8 @@ TEST(Trace, TensorParallelGroupsNameTheirGpus) {
   EXPECT_EQ(names, (std::vector<std::string>{"device 0 (GPUs 0..7)", "device 1 (GPUs 8..15)"}));
   std::string bad = text;
   bad.replace(bad.find("\"tensor_parallel\": 8"), 20, "\"tensor_parallel\": 0");
-  EXPECT_EQ(ReadTraceJson(bad, "t.json").error().message, "t.json: /tensor_parallel: expected an integer >= 1 (GPUs per device)");
+  EXPECT_EQ(ReadTraceJson(bad, "t.json").error().message,
+            "t.json: /tensor_parallel: expected an integer from 1 to 2147483647, got 0");
 }
 
 TEST(Trace, BadTracesNameThePath) {
@@ -87,7 +88,27 @@ TEST(Trace, BadTracesNameThePath) {
   std::string text = WriteTraceJson(Small());
   text.replace(text.find("\"stream\": \"send\""), 16, "\"stream\": \"disk\"");
   EXPECT_EQ(ReadTraceJson(text, "t.json").error().message,
-            "t.json: /events/1/stream: expected compute, send, recv or allreduce");
+            "t.json: /events/1/stream: 'disk' is not one of compute, send, recv, allreduce");
+  // Type errors, missing keys and out-of-range values name their path.
+  auto message = [](std::string trace, const std::string& from, const std::string& to) {
+    trace.replace(trace.find(from), from.size(), to);
+    return ReadTraceJson(trace, "t.json").error().message;
+  };
+  const std::string small = WriteTraceJson(Small());
+  EXPECT_EQ(message(small, "\"source\": \"simulate\"", "\"source\": 3"),
+            "t.json: /source: expected a string, got 3");
+  EXPECT_EQ(message(small, "\"stages\": 2,", ""), "t.json: /: missing key 'stages' (an integer from 1 to 2147483647)");
+  EXPECT_EQ(message(small, "\"placement\": [0, 1]", "\"placement\": [0, \"1\"]"),
+            "t.json: /placement/1: expected an integer, got \"1\"");
+  EXPECT_EQ(message(small, "\"placement\": [0, 1]", "\"placement\": [0, 5]"),
+            "t.json: /placement/1: expected an integer from 0 to 1, got 5");
+  EXPECT_EQ(message(small, "\"start_s\": 0,", "\"start_s\": \"0\","),
+            "t.json: /events/0/start_s: expected a number, got \"0\"");
+  EXPECT_EQ(message(small, "\"samples\": [[", "\"samples\": [[0], ["),
+            "t.json: /memory/0/samples/0: expected [time_s, bytes]");
+  EXPECT_EQ(message(small, "\"version\": 1,", "\"version\": 1, \"extra\": 0,"),
+            "t.json: /extra: unknown key (expected one of devices, events, format, memory, microbatches, placement, "
+            "replicas, source, stages, tensor_parallel, version)");
   std::string swapped = WriteTraceJson(Small());
   swapped.replace(swapped.find("\"end_s\": 0.001"), 14, "\"end_s\": -1");
   EXPECT_EQ(ReadTraceJson(swapped, "t.json").error().message, "t.json: /events/0/end_s: ends before it starts");
