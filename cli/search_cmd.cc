@@ -148,7 +148,9 @@ int Run(const SearchCmdOptions& o) {
                "schedule", "v", "recompute", "cut", "step", "samples/s", "bubble", "peak memory");
     for (const auto& c : result->pareto) {
       fmt::print("{:>4} {:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>8.3f} ms {:>13.4g} {:>6.2f}% {:>12}\n",
-                 fmt::format("{}{}", c.tensor_parallel, c.sequence_parallel ? "s" : ""), c.stages, c.replicas, c.micro_batches, c.schedule, c.chunks, ir::RecomputeModeName(c.recompute), cost::PartitionAlgorithmName(c.partition),
+                 fmt::format("{}{}", c.tensor_parallel, c.sequence_parallel ? "s" : ""), c.stages, c.replicas,
+                 c.micro_batches, c.schedule, c.chunks, ir::RecomputeModeName(c.recompute),
+                 cost::PartitionAlgorithmName(c.partition),
                  c.step_time_s * 1e3, c.throughput, c.bubble_fraction * 100, GiB(c.peak_memory_bytes));
     }
     if (!result->best) {
@@ -159,7 +161,8 @@ int Run(const SearchCmdOptions& o) {
                  b.tensor_parallel > 1 ? fmt::format("t={}{} ", b.tensor_parallel, b.sequence_parallel ? " (sequence parallel)" : "") : "",
                  b.stages, b.replicas,
                  b.micro_batches, b.schedule, b.chunks > 1 ? fmt::format(" v={}", b.chunks) : "",
-                 ir::RecomputeModeName(b.recompute), cost::PartitionAlgorithmName(b.partition), o.output.empty() ? "" : " (written to " + o.output + ")");
+                 ir::RecomputeModeName(b.recompute), cost::PartitionAlgorithmName(b.partition),
+                 o.output.empty() ? "" : " (written to " + o.output + ")");
     }
   }
   return result->best ? kExitOk : kExitRuntime;

@@ -1,6 +1,7 @@
 #include "cost_models/calibration.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -28,7 +29,8 @@ namespace {
 
 // Calls visit(i, seconds) for each layer of [first, last].
 template <typename Visit>
-void ForEachCalibratedLayer(const Config& c, const OpFit* fit, int first, int last, ir::OpKind kind, const Device& d, Visit&& visit) {
+void ForEachCalibratedLayer(const Config& c, const OpFit* fit, int first, int last, ir::OpKind kind, const Device& d,
+                            Visit&& visit) {
   ForEachLayerTime(
       c.model, first, last,
       [&](int i) {
@@ -45,7 +47,8 @@ void ForEachCalibratedLayer(const Config& c, const OpFit* fit, int first, int la
 
 }  // namespace
 
-double CalibratedOpTime(const Config& c, const Calibration* cal, int first, int last, ir::OpKind kind, const Device& d) {
+double CalibratedOpTime(const Config& c, const Calibration* cal, int first, int last, ir::OpKind kind,
+                        const Device& d) {
   const OpFit* fit = FitFor(cal, kind);
   double t = 0;
   ForEachCalibratedLayer(c, fit, first, last, kind, d, [&](int, double layer_t) { t += layer_t; });
@@ -124,7 +127,7 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
     cal.device = r.String(j, "device", "", {}, "");
     cal.commit = r.String(j, "commit", "", {}, "");
     cal.command = r.String(j, "command", "", {}, "");
-    constexpr double kMost = 1e30;  // a bound on seconds, scales and bytes/s that no real fit reaches
+    constexpr double kMost = std::numeric_limits<double>::max();  // what a fit may write
     if (j.contains("compute")) {
       const Json& compute = r.Object(j, "compute", "");
       for (auto it = compute.begin(); it != compute.end(); ++it) {
@@ -138,7 +141,7 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
         for (auto layer = scale.begin(); layer != scale.end(); ++layer) {
           fit.scale[layer.key()] = r.Number(scale, layer.key(), path + "/scale", 0, kMost);
         }
-        fit.samples = static_cast<int>(r.Int(f, "samples", path, 0, int64_t{1} << 30, 0));
+        fit.samples = static_cast<int>(r.Int(f, "samples", path, 0, std::numeric_limits<int>::max(), 0));
         cal.compute[it.key()] = fit;
       }
     }
@@ -165,7 +168,7 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
       fit.launch_overhead_s = r.Number(p, "launch_overhead_s", "/profile", 0, 1, {}, true);
       // Calibrations written before the kernel floor was fitted have none.
       fit.kernel_floor_s = r.Number(p, "kernel_floor_s", "/profile", 0, 1, 0.0);
-      fit.runs = static_cast<int>(r.Int(p, "runs", "/profile", 0, int64_t{1} << 30, 0));
+      fit.runs = static_cast<int>(r.Int(p, "runs", "/profile", 0, std::numeric_limits<int>::max(), 0));
       cal.profile = fit;
     }
     return cal;

@@ -120,16 +120,16 @@ CellActivations CellActivationsOf(const Model& model, const std::vector<double>&
 
 CellMemory CellPeakMemory(const Model& model, const std::vector<double>& cut_bytes, int first, int last,
                           const MemoryInputs& in) {
-  double params = 0, stash = 0, kept = 0;
+  double params = 0, stash = 0, not_rerun = 0;
   const int end = RematerializedEnd(model, first, last);
   for (int i = first; i <= last; ++i) {
     params += model.layers[i].params;
     stash += model.layers[i].stash_bytes;
-    if (i >= end) kept += model.layers[i].stash_bytes;
+    if (i >= end) not_rerun += model.layers[i].stash_bytes;
   }
   const double input = first == 0 ? model.input_bytes : cut_bytes[first - 1];
   const double output = last + 1 < static_cast<int>(model.layers.size()) ? cut_bytes[last] : 0;
-  return FromSums(params, stash, kept, input, output, in);
+  return FromSums(params, stash, not_rerun, input, output, in);
 }
 
 double StagePeak::Bytes(double whole_bytes, double kept_bytes) const {

@@ -205,7 +205,8 @@ double AutoMemoryCap(const Config& config, double memory_cap_bytes) {
   return memory_cap_bytes > 0 ? memory_cap_bytes : config.pipeline.memory_cap;
 }
 
-ir::AutoProblem AutoProblemFor(const Config& config, const Plan& skeleton, const PlanCosts& c, double memory_cap_bytes) {
+ir::AutoProblem AutoProblemFor(const Config& config, const Plan& skeleton, const PlanCosts& c,
+                               double memory_cap_bytes) {
   const ir::Schedule& s = skeleton.schedule;
   const bool recompute = ir::InsertsRecompute(config.pipeline.recompute);
   ir::AutoProblem p;

@@ -155,7 +155,8 @@ PartitionReport DescribeStaged(const cost::Config& config, const std::optional<c
 }  // namespace
 
 Result<std::vector<int>> CutForSchedule(const cost::Config& config, const ir::Schedule& schedule,
-                                        const std::vector<cost::StagePeak>& peaks, const cost::Calibration* calibration) {
+                                        const std::vector<cost::StagePeak>& peaks,
+                                        const cost::Calibration* calibration) {
   return CutStaged(config, Staged(config, schedule), schedule, peaks, calibration);
 }
 
@@ -166,7 +167,8 @@ PartitionReport DescribeForSchedule(const cost::Config& config, const ir::Schedu
 }
 
 Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const ir::Schedule& schedule,
-                                             const std::vector<cost::StagePeak>& peaks, const cost::Calibration* calibration) {
+                                             const std::vector<cost::StagePeak>& peaks,
+                                             const cost::Calibration* calibration) {
   const auto staged = Staged(config, schedule);  // once: it copies the config
   auto firsts = CutStaged(config, staged, schedule, peaks, calibration);
   if (!firsts) return tl::unexpected(firsts.error());
@@ -191,7 +193,10 @@ Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule, 
   // and placement. Filling unknown bytes afterwards keeps it verified (a
   // send and its receive are both unknown, or the verifier compared them).
   if (auto ok = ir::VerifyOrFail(schedule, source); !ok) return tl::unexpected(ok.error());
-  auto report = PartitionForSchedule(config, schedule, cost::StagePeaks(schedule, config.pipeline.recompute), calibration);
+  // A schedule from a file runs as written (nothing inserts R into it): its
+  // own R ops are the recomputed pairs, whatever the config's mode says.
+  const auto peaks = cost::StagePeaks(schedule, ir::RecomputeMode::kNone);
+  auto report = PartitionForSchedule(config, schedule, peaks, calibration);
   if (!report) return tl::unexpected(report.error());
   Plan plan{std::move(*report), std::move(schedule)};
   FillBytes(plan.schedule, plan.partition, cost::DtypeBytes(config.model.dtype));

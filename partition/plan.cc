@@ -147,7 +147,8 @@ PartitionProblem BuildProblem(const Config& c, const std::vector<cost::StagePeak
   return p;
 }
 
-PartitionReport DescribePartition(const Config& c, const std::vector<int>& firsts, const std::vector<cost::StagePeak>* given_peaks,
+PartitionReport DescribePartition(const Config& c, const std::vector<int>& firsts,
+                                  const std::vector<cost::StagePeak>* given_peaks,
                                   const std::vector<int>* placement, const cost::Calibration* calibration) {
   const Timing timing(c, calibration);
   const double overhead = timing.CellOverhead(c);

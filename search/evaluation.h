@@ -29,7 +29,7 @@
 
 namespace twinpipe::search {
 
-// A compute-only schedule, its in-flight counts and, per device, the stage
+// A compute-only schedule, its in-flight counts and activation peaks and, per device, the stage
 // whose input gradient its last compute op makes (-1: it makes none).
 struct Shape {
   ir::Schedule schedule;
@@ -97,7 +97,7 @@ class Evaluator {
  private:
   // What a cut depends on: tensor and sequence parallelism, recompute, the
   // replica's batch and micro-batches, the algorithm, and the shape's class
-  // (its placement and in-flight counts: see Shape).
+  // (its placement and activation peaks: see Shape).
   using CutKey = std::tuple<int, bool, int, int64_t, int, cost::PartitionAlgorithm, int>;
   // What a time-balancing cut (gpipe, minmax) depends on: the layers' times
   // and the cuts' transfers, that is tensor and sequence parallelism, whether

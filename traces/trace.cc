@@ -98,6 +98,7 @@ Result<Trace> ReadTraceJson(std::string_view text, std::string_view source) {
       const std::string path = fmt::format("/events/{}", i);
       const Json& e = events[i];
       if (!e.is_object()) r.Fail(path, fmt::format("expected an object, got {}", e.type_name()));
+      r.Keys(e, path, {"id", "device", "stream", "kind", "stage", "microbatch", "peer", "start_s", "end_s", "bytes"});
       Event ev;
       ev.id = static_cast<int32_t>(r.Int(e, "id", path, 0, kMostCount));
       ev.device = static_cast<int32_t>(r.Int(e, "device", path, 0, t.devices - 1));
@@ -122,6 +123,7 @@ Result<Trace> ReadTraceJson(std::string_view text, std::string_view source) {
     for (size_t d = 0; d < memory.size(); ++d) {
       const std::string path = fmt::format("/memory/{}", d);
       if (!memory[d].is_object()) r.Fail(path, fmt::format("expected an object, got {}", memory[d].type_name()));
+      r.Keys(memory[d], path, {"device", "samples"});
       const Json& samples = r.Array(memory[d], "samples", path);
       for (size_t i = 0; i < samples.size(); ++i) {
         const std::string sample = fmt::format("{}/samples/{}", path, i);
