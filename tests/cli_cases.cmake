@@ -177,18 +177,23 @@ cli_case(simulate_bad_calibration 2 "/format: expected \"twinpipe-calibration\""
          ${TP} simulate ${SRC}/examples/mlp_cpu.json --calibration ${IN}/sim_replicas.json)
 
 # The closed loop on the CPU backend, held to issue 6's fidelity targets.
-add_test(NAME loop.fidelity COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fidelity_check.sh ${TP}
-         ${SRC}/examples/quickstart.json ${CMAKE_CURRENT_BINARY_DIR}/fidelity)
-set_tests_properties(loop.fidelity PROPERTIES RUN_SERIAL TRUE)
-# The same loop with data-parallel replicas (2 stages x 2 replicas, ALLREDUCE).
-# Issue 6's targets were set with one device per core; this runs 4 workers on
-# the 2-core development machine with 1.5 ms steps, where a few waits for a
-# core move the step by a fifth: step time within 25%, bubble within 0.15,
-# peak memory within 5% (4 runs there during other engineers' builds: each
-# schedule's best attempt within 23% and 0.09).
-add_test(NAME loop.fidelity_replicas COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fidelity_check.sh ${TP}
-         ${SRC}/tests/inputs/replicas_cpu.json ${CMAKE_CURRENT_BINARY_DIR}/fidelity_replicas 25 0.15 5)
-set_tests_properties(loop.fidelity_replicas PROPERTIES RUN_SERIAL TRUE)
+# A measurement of speed: in the normal build only (a sanitizer's
+# instrumentation slows the executor unevenly, and sanitizer builds test
+# behaviour).
+if(TWINPIPE_SANITIZE STREQUAL "")
+  add_test(NAME loop.fidelity COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fidelity_check.sh ${TP}
+           ${SRC}/examples/quickstart.json ${CMAKE_CURRENT_BINARY_DIR}/fidelity)
+  set_tests_properties(loop.fidelity PROPERTIES RUN_SERIAL TRUE)
+  # The same loop with data-parallel replicas (2 stages x 2 replicas, ALLREDUCE):
+  # 4 workers. Issue 6's targets were set with one device per core; with
+  # fewer cores than workers the measured bubble is the OS's scheduling, which
+  # no plan predicts, so the check skips there (exit 77) and says so. Step time
+  # within 25%, bubble within 0.15, peak memory within 5%.
+  add_test(NAME loop.fidelity_replicas COMMAND env TWINPIPE_FIDELITY_WORKERS=4 bash
+           ${CMAKE_CURRENT_SOURCE_DIR}/fidelity_check.sh ${TP} ${SRC}/tests/inputs/replicas_cpu.json
+           ${CMAKE_CURRENT_BINARY_DIR}/fidelity_replicas 25 0.15 5)
+  set_tests_properties(loop.fidelity_replicas PROPERTIES RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+endif()
 
 # Schedules beyond GPipe, built, simulated and executed.
 cli_case(schedule_interleaved 0 "stages=8 microbatches=4 devices=2 replicas=1 placement=0,1,0,1,0,1,0,1"

@@ -7,7 +7,7 @@
 # schedule (GPipe, 1F1B) an attempt runs the sweep's protocol: profile a run
 # of the schedule (another seed), calibrate from it, predict, measure (each
 # run's trace is its median step of 20) and compare. A busy machine moves the measured
-# runs, not the prediction, so a schedule that misses is tried again, 3
+# runs, not the prediction, so a schedule that misses is tried again, 5
 # attempts in all, and passes if any attempt is within all three bounds; every
 # attempt's figures are printed. Where the system allows it, the executor's
 # runs take the CPU before other processes (real-time priority, chrt -f 1), as
@@ -16,11 +16,18 @@
 # that wait.
 #
 #   bash tests/fidelity_check.sh build/twinpipe examples/quickstart.json build/fidelity
+# With TWINPIPE_FIDELITY_WORKERS above the machine's cores, the workers
+# share cores and the measured bubble is the OS's scheduling: it skips (77).
 set -euo pipefail
 tp=$1; config=$2; dir=$3
+workers=${TWINPIPE_FIDELITY_WORKERS:-0}
+if [ "$workers" -gt "$(nproc)" ]; then
+  echo "skipped: $workers workers on $(nproc) cores (issue 6's targets hold one worker per core)"
+  exit 77
+fi
 max_step=${4:-5}; max_bubble=${5:-0.03}; max_memory=${6:-5}
 steps=20       # each run's trace is its median step, as in the sweep
-attempts=3
+attempts=5
 mkdir -p "$dir"
 first=(chrt -f 1)
 if ! chrt -f 1 true 2> /dev/null; then
