@@ -125,7 +125,8 @@ void LoadModel(const Reader& r, const json& root, Config& c) {
   const std::string p = "/model";
   constexpr int64_t kBig = 1 << 24;
   if (c.generator == "transformer") {
-    r.Keys(m, p, {"generator", "layers", "d_model", "ffn", "heads", "seq", "vocab", "causal", "dtype"});
+    r.Keys(m, p, {"generator", "layers", "d_model", "ffn", "heads", "seq", "vocab", "causal", "dtype", "kv_heads",
+                  "mlp", "norm", "position", "bias", "tied_embeddings", "attention"});
     TransformerSpec t;
     t.layers = static_cast<int>(r.Int(m, "layers", p, 1, kBig));
     t.d_model = static_cast<int>(r.Int(m, "d_model", p, 1, kBig));
@@ -138,6 +139,17 @@ void LoadModel(const Reader& r, const json& root, Config& c) {
     if (t.d_model % t.heads != 0) {
       r.Fail(p + "/heads", fmt::format("{} heads do not divide d_model {}", t.heads, t.d_model));
     }
+    t.kv_heads = static_cast<int>(r.Int(m, "kv_heads", p, 1, kBig, t.heads));
+    if (t.heads % t.kv_heads != 0) {
+      r.Fail(p + "/kv_heads", fmt::format("expected a divisor of the {} heads (each K/V head serves a whole group of "
+                                          "query heads), got {}", t.heads, t.kv_heads));
+    }
+    t.mlp = r.Enum(m, "mlp", p, kMlpKindNames, MlpKind::kGelu);
+    t.norm = r.Enum(m, "norm", p, kNormKindNames, NormKind::kLayerNorm);
+    t.position = r.Enum(m, "position", p, kPositionKindNames, PositionKind::kLearned);
+    t.bias = r.Bool(m, "bias", p, true);
+    t.tied_embeddings = r.Bool(m, "tied_embeddings", p, false);
+    t.attention = r.Enum(m, "attention", p, kAttentionKindNames, AttentionKind::kUnfused);
     c.transformer = t;
     c.model = GenerateTransformer(t);
   } else if (c.generator == "mlp") {
@@ -340,6 +352,10 @@ Config Load(const Reader& r, const json& root, std::string source) {
     if (c.transformer->heads % tp != 0) {
       r.Fail("/pipeline/tensor_parallel", fmt::format("{} GPUs do not divide the {} heads (/model/heads)", tp,
                                                       c.transformer->heads));
+    }
+    if (c.transformer->kv_heads % tp != 0) {
+      r.Fail("/model/kv_heads", fmt::format("expected a multiple of tensor_parallel {} (/pipeline/tensor_parallel: "
+                                            "each GPU holds whole K/V heads), got {}", tp, c.transformer->kv_heads));
     }
     if (c.transformer->ffn % tp != 0) {
       r.Fail("/pipeline/tensor_parallel", fmt::format("{} GPUs do not divide the FFN width {} (/model/ffn)", tp,

@@ -30,6 +30,51 @@ TEST(LoadConfig, ReadsTheDesignExample) {
   EXPECT_EQ(c->Replicas(), 1);
 }
 
+TEST(LoadConfig, ReadsTheBlocksOptionsAndTheirDefaults) {
+  auto plain = LoadConfig(kGood, "q.json");
+  ASSERT_TRUE(plain) << plain.error().message;
+  const TransformerSpec& d = *plain->transformer;
+  EXPECT_EQ(d.kv_heads, 16);
+  EXPECT_EQ(d.mlp, MlpKind::kGelu);
+  EXPECT_EQ(d.norm, NormKind::kLayerNorm);
+  EXPECT_EQ(d.position, PositionKind::kLearned);
+  EXPECT_TRUE(d.bias);
+  EXPECT_FALSE(d.tied_embeddings);
+  EXPECT_EQ(d.attention, AttentionKind::kUnfused);
+  std::string text = kGood;
+  const std::string from = "\"heads\": 16";
+  text.replace(text.find(from), from.size(),
+               "\"heads\": 16, \"kv_heads\": 4, \"mlp\": \"swiglu\", \"norm\": \"rmsnorm\", \"position\": \"rope\", "
+               "\"bias\": false, \"tied_embeddings\": true, \"attention\": \"fused\"");
+  const std::string pipeline = "\"partition\": \"minmax\"";
+  text.replace(text.find(pipeline), pipeline.size(), pipeline + ", \"tensor_parallel\": 4");
+  text.replace(text.find("\"devices\": 4"), 12, "\"devices\": 16");
+  auto c = LoadConfig(text, "q.json");
+  ASSERT_TRUE(c) << c.error().message;
+  const TransformerSpec& t = *c->transformer;
+  EXPECT_EQ(t.kv_heads, 4);
+  EXPECT_EQ(t.mlp, MlpKind::kSwiglu);
+  EXPECT_EQ(t.norm, NormKind::kRmsNorm);
+  EXPECT_EQ(t.position, PositionKind::kRope);
+  EXPECT_FALSE(t.bias);
+  EXPECT_TRUE(t.tied_embeddings);
+  EXPECT_EQ(t.attention, AttentionKind::kFused);
+  EXPECT_EQ(t.tensor_parallel, 4);
+  EXPECT_EQ(c->model.layers[1].params, GenerateTransformer(t).layers[1].params);
+  // Every example config loads, the Llama 3 8B one with its 8.03e9 parameters.
+  std::ifstream in(std::string(TWINPIPE_SOURCE_DIR) + "/examples/llama3_8b_h100.json");
+  ASSERT_TRUE(in);
+  const std::string llama((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto l = LoadConfig(llama, "llama3_8b_h100.json");
+  ASSERT_TRUE(l) << l.error().message;
+  TransformerSpec whole = *l->transformer;
+  whole.tensor_parallel = 1;
+  whole.sequence_parallel = false;
+  double params = 0;
+  for (const Layer& layer : GenerateTransformer(whole).layers) params += layer.params;
+  EXPECT_DOUBLE_EQ(params, 8030261248.0);
+}
+
 TEST(LoadConfig, ExplicitLayersCustomDevicesAndHeterogeneousClusters) {
   auto c = LoadConfig(R"({
     "model": {"layers": [{"name": "a", "fwd_flops": 1e9, "out_bytes": 4096, "cost": 2},
@@ -78,6 +123,7 @@ TEST(LoadConfig, GraphModelsAreLinearisedTopologically) {
 struct BadConfig {
   std::string patch_from, patch_to;  // a substring of kGood and its replacement
   std::string message;
+  std::string patch2_from = "", patch2_to = "";  // optionally a second one
 };
 void PrintTo(const BadConfig& b, std::ostream* os) { *os << b.patch_to.substr(0, 30); }
 
@@ -89,6 +135,11 @@ TEST_P(LoadConfigErrors, NameTheJsonPathAndWhatWasExpected) {
   const auto at = text.find(b.patch_from);
   ASSERT_NE(at, std::string::npos) << b.patch_from;
   text.replace(at, b.patch_from.size(), b.patch_to);
+  if (!b.patch2_from.empty()) {
+    const auto at2 = text.find(b.patch2_from);
+    ASSERT_NE(at2, std::string::npos) << b.patch2_from;
+    text.replace(at2, b.patch2_from.size(), b.patch2_to);
+  }
   auto c = LoadConfig(text, "q.json");
   ASSERT_FALSE(c) << "accepted: " << text;
   EXPECT_EQ(c.error().message, b.message);
@@ -106,6 +157,24 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"\"d_model\": 1024", "\"d_model\": -1024", "q.json: /model/d_model: expected an integer from 1 to 16777216, got -1024"},
         BadConfig{"\"d_model\": 1024", "\"d_model\": \"big\"", "q.json: /model/d_model: expected an integer, got \"big\""},
         BadConfig{"\"heads\": 16", "\"heads\": 15", "q.json: /model/heads: 15 heads do not divide d_model 1024"},
+        BadConfig{"\"heads\": 16", "\"heads\": 16, \"kv_heads\": 3",
+                  "q.json: /model/kv_heads: expected a divisor of the 16 heads (each K/V head serves a whole group of "
+                  "query heads), got 3"},
+        BadConfig{"\"heads\": 16", "\"heads\": 16, \"kv_heads\": 0",
+                  "q.json: /model/kv_heads: expected an integer from 1 to 16777216, got 0"},
+        BadConfig{"\"heads\": 16", "\"heads\": 16, \"kv_heads\": 2",
+                  "q.json: /model/kv_heads: expected a multiple of tensor_parallel 4 (/pipeline/tensor_parallel: "
+                  "each GPU holds whole K/V heads), got 2",
+                  "\"partition\": \"minmax\"", "\"partition\": \"minmax\", \"tensor_parallel\": 4"},
+        BadConfig{"\"heads\": 16", "\"heads\": 16, \"mlp\": \"relu\"",
+                  "q.json: /model/mlp: 'relu' is not one of gelu, swiglu, squared-relu"},
+        BadConfig{"\"heads\": 16", "\"heads\": 16, \"norm\": \"batchnorm\"",
+                  "q.json: /model/norm: 'batchnorm' is not one of layernorm, rmsnorm"},
+        BadConfig{"\"heads\": 16", "\"heads\": 16, \"position\": \"alibi\"",
+                  "q.json: /model/position: 'alibi' is not one of learned, rope"},
+        BadConfig{"\"heads\": 16", "\"heads\": 16, \"attention\": \"flash\"",
+                  "q.json: /model/attention: 'flash' is not one of unfused, fused"},
+        BadConfig{"\"heads\": 16", "\"heads\": 16, \"bias\": \"no\"", "q.json: /model/bias: expected true or false, got \"no\""},
         BadConfig{"\"dtype\": \"bf16\"", "\"dtype\": \"fp8\"", "q.json: /model/dtype: 'fp8' is not one of fp32, tf32, fp16, bf16"},
         BadConfig{"\"optimizer\": \"adam\"", "\"optimiser\": \"adam\"",
                   "q.json: /training/optimiser: unknown key (expected one of batch, bytes_per_param, learning_rate, "

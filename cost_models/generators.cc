@@ -94,58 +94,102 @@ void AddSoftmax(std::vector<Kernel>& k, const std::string& name, Kernel::Pass fw
   if (half) k.push_back(variant(Memory(name + ".to_fp32.bwd", bwd_pass, A * (4 + e)), U));
 }
 
-// A pre-LN GPT block as Megatron-LM runs it, per sample and per GPU of its
+// A block's shape, per sample and per GPU of its tensor-parallel group.
+struct BlockShape {
+  double S, d, f, h, e;  // tokens, model width, FFN width (per gate), heads, bytes per element
+  double kv;             // width of K and of V: d kv_heads / heads
+  double u;              // MLP GEMMs: 3 (swiglu: gate, up, down) or 2
+  double c;              // share of the S x S scores a fused kernel computes: 1/2 causal, else 1
+  bool gqa;              // fewer K and V heads than query heads
+};
+
+BlockShape ShapeOf(const TransformerSpec& s) {
+  const double h = s.heads, g = s.kv_heads > 0 ? s.kv_heads : s.heads;
+  const bool fused = s.attention == AttentionKind::kFused;
+  return BlockShape{.S = double(s.seq), .d = double(s.d_model), .f = double(s.ffn), .h = h,
+                    .e = double(DtypeBytes(s.dtype)), .kv = double(s.d_model) * g / h,
+                    .u = s.mlp == MlpKind::kSwiglu ? 3.0 : 2.0, .c = fused && s.causal ? 0.5 : 1.0, .gqa = g < h};
+}
+
+// A pre-norm block as Megatron-LM runs it, per sample and per GPU of its
 // tensor-parallel group (S tokens, d model width, f FFN width, h heads of
-// d/h, e bytes per element, A = h S^2 attention scores). Forward: layernorm,
-// QKV GEMM, scores (h batched S x S x d/h), scale-mask-softmax (AddSoftmax),
-// dropout (1-byte mask), scores x V, output projection, bias-dropout-residual,
-// layernorm, FFN up, bias-GeLU, FFN down, bias-dropout-residual. Input
-// backward: each GEMM's data gradient, the four attention-core GEMMs, and
-// every memory-bound kernel's backward (reading its saved input and output
-// gradient, writing the input gradient). Weight backward: each weight GEMM's
-// gradient, and the bias gradients' reductions. Tensor parallelism (tp):
+// d/h, kv the width of K and V, e bytes per element, A = h S^2 attention
+// scores). Forward: norm, QKV GEMM (d + 2 kv wide), [rotary embedding of Q
+// and K: read and write S (d + kv)], the attention core, output projection,
+// bias-dropout-residual, norm, FFN up (2f wide for swiglu: Megatron-Core
+// runs gate and up as one GEMM), the activation (bias-GeLU or squared ReLU:
+// read and write S f; SiLU-and-multiply: read 2 S f, write S f), FFN down,
+// bias-dropout-residual. The attention core, unfused (Megatron's path):
+// [K and V expanded to the h query heads: read 2 S kv, write 2 S d], scores
+// (h batched S x S x d/h), scale-mask-softmax (AddSoftmax), dropout (1-byte
+// mask), scores x V; fused: one flash-attention kernel, as a batched GEMM of
+// 2 h (S x cS x d/h) (QK^T and PV, only the causal half when causal). Input
+// backward: each GEMM's data gradient, the attention core's backward
+// (unfused: four GEMMs; fused: 5 h of the same shape, the kernel recomputing
+// QK^T), and every memory-bound kernel's backward (reading its saved input
+// and output gradient, writing the input gradient; SiLU-and-multiply reads 3
+// S f, writes 2 S f). Weight backward: each weight GEMM's gradient, and the
+// bias gradients' reductions when there are biases. Tensor parallelism (tp):
 // QKV and FFN-up split their outputs, the output projection and FFN-down
-// their inputs, the heads divide; the collectives join them.
-std::vector<Kernel> BlockKernels(double S, double d, double f, double h, double e, const TensorParallel& tp,
-                                 bool selective, bool causal) {
+// their inputs, the heads and K/V heads divide; the collectives join them.
+std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParallel& tp) {
   using P = Kernel::Pass;
+  const auto [S, d, f, h, e, kv, u, c, gqa] = ShapeOf(spec);
+  const bool selective = spec.selective_recompute, causal = spec.causal;
+  const bool fused = spec.attention == AttentionKind::kFused, rope = spec.position == PositionKind::kRope;
   const double t = tp.t, n = tp.norm();
   const double A = h / t * S * S, dh = d / h, hs = h / t;
   const double act = S * d * e;  // one S x d activation, the collectives' tensor
+  const double rotary = 2 * S * (d + kv) / t * e, expand = 2 * S * (kv + d) / t * e;
+  const double fc1_out = (spec.mlp == MlpKind::kSwiglu ? 2 * f : f) / t;
   std::vector<Kernel> k;
+  // The attention core's forward (again in the backward under selective recompute).
+  auto core = [&](const std::string& suffix, P pass) {
+    if (fused) {
+      k.push_back(Gemm("flash_attn" + suffix, pass, S, c * S, dh, 2 * hs, Kernel::Scaled::kBatch));
+      return;
+    }
+    if (gqa) k.push_back(Memory("kv.expand" + suffix, pass, expand));
+    k.push_back(Gemm("scores" + suffix, pass, S, S, dh, hs, Kernel::Scaled::kBatch));
+    AddSoftmax(k, "softmax" + suffix, pass, P::kInput, A, e, S, hs, causal, suffix.empty());
+    k.push_back(Memory("attn_dropout" + suffix, pass, 2 * A * e + A));
+    k.push_back(Gemm("attn_v" + suffix, pass, S, dh, S, hs, Kernel::Scaled::kBatch));
+  };
   k.push_back(Memory("ln1", P::kForward, 2 * act / n));
   tp.Gather(k, "ln1.allgather", P::kForward, act);
-  AddLinear(k, "qkv", S, d, 3 * d / t);
-  k.push_back(Gemm("scores", P::kForward, S, S, dh, hs, Kernel::Scaled::kBatch));
-  AddSoftmax(k, "softmax", P::kForward, P::kInput, A, e, S, hs, causal, true);
-  k.push_back(Memory("attn_dropout", P::kForward, 2 * A * e + A));
-  k.push_back(Gemm("attn_v", P::kForward, S, dh, S, hs, Kernel::Scaled::kBatch));
+  AddLinear(k, "qkv", S, d, (d + 2 * kv) / t);
+  if (rope) k.push_back(Memory("rope", P::kForward, rotary));
+  core("", P::kForward);
   AddLinear(k, "proj", S, d / t, d);
   tp.Reduce(k, "proj.reduce", P::kForward, act);
   k.push_back(Memory("residual1", P::kForward, (3 * act + S * d) / n));
   k.push_back(Memory("ln2", P::kForward, 2 * act / n));
   tp.Gather(k, "ln2.allgather", P::kForward, act);
-  AddLinear(k, "fc1", S, d, f / t);
-  k.push_back(Memory("gelu", P::kForward, 2 * S * f / t * e));
+  AddLinear(k, "fc1", S, d, fc1_out);
+  const std::string activation = spec.mlp == MlpKind::kGelu ? "gelu" : spec.mlp == MlpKind::kSwiglu ? "swiglu"
+                                                                                                     : "squared_relu";
+  const double per_f = S * f / t * e;
+  k.push_back(Memory(activation, P::kForward, (spec.mlp == MlpKind::kSwiglu ? 3 : 2) * per_f));
   AddLinear(k, "fc2", S, f / t, d);
   tp.Reduce(k, "fc2.reduce", P::kForward, act);
   k.push_back(Memory("residual2", P::kForward, (3 * act + S * d) / n));
   // Selective recompute: the attention core's forward again, in the backward.
-  if (selective) {
-    k.push_back(Gemm("scores.recompute", P::kInput, S, S, dh, hs, Kernel::Scaled::kBatch));
-    AddSoftmax(k, "softmax.recompute", P::kInput, P::kInput, A, e, S, hs, causal, false);
-    k.push_back(Memory("attn_dropout.recompute", P::kInput, 2 * A * e + A));
-    k.push_back(Gemm("attn_v.recompute", P::kInput, S, dh, S, hs, Kernel::Scaled::kBatch));
+  if (selective) core(".recompute", P::kInput);
+  if (fused) {
+    k.push_back(Gemm("flash_attn.bwd", P::kInput, S, c * S, dh, 5 * hs, Kernel::Scaled::kBatch));
+  } else {
+    // The attention core's backward: dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q.
+    k.push_back(Gemm("attn_v.dprobs", P::kInput, S, S, dh, hs, Kernel::Scaled::kBatch));
+    k.push_back(Gemm("attn_v.dv", P::kInput, S, dh, S, hs, Kernel::Scaled::kBatch));
+    k.push_back(Gemm("scores.dq", P::kInput, S, dh, S, hs, Kernel::Scaled::kBatch));
+    k.push_back(Gemm("scores.dk", P::kInput, S, dh, S, hs, Kernel::Scaled::kBatch));
+    k.push_back(Memory("attn_dropout.bwd", P::kInput, 2 * A * e + A));
+    if (gqa) k.push_back(Memory("kv.expand.bwd", P::kInput, expand));  // sums the h heads' gradients into g
   }
-  // The attention core's backward: dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q.
-  k.push_back(Gemm("attn_v.dprobs", P::kInput, S, S, dh, hs, Kernel::Scaled::kBatch));
-  k.push_back(Gemm("attn_v.dv", P::kInput, S, dh, S, hs, Kernel::Scaled::kBatch));
-  k.push_back(Gemm("scores.dq", P::kInput, S, dh, S, hs, Kernel::Scaled::kBatch));
-  k.push_back(Gemm("scores.dk", P::kInput, S, dh, S, hs, Kernel::Scaled::kBatch));
-  k.push_back(Memory("attn_dropout.bwd", P::kInput, 2 * A * e + A));
+  if (rope) k.push_back(Memory("rope.bwd", P::kInput, rotary));
   k.push_back(Memory("ln1.bwd", P::kInput, 3 * act / n));
   k.push_back(Memory("ln2.bwd", P::kInput, 3 * act / n));
-  k.push_back(Memory("gelu.bwd", P::kInput, 3 * S * f / t * e));
+  k.push_back(Memory(activation + ".bwd", P::kInput, (spec.mlp == MlpKind::kSwiglu ? 5 : 3) * per_f));
   k.push_back(Memory("residual1.bwd", P::kInput, (2 * act + S * d) / n));
   k.push_back(Memory("residual2.bwd", P::kInput, (2 * act + S * d) / n));
   // Backward of the collectives: a row-parallel GEMM's input gradient is
@@ -155,10 +199,10 @@ std::vector<Kernel> BlockKernels(double S, double d, double f, double h, double 
   tp.Reduce(k, "qkv.dgrad.reduce", P::kInput, act);
   tp.Reduce(k, "fc1.dgrad.reduce", P::kInput, act);
   // Sequence parallel: a column-parallel GEMM keeps only its shard of the
-  // (layernormed) input, so Megatron gathers it again for the weight gradient.
+  // (normed) input, so Megatron gathers it again for the weight gradient.
   tp.Gather(k, "qkv.wgrad.allgather", P::kWeight, act);
   tp.Gather(k, "fc1.wgrad.allgather", P::kWeight, act);
-  k.push_back(Memory("bias.wgrad", P::kWeight, S * (6 * d + f) / t * e));
+  if (spec.bias) k.push_back(Memory("bias.wgrad", P::kWeight, S * (4 * d + 2 * kv + (u - 1) * f) / t * e));
   return k;
 }
 
@@ -171,39 +215,56 @@ Model GenerateTransformer(const TransformerSpec& spec) {
   const TensorParallel tp{static_cast<double>(spec.tensor_parallel), spec.sequence_parallel && spec.tensor_parallel > 1};
   const double t = tp.t, n = tp.norm();
   const double act = S * d * e;
+  const BlockShape shape = ShapeOf(spec);
+  const double kv = shape.kv, u = shape.u, c = shape.c;
+  const bool rope = spec.position == PositionKind::kRope, fused = spec.attention == AttentionKind::kFused;
+  const double norm_params = spec.norm == NormKind::kRmsNorm ? d : 2 * d;  // scale (and shift)
   Model m;
   m.dtype = spec.dtype;
   m.input_bytes = S * 4;  // int32 token ids
   // Vocabulary-parallel: each GPU gathers the rows it holds; the partial
   // embeddings are reduced (or reduce-scattered) across the group.
-  std::vector<Kernel> embedding{Memory("gather", P::kForward, 2 * act),
-                                Memory("positions", P::kForward, 3 * act / n),
-                                Memory("dropout", P::kForward, (2 * act + S * d) / n),
-                                Memory("dropout.bwd", P::kWeight, (2 * act + S * d) / n),
-                                Memory("scatter", P::kWeight, 3 * act)};
+  // Rotary positions: no table to add (each block rotates Q and K).
+  std::vector<Kernel> embedding{Memory("gather", P::kForward, 2 * act)};
+  if (!rope) embedding.push_back(Memory("positions", P::kForward, 3 * act / n));
+  embedding.push_back(Memory("dropout", P::kForward, (2 * act + S * d) / n));
+  embedding.push_back(Memory("dropout.bwd", P::kWeight, (2 * act + S * d) / n));
+  embedding.push_back(Memory("scatter", P::kWeight, 3 * act));
   tp.Reduce(embedding, "embedding.reduce", P::kForward, act);
   tp.Gather(embedding, "embedding.reduce.bwd", P::kWeight, act);
   m.layers.push_back(Layer{.name = "embedding",
                            .kind = "embedding",
-                           .fwd_flops = S * d / n,  // adds the position embedding
+                           .fwd_flops = rope ? 0 : S * d / n,  // adds the position embedding
                            .bwd_input_flops = 0,
                            .bwd_weight_flops = S * d,
-                           .params = V * d / t + S * d,
+                           .params = V * d / t + (rope ? 0 : S * d),
                            .out_bytes = act / t,
                            .stash_bytes = S * 4,
                            .kernels = std::move(embedding)});
-  const double matmul = (8 * S * d * d + 4 * S * d * f) / t;
-  // Korthikanti et al.'s per-layer activations in 16-bit units, scaled to e.
-  const double scores = spec.selective_recompute ? 0 : 5 * h * S / (d * t);
-  const double stash_units = tp.sp ? 34 / t + scores : t > 1 ? 10 + 24 / t + scores : 34 + scores;
-  const Kernels block_kernels = BlockKernels(S, d, f, h, e, tp, spec.selective_recompute, spec.causal);
+  // QKV, output projection and the MLP's u GEMMs (integers: exact in any order).
+  const double matmul = (2 * S * d * (d + 2 * kv) + 2 * S * d * d + 2 * u * S * d * f) / t;
+  // Korthikanti et al.'s per-layer activations in 16-bit units, scaled to e;
+  // the block's changes (see the header) adjust the tensor-parallel part.
+  const double scores = spec.selective_recompute || fused ? 0 : 5 * h * S / (d * t);
+  double stash_units = tp.sp ? 34 / t + scores : t > 1 ? 10 + 24 / t + scores : 34 + scores;
+  const double stash_change = (u == 3 ? 2 * f / d : 0) + (fused ? -4 * (1 - kv / d) : 0);
+  if (stash_change != 0) stash_units += stash_change / t;
+  // The attention core: unfused, the full scores and four GEMMs in the
+  // backward; fused, the causal share c and the scores recomputed in the backward.
+  const double core = (fused ? c : 1) * 4 * S * S * d / t;
+  const double core_bwd = fused ? 2.5 * core : 2 * core;
+  // Biases: QKV's and FFN-up's split, the output projection's and FFN-down's
+  // replicated (as the norms are); whole numbers, summed before dividing.
+  const double split_params = d * (d + 2 * kv) + d * d + u * d * f + (spec.bias ? d + 2 * kv + (u - 1) * f : 0);
+  const double replicated_params = (spec.bias ? 2 * d : 0) + 2 * norm_params;
+  const Kernels block_kernels = BlockKernels(spec, tp);
   for (int i = 0; i < spec.layers; ++i) {
     m.layers.push_back(Layer{.name = fmt::format("block{}", i),
                              .kind = "transformer_block",
-                             .fwd_flops = matmul + 4 * S * S * d / t,
-                             .bwd_input_flops = matmul + 8 * S * S * d / t + (spec.selective_recompute ? 4 * S * S * d / t : 0),
+                             .fwd_flops = matmul + core,
+                             .bwd_input_flops = matmul + core_bwd + (spec.selective_recompute ? core : 0),
                              .bwd_weight_flops = matmul,
-                             .params = (4 * d * d + 2 * d * f + 3 * d + f) / t + 6 * d,
+                             .params = split_params / t + replicated_params,
                              .out_bytes = act / t,
                              .stash_bytes = S * d * stash_units * (e / 2),
                              .kernels = block_kernels});
@@ -258,7 +319,7 @@ Model GenerateTransformer(const TransformerSpec& spec) {
                            .fwd_flops = 2 * S * d * V / t,
                            .bwd_input_flops = 2 * S * d * V / t,
                            .bwd_weight_flops = 2 * S * d * V / t,
-                           .params = (d * V + V) / t + 2 * d,
+                           .params = ((spec.tied_embeddings ? 0 : d * V) + (spec.bias ? V : 0)) / t + norm_params,
                            .out_bytes = 4,  // the loss
                            .stash_bytes = S * d * e / n + logits * 4,
                            .rematerialized = false,

@@ -9,8 +9,24 @@
 #include <vector>
 
 #include "cost_models/model.h"
+#include "ir/name_table.h"
 
 namespace twinpipe::cost {
+
+// How a transformer block is built (the config's /model keys of the same
+// names; the first of each table is today's GPT block, the default).
+enum class MlpKind { kGelu, kSwiglu, kSquaredRelu };
+enum class NormKind { kLayerNorm, kRmsNorm };
+enum class PositionKind { kLearned, kRope };
+enum class AttentionKind { kUnfused, kFused };
+inline constexpr ir::NameTable<MlpKind, 3> kMlpKindNames{{
+    {"gelu", MlpKind::kGelu}, {"swiglu", MlpKind::kSwiglu}, {"squared-relu", MlpKind::kSquaredRelu}}};
+inline constexpr ir::NameTable<NormKind, 2> kNormKindNames{{
+    {"layernorm", NormKind::kLayerNorm}, {"rmsnorm", NormKind::kRmsNorm}}};
+inline constexpr ir::NameTable<PositionKind, 2> kPositionKindNames{{
+    {"learned", PositionKind::kLearned}, {"rope", PositionKind::kRope}}};
+inline constexpr ir::NameTable<AttentionKind, 2> kAttentionKindNames{{
+    {"unfused", AttentionKind::kUnfused}, {"fused", AttentionKind::kFused}}};
 
 struct TransformerSpec {
   int layers = 1;       // transformer blocks
@@ -19,8 +35,16 @@ struct TransformerSpec {
   int heads = 4;
   int seq = 16;
   int vocab = 100;
-  bool causal = false;  // attention sees only earlier tokens (same FLOPs: the full S x S scores are computed)
+  bool causal = false;  // attention sees only earlier tokens (unfused: same FLOPs, the full S x S scores are computed)
   Dtype dtype = Dtype::kFp32;
+  // Blocks as built now (defaults: GPT-2 / Megatron's GPT block).
+  int kv_heads = 0;  // K and V heads (grouped-query attention; 1: multi-query); 0 means `heads`
+  MlpKind mlp = MlpKind::kGelu;                      // swiglu: `ffn` is the width of each of gate and up
+  NormKind norm = NormKind::kLayerNorm;              // rmsnorm: a scale, no mean and no shift
+  PositionKind position = PositionKind::kLearned;    // rope: no position table, a rotary kernel on Q and K
+  bool bias = true;                                  // biases on the block's linears and the logits
+  bool tied_embeddings = false;                      // true: the logits reuse the token embedding's weights
+  AttentionKind attention = AttentionKind::kUnfused;  // fused: one flash-attention kernel
   // Megatron-LM's tensor parallelism (set from the config's pipeline
   // section): each layer describes one GPU of a group of t, which holds 1/t
   // of the weights and GEMMs; sequence parallelism also shards the
@@ -32,23 +56,37 @@ struct TransformerSpec {
   bool selective_recompute = false;
 };
 
-// embedding (tokens + positions), `layers` pre-LayerNorm blocks, output head
-// (final LayerNorm, vocabulary projection, softmax cross-entropy). Per sample
-// (S = seq, d = d_model, f = ffn, V = vocab), matmul FLOPs:
-//   block forward 8Sd^2 + 4S^2 d + 4Sdf; input backward 8Sd^2 + 4Sdf + 8S^2 d;
-//   weight backward 8Sd^2 + 4Sdf; params 4d^2 + 2df + f + 9d (as GPT-2);
-//   head forward 2SdV, params dV + V + 2d.
+// embedding (tokens + positions), `layers` pre-norm blocks, output head
+// (final norm, vocabulary projection, softmax cross-entropy). Per sample
+// (S = seq, d = d_model, f = ffn, V = vocab, h heads, g kv_heads, kv = d g / h
+// the width of K and of V, c = 1/2 with causal fused attention and 1
+// otherwise, u = 3 for swiglu and 2 otherwise), matmul FLOPs:
+//   QKV 2Sd(d + 2kv), output projection 2Sd^2, MLP 2uSdf in each of forward,
+//   input backward and weight backward; attention core forward 4S^2 d
+//   (fused: 4cS^2 d), its input backward 8S^2 d (fused: 10cS^2 d, the
+//   kernel recomputing the scores); head forward 2SdV.
+//   Defaults: block forward 8Sd^2 + 4S^2 d + 4Sdf; input backward 8Sd^2 +
+//   4Sdf + 8S^2 d; weight backward 8Sd^2 + 4Sdf.
+// Params of a block: d(d + 2kv) + d^2 + udf weights, biases (when `bias`)
+// d + 2kv + (u - 1)f + 2d, norms 2 x 2d (layernorm) or 2 x d (rmsnorm);
+// defaults 4d^2 + 2df + f + 9d (as GPT-2). Embedding Vd (+ Sd learned
+// positions); head dV (untied) + V (bias) + the final norm.
 // Stashed bytes of a block follow Korthikanti et al. 2022 (S d (34 + 5 h S / d)
-// bytes at 16 bits), scaled to the dtype.
+// bytes at 16 bits), scaled to the dtype; swiglu keeps the gate's input too
+// (+2f/d), fused attention keeps no scores (the 5 h S / d term goes) and
+// keeps K and V unexpanded (-4(1 - g/h)); the unfused path expands K and V to
+// the h heads its batched GEMMs read, and keeps those.
 // With tensor parallelism t, per GPU: GEMMs, attention and FFN kernels and
 // their weights divide by t (Megatron's column- then row-parallel pairs;
-// layernorms, the output projection's and FFN-down's biases replicated); a
+// norms, the output projection's and FFN-down's biases replicated; K and V
+// heads divide by t too); a
 // block adds 2 all-reduces of S d elements in forward (after the output
 // projection and FFN-down) and 2 in backward (the input gradients of QKV and
 // FFN-up); with sequence parallelism each becomes a reduce-scatter and an
-// all-gather, and the layernorm, dropout and residual kernels divide by t.
+// all-gather, and the norm, dropout and residual kernels divide by t.
 // Stash per block (Korthikanti et al., Table 2): S d (10 + 24/t + 5 h S/(d t)),
-// with sequence parallelism S d (34/t + 5 h S/(d t)); selective recompute
+// with sequence parallelism S d (34/t + 5 h S/(d t)) (the block's changes
+// above divide by t); selective recompute
 // drops the 5 h S/(d t) term and adds the attention core's forward to the
 // input backward. The embedding and the head are vocabulary-parallel. The
 // stage boundary each GPU sends is S d / t (Megatron's scatter-gather).

@@ -125,6 +125,60 @@ TEST(TensorParallel, SelectiveRecomputeAddsTheAttentionCoreToTheBackward) {
   }
 }
 
+// A Llama-style block (4 K/V heads of 16, SwiGLU, RMSNorm, RoPE, no biases,
+// fused causal attention) under Megatron's tensor parallelism: every GEMM,
+// the attention and the K/V heads divide by t; the norms' scales are
+// replicated; the collectives are GPT's; Korthikanti's tensor-parallel
+// activations (all but the norms' inputs and dropout masks, 10 S d) divide.
+TEST(TensorParallel, LlamaBlocksDivideAsMegatronDivides) {
+  using C = Kernel::Collective;
+  using P = Kernel::Pass;
+  const double S = 512, d = 1024, f = 2816, kv = 256;
+  auto spec = [](int t, bool sp, bool selective) {
+    return TransformerSpec{.layers = 2, .d_model = 1024, .ffn = 2816, .heads = 16, .seq = 512, .vocab = 32000,
+                           .causal = true, .dtype = Dtype::kBf16, .kv_heads = 4, .mlp = MlpKind::kSwiglu,
+                           .norm = NormKind::kRmsNorm, .position = PositionKind::kRope, .bias = false,
+                           .attention = AttentionKind::kFused, .tensor_parallel = t, .sequence_parallel = sp,
+                           .selective_recompute = selective};
+  };
+  const Model one = GenerateTransformer(spec(1, false, false));
+  for (int t : {2, 4}) {
+    for (bool sp : {false, true}) {
+      const Model m = GenerateTransformer(spec(t, sp, false));
+      for (size_t i = 1; i < m.layers.size(); ++i) {
+        SCOPED_TRACE(fmt::format("t={} sp={} {}", t, sp, m.layers[i].name));
+        EXPECT_DOUBLE_EQ(m.layers[i].fwd_flops, one.layers[i].fwd_flops / t);
+        EXPECT_DOUBLE_EQ(m.layers[i].bwd_input_flops, one.layers[i].bwd_input_flops / t);
+        EXPECT_DOUBLE_EQ(m.layers[i].bwd_weight_flops, one.layers[i].bwd_weight_flops / t);
+        EXPECT_DOUBLE_EQ(PassFlops(m.layers[i], P::kForward), m.layers[i].fwd_flops);
+        EXPECT_DOUBLE_EQ(PassFlops(m.layers[i], P::kInput), m.layers[i].bwd_input_flops);
+      }
+      const Layer& block = m.layers[1];
+      EXPECT_DOUBLE_EQ(block.params, (d * d + 2 * d * kv + d * d + 3 * d * f) / t + 2 * d);
+      for (P pass : {P::kForward, P::kInput}) {
+        EXPECT_EQ(Count(block, pass, C::kAllReduce), sp ? 0 : 2);
+        EXPECT_EQ(Count(block, pass, C::kReduceScatter), sp ? 2 : 0);
+      }
+      for (const Kernel& k : block.kernels) {
+        if (k.name == "rope") EXPECT_DOUBLE_EQ(k.bytes, 2 * S * (d + kv) / t * 2);
+        if (k.name == "swiglu") EXPECT_DOUBLE_EQ(k.bytes, 3 * S * f / t * 2);
+      }
+      // 16-bit units of S d: norms' inputs 4, dropout masks 2, QKV's and
+      // FFN-up's inputs 2 each replicated (or split by sequence parallelism);
+      // split: Q 2, K and V 2 kv/d each, the projection's input 2, the MLP's
+      // f-wide tensors as Korthikanti counts them (activation and FFN-down
+      // inputs, 8 each at f = 4d) and SwiGLU's second (gate) input 2 f/d.
+      const double split = 2 + 4 * kv / d + 2 + 16 + 2 * f / d;
+      const double units = sp ? (10 + split) / t : 10 + split / t;
+      EXPECT_DOUBLE_EQ(block.stash_bytes, S * d * units) << "t=" << t << " sp=" << sp;
+      // Selective recompute re-runs the fused kernel's forward: 2 x 2 S (S/2) d / t.
+      const Layer selective = GenerateTransformer(spec(t, sp, true)).layers[1];
+      EXPECT_DOUBLE_EQ(selective.bwd_input_flops - block.bwd_input_flops, 2 * 2 * S * (S / 2) * d / t);
+      EXPECT_DOUBLE_EQ(selective.stash_bytes, block.stash_bytes);
+    }
+  }
+}
+
 TEST(TensorParallel, RingCollectiveTime) {
   const Link link{.name = "l", .latency_s = 1e-6, .bandwidth = 100e9, .collective_efficiency = 0.5};
   const double bytes = 64e6;

@@ -28,6 +28,22 @@ Result<void> CheckExecutable(const cost::Config& c) {
     return Fail(fmt::format("{}: /pipeline/recompute: selective recompute is planned and simulated, not executed "
                             "(use none, full or except-last)", c.source));
   }
+  if (c.transformer) {
+    // The executable block is GPT's (issue 36's point 9 brings the others).
+    const cost::TransformerSpec& t = *c.transformer;
+    const char* key = t.kv_heads != t.heads && t.kv_heads != 0 ? "kv_heads"
+                      : t.mlp != cost::MlpKind::kGelu          ? "mlp"
+                      : t.norm != cost::NormKind::kLayerNorm   ? "norm"
+                      : t.position != cost::PositionKind::kLearned ? "position"
+                      : !t.bias                                ? "bias"
+                      : t.tied_embeddings                      ? "tied_embeddings"
+                                                               : nullptr;
+    if (key) {
+      return Fail(fmt::format("{}: /model/{}: the executors run GPT's block (kv_heads = heads, gelu, layernorm, "
+                              "learned positions, biases, untied embeddings); this one is planned and simulated, "
+                              "not executed", c.source, key));
+    }
+  }
   if (!c.mlp && !c.transformer && !c.cnn) {
     return Fail(fmt::format("{}: /model: the CPU backend runs the mlp, transformer and cnn generators, not an "
                             "explicit layer list", c.source));

@@ -41,7 +41,8 @@ std::vector<int> TensorParallelDegrees(const cost::Config& c, int devices) {
   const cost::TransformerSpec& t = *c.transformer;
   for (int d = 2; d <= std::min(devices, c.cluster.gpus_per_node); ++d) {
     const bool in_a_node = c.cluster.gpus_per_node % d == 0 && devices % d == 0;
-    if (in_a_node && t.heads % d == 0 && t.ffn % d == 0 && t.vocab % d == 0) {
+    const int kv_heads = t.kv_heads > 0 ? t.kv_heads : t.heads;
+    if (in_a_node && t.heads % d == 0 && kv_heads % d == 0 && t.ffn % d == 0 && t.vocab % d == 0) {
       out.push_back(d);
     }
   }

@@ -22,7 +22,7 @@ Result<cost::Config> ResizeCluster(const cost::Config& config, int devices);
 
 // Tensor-parallel degrees to try: t = 1, and for a transformer every t that
 // divides the GPUs of a node (a group inside one node), the GPUs, the heads,
-// the FFN width and the vocabulary.
+// the K/V heads, the FFN width and the vocabulary.
 std::vector<int> TensorParallelDegrees(const cost::Config& config, int devices);
 
 // The grid, in a fixed order (ties in the ranking go to the earlier point):

@@ -9,6 +9,7 @@
 #include "ir/builders.h"
 #include "partition/pipeline_plan.h"
 #include "cost_models/plan_costs.h"
+#include "search/grid.h"
 #include "simulate/engine.h"
 
 namespace twinpipe::search {
@@ -25,6 +26,19 @@ cost::Config Load(const std::string& text) {
   auto c = cost::LoadConfig(text, "s.json");
   EXPECT_TRUE(c) << c.error().message;
   return *c;
+}
+
+// t must leave each GPU whole K/V heads: with 2 of 8 heads, no t beyond 2.
+TEST(Grid, TensorParallelDegreesDivideTheKvHeads) {
+  std::string text = R"({
+    "model": {"generator": "transformer", "layers": 6, "d_model": 256, "heads": 8, "kv_heads": 2, "seq": 128, "vocab": 1024},
+    "training": {"batch": 8, "microbatches": 4},
+    "pipeline": {"stages": 1, "schedule": "1f1b"},
+    "cluster": {"device": "A100-40GB", "devices": 8, "gpus_per_node": 8, "link": "nvlink3"}
+  })";
+  EXPECT_EQ(TensorParallelDegrees(Load(text), 8), (std::vector<int>{1, 2}));
+  text.replace(text.find("\"kv_heads\": 2"), 13, "\"kv_heads\": 8");
+  EXPECT_EQ(TensorParallelDegrees(Load(text), 8), (std::vector<int>{1, 2, 4, 8}));
 }
 
 struct Point {

@@ -271,6 +271,16 @@ cli_case(simulate_tensor_parallel 0 "tensor parallel: each device is a group of 
 cli_case(execute_tensor_parallel_refused 2 "tensor (and sequence) parallelism is planned and simulated, not executed"
          ${TP} execute ${IN}/tp_h100.json)
 
+# Blocks as built now (issue 36, point 1): planned and simulated; execute runs GPT's block only.
+cli_case(simulate_llama3_8b 0 "tensor parallel: each device is a group of 4 GPUs, sequence parallel"
+         ${TP} simulate ${SRC}/examples/llama3_8b_h100.json)
+cli_case(simulate_llama_tiny 0 "step time"
+         ${TP} simulate ${IN}/llama_tiny_cpu.json)
+cli_case(execute_llama_refused 2 "/model/kv_heads: the executors run GPT's block"
+         ${TP} execute ${IN}/llama_tiny_cpu.json)
+cli_case(simulate_kv_heads_over_t 2 "/model/kv_heads: expected a multiple of tensor_parallel 4"
+         ${TP} simulate ${IN}/tp_kv_heads_bad.json)
+
 # The auto schedule: planned from the config's costs under a memory cap.
 cli_case(simulate_auto 0 "steps overlapped (each device's span, as with post-validation)"
          ${TP} simulate ${SRC}/examples/transformer_h100.json --schedule auto --memory-cap 1e10)
