@@ -134,7 +134,10 @@ BlockShape ShapeOf(const TransformerSpec& s) {
 // their inputs, the heads and K/V heads divide; the collectives join them.
 std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParallel& tp) {
   using P = Kernel::Pass;
-  const auto [S, d, f, h, e, kv, u, c, gqa] = ShapeOf(spec);
+  // Named copies, not a structured binding: lambdas below capture them (C++20 as clang 14 reads it).
+  const BlockShape shape = ShapeOf(spec);
+  const double S = shape.S, d = shape.d, f = shape.f, h = shape.h, e = shape.e, kv = shape.kv, u = shape.u, c = shape.c;
+  const bool gqa = shape.gqa;
   const bool selective = spec.selective_recompute, causal = spec.causal;
   const bool fused = spec.attention == AttentionKind::kFused, rope = spec.position == PositionKind::kRope;
   const double t = tp.t, n = tp.norm();
