@@ -119,9 +119,7 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
   return ir::json::TryRead([&] {
     const ir::json::Reader r{std::string(source)};
     const Json j = r.Parse(text);
-    if (!j.is_object() || !j.contains("format") || j["format"] != "twinpipe-calibration") {
-      r.Fail("/format", "expected \"twinpipe-calibration\"");
-    }
+    r.Format(j, "twinpipe-calibration");
     r.Keys(j, "", {"format", "version", "device", "commit", "command", "compute", "link", "step", "profile"});
     Calibration cal;
     cal.device = r.String(j, "device", "", {}, "");

@@ -23,6 +23,12 @@ Json Reader::Parse(std::string_view text) const {
   }
 }
 
+void Reader::Format(const Json& doc, std::string_view format) const {
+  if (!doc.is_object() || !doc.contains("format") || doc["format"] != format) {
+    Fail("/format", fmt::format("expected \"{}\"", format));
+  }
+}
+
 const Json& Reader::Object(const Json& parent, const std::string& key, const std::string& path) const {
   auto it = parent.find(key);
   if (it == parent.end()) Fail(path, fmt::format("missing section '{}'", key));

@@ -49,6 +49,10 @@ class Reader {
   // The document, or "<source>: not valid JSON: <the parser's message>".
   Json Parse(std::string_view text) const;
 
+  // The document's kind: an object whose "format" is `format`, else
+  // "<source>: /format: expected "<format>"".
+  void Format(const Json& doc, std::string_view format) const;
+
   // A required member that is an object (a section of the file).
   const Json& Object(const Json& parent, const std::string& key, const std::string& path) const;
 

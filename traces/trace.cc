@@ -73,9 +73,7 @@ Result<Trace> ReadTraceJson(std::string_view text, std::string_view source) {
   return ir::json::TryRead([&] {
     const ir::json::Reader r{std::string(source)};
     const Json doc = r.Parse(text);
-    if (!doc.is_object() || !doc.contains("format") || doc["format"] != "twinpipe-trace") {
-      r.Fail("/format", "expected \"twinpipe-trace\"");
-    }
+    r.Format(doc, "twinpipe-trace");
     r.Keys(doc, "", {"format", "version", "source", "stages", "microbatches", "devices", "replicas", "tensor_parallel",
                      "placement", "events", "memory"});
     constexpr int64_t kMostCount = std::numeric_limits<int32_t>::max();
