@@ -11,11 +11,19 @@
 
 namespace twinpipe::cost {
 
-double RooflineOpTime(const Config& c, int i, ir::OpKind kind, const Device& d) {
+namespace {
+
+double RooflineOpTime(const Config& c, int i, ir::OpKind kind, const Device& d, const CollectiveLinks& links) {
   Device no_launch = d;  // a layer costed as kernels has no single launch to subtract
   no_launch.launch_overhead_s = 0;
   return LayerOpTime(c.model.layers[i], kind, no_launch, c.model.dtype, c.cluster.GemmEfficiency(d),
-                     static_cast<double>(c.training.MicroBatchSize()), &c.cluster.link);
+                     static_cast<double>(c.training.MicroBatchSize()), links);
+}
+
+}  // namespace
+
+double RooflineOpTime(const Config& c, int i, ir::OpKind kind, const Device& d) {
+  return RooflineOpTime(c, i, kind, d, LinksOf(c));
 }
 
 const OpFit* FitFor(const Calibration* cal, ir::OpKind kind) {
@@ -29,18 +37,18 @@ namespace {
 
 // Calls visit(i, seconds) for each layer of [first, last].
 template <typename Visit>
-void ForEachCalibratedLayer(const Config& c, const OpFit* fit, int first, int last, ir::OpKind kind, const Device& d,
-                            Visit&& visit) {
+void ForEachCalibratedLayer(const Config& c, const CollectiveLinks& links, const OpFit* fit, int first, int last,
+                            ir::OpKind kind, const Device& d, Visit&& visit) {
   ForEachLayerTime(
       c.model, first, last,
       [&](int i) {
         const Layer& layer = c.model.layers[i];
         if (!fit) {
           return LayerOpTime(layer, kind, d, c.model.dtype, c.cluster.GemmEfficiency(d),
-                             static_cast<double>(c.training.MicroBatchSize()), &c.cluster.link);
+                             static_cast<double>(c.training.MicroBatchSize()), links);
         }
         auto s = fit->scale.find(layer.kind);
-        return (s != fit->scale.end() ? s->second : 1.0) * RooflineOpTime(c, i, kind, d);
+        return (s != fit->scale.end() ? s->second : 1.0) * RooflineOpTime(c, i, kind, d, links);
       },
       visit);
 }
@@ -51,7 +59,7 @@ double CalibratedOpTime(const Config& c, const Calibration* cal, int first, int 
                         const Device& d) {
   const OpFit* fit = FitFor(cal, kind);
   double t = 0;
-  ForEachCalibratedLayer(c, fit, first, last, kind, d, [&](int, double layer_t) { t += layer_t; });
+  ForEachCalibratedLayer(c, LinksOf(c), fit, first, last, kind, d, [&](int, double layer_t) { t += layer_t; });
   return fit ? t + fit->overhead_s : t;
 }
 
@@ -60,13 +68,14 @@ CalibratedOpTimes::CalibratedOpTimes(const Config& c, const Calibration* cal, co
   for (size_t k = 0; k < kKinds.size(); ++k) fits_[k] = FitFor(cal, kKinds[k]);
   layer_s_.resize(L);
   if (L == 0) return;
+  const CollectiveLinks links = LinksOf(c);
   // One walk for every kind: the runs of layers that cost alike are found once.
   ForEachLayerTime(
       c.model, 0, L - 1,
       [&](int i) {
         std::array<double, kKinds.size()> t{};
         for (size_t k = 0; k < kKinds.size(); ++k) {
-          ForEachCalibratedLayer(c, fits_[k], i, i, kKinds[k], d, [&](int, double s) { t[k] = s; });
+          ForEachCalibratedLayer(c, links, fits_[k], i, i, kKinds[k], d, [&](int, double s) { t[k] = s; });
         }
         return t;
       },

@@ -39,7 +39,8 @@ constexpr double kGpuLaunch = 10 * kUs;
 // of launch, GEMM and bandwidth fractions for a given framework and machine.
 // P100s have no tensor cores: GPipe's fp32 convolutions there are taken at
 // half of peak (the catalogue's figure before kernel profiles; calibrate).
-Device Gpu(Device d, int sms, double simt_half, double gemm_efficiency = 0.8) {
+Device Gpu(Device d, int sms, double simt_half, double gemm_efficiency = 0.8, double fp8_flops = 0) {
+  d.fp8_flops = fp8_flops;
   d.sm_count = sms;
   d.simt_half_flops = simt_half;
   d.gemm_efficiency = gemm_efficiency;
@@ -70,6 +71,7 @@ std::optional<Dtype> DtypeFromName(std::string_view name) {
   if (name == "tf32") return Dtype::kTf32;
   if (name == "fp16") return Dtype::kFp16;
   if (name == "bf16") return Dtype::kBf16;
+  if (name == "fp8") return Dtype::kFp8;
   return std::nullopt;
 }
 
@@ -79,11 +81,14 @@ std::string_view DtypeName(Dtype d) {
     case Dtype::kTf32: return "tf32";
     case Dtype::kFp16: return "fp16";
     case Dtype::kBf16: return "bf16";
+    case Dtype::kFp8: return "fp8";
   }
   return "fp32";
 }
 
-int DtypeBytes(Dtype d) { return d == Dtype::kFp16 || d == Dtype::kBf16 ? 2 : 4; }
+bool HalfStorage(Dtype d) { return d == Dtype::kFp16 || d == Dtype::kBf16 || d == Dtype::kFp8; }
+
+int DtypeBytes(Dtype d) { return HalfStorage(d) ? 2 : 4; }
 
 double Device::PeakFlops(Dtype d) const {
   switch (d) {
@@ -91,6 +96,7 @@ double Device::PeakFlops(Dtype d) const {
     case Dtype::kTf32: return tf32_flops;
     case Dtype::kFp16:
     case Dtype::kBf16: return half_flops;
+    case Dtype::kFp8: return fp8_flops > 0 ? fp8_flops : half_flops;
   }
   return fp32_flops;
 }
@@ -98,7 +104,8 @@ double Device::PeakFlops(Dtype d) const {
 bool SameTiming(const Device& a, const Device& b) {
   auto timing = [](const Device& d) {
     return std::tie(d.name, d.fp32_flops, d.tf32_flops, d.half_flops, d.memory_bandwidth, d.launch_overhead_s,
-                    d.kernel_floor_s, d.sm_count, d.simt_half_flops, d.gemm_efficiency, d.bandwidth_efficiency);
+                    d.kernel_floor_s, d.sm_count, d.simt_half_flops, d.gemm_efficiency, d.bandwidth_efficiency,
+                    d.fp8_flops);
   };
   return timing(a) == timing(b);
 }
@@ -134,11 +141,16 @@ const std::vector<Device>& DeviceCatalogue() {
       Gpu({"A100-80GB", 19.5 * kT, 156 * kT, 312 * kT, 2039 * kG, 80 * kGiB, kGpuLaunch}, 108, 78 * kT),
       // NVIDIA H100 data sheet, dense figures (the sheet's tensor figures are
       // with sparsity; halved here): SXM 67 TFLOPS fp32, 494.5 TF32, 989.5
-      // bf16, 3.35 TB/s, 80 GB; PCIe 51 / 378 / 756, 2.0 TB/s, 80 GB.
-      Gpu({"H100-SXM", 67 * kT, 494.5 * kT, 989.5 * kT, 3350 * kG, 80 * kGiB, kGpuLaunch}, 132, 133.8 * kT),
-      Gpu({"H100-PCIe", 51 * kT, 378 * kT, 756 * kT, 2000 * kG, 80 * kGiB, kGpuLaunch}, 114, 102.4 * kT),
-      // NVIDIA H200 data sheet: the H100 SXM's compute, 141 GB at 4.8 TB/s.
-      Gpu({"H200", 67 * kT, 494.5 * kT, 989.5 * kT, 4800 * kG, 141 * kG, kGpuLaunch}, 132, 133.8 * kT),
+      // bf16, 1,979 fp8, 3.35 TB/s, 80 GB; PCIe 51 / 378 / 756 / 1,513, 2.0
+      // TB/s, 80 GB.
+      Gpu({"H100-SXM", 67 * kT, 494.5 * kT, 989.5 * kT, 3350 * kG, 80 * kGiB, kGpuLaunch}, 132, 133.8 * kT, 0.8,
+          1979 * kT),
+      Gpu({"H100-PCIe", 51 * kT, 378 * kT, 756 * kT, 2000 * kG, 80 * kGiB, kGpuLaunch}, 114, 102.4 * kT, 0.8,
+          1513 * kT),
+      // NVIDIA H200 data sheet: the H100 SXM's compute (1,979 TFLOPS fp8
+      // dense), 141 GB at 4.8 TB/s.
+      Gpu({"H200", 67 * kT, 494.5 * kT, 989.5 * kT, 4800 * kG, 141 * kG, kGpuLaunch}, 132, 133.8 * kT, 0.8,
+          1979 * kT),
       // Cloud TPU docs (cloud.google.com/tpu/docs/v2, /v3): a v2 chip has two
       // cores, 45 TFLOPS bf16, 16 GiB HBM at 600 GB/s; a v3 chip 123 TFLOPS,
       // 32 GiB at 900 GB/s. Per core: half. The MXU multiplies in bf16; fp32
@@ -185,6 +197,10 @@ const std::vector<Link>& LinkCatalogue() {
       // end to end through NCCL's net transport.
       {"ib-hdr", 5 * kUs, 25 * kG, false, Contention::kPerDevice},
       {"ib-ndr", 5 * kUs, 50 * kG, false, Contention::kPerDevice},
+      // RoCE at 400 Gb/s per port (ConnectX-7 in Ethernet mode, as in
+      // Spectrum-X clusters): NDR's rate; a little more latency through the
+      // Ethernet switches (an estimate).
+      {"roce", 6 * kUs, 50 * kG, false, Contention::kPerDevice},
       // TPU inter-chip interconnect: 656 Gb/s per link for v3 (Jouppi et al.,
       // "A Domain-Specific Supercomputer for Training Deep Neural Networks",
       // CACM 2020), about 82 GB/s per direction.

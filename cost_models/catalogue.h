@@ -14,11 +14,19 @@
 
 namespace twinpipe::cost {
 
-enum class Dtype { kFp32, kTf32, kFp16, kBf16 };
+// A model's precision. kFp8 is Transformer Engine's FP8 training: the GEMMs
+// of the blocks' linear layers take FP8 operands (E4M3 forward, E5M2
+// gradients) at the device's FP8 rate, and everything else, activations and
+// weights included, is BF16.
+enum class Dtype { kFp32, kTf32, kFp16, kBf16, kFp8 };
 std::optional<Dtype> DtypeFromName(std::string_view name);
 std::string_view DtypeName(Dtype dtype);
-// Bytes of one stored element (activations, parameters): tf32 is stored as fp32.
+// Bytes of one stored element (activations, parameters): tf32 is stored as
+// fp32, fp8 training stores BF16 (its FP8 operands live inside the GEMMs'
+// casts: compute_model.h).
 int DtypeBytes(Dtype dtype);
+// Half-precision storage: fp16, bf16, and fp8 training (BF16 outside GEMMs).
+bool HalfStorage(Dtype dtype);
 
 struct Device {
   std::string name;
@@ -43,7 +51,11 @@ struct Device {
   // Its executor runs sends and receives on the compute stream, between
   // compute ops, as the CPU backend's workers do; otherwise they overlap.
   bool comm_on_compute = false;
+  // Dense FP8 tensor-core peak, FLOP/s (0: no FP8 tensor cores: Ampere and older).
+  double fp8_flops = 0;
 
+  // Peak FLOP/s of a GEMM in `dtype`: fp8 is the FP8 peak (the half peak on a
+  // device without FP8), the rest their own.
   double PeakFlops(Dtype dtype) const;
 };
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 namespace twinpipe::cost {
 namespace {
@@ -19,6 +21,7 @@ namespace {
 double GemmPeak(const Device& d, Dtype dtype, double m, double n, double k) {
   const auto divides = [&](double a) { return std::fmod(m, a) == 0 && std::fmod(n, a) == 0 && std::fmod(k, a) == 0; };
   if (dtype == Dtype::kTf32) return divides(4) ? d.PeakFlops(dtype) : d.fp32_flops;
+  if (dtype == Dtype::kFp8) dtype = Dtype::kBf16;  // the GEMMs KernelTime does not run in FP8
   if (divides(8)) return d.PeakFlops(dtype);
   if ((dtype == Dtype::kFp16 || dtype == Dtype::kBf16) && d.simt_half_flops > 0) {
     const double elements = divides(4) ? 4 : divides(2) ? 2 : 1;
@@ -63,11 +66,18 @@ double LayerOpFlops(const Layer& l, ir::OpKind kind) {
 }
 
 double KernelTime(const Kernel& kn, double samples, const Device& d, Dtype dtype, double efficiency,
-                  const Link* link) {
+                  const CollectiveLinks& links) {
   const double e = DtypeBytes(dtype);
   const double bandwidth = d.memory_bandwidth * d.bandwidth_efficiency;
   if (kn.collective != Kernel::Collective::kNone) {
-    return link ? CollectiveTime(kn.collective, kn.bytes * samples, kn.group, *link) : 0;
+    if (!links.intra) return 0;
+    const double bytes = kn.fixed_bytes ? kn.bytes : kn.bytes * samples;
+    const double nodes = kn.over == Kernel::Over::kContext ? links.context_nodes
+                         : kn.over == Kernel::Over::kData  ? links.data_nodes
+                                                           : 1;
+    return CollectiveTime(kn.collective, bytes,
+                          {.ranks = kn.group, .nodes = nodes, .intra = links.intra,
+                           .inter = links.inter ? links.inter : links.intra});
   }
   if (!kn.gemm) return kn.bytes * samples / bandwidth;
   double m = kn.m, n = kn.n, k = kn.k, batch = kn.batch;
@@ -84,22 +94,53 @@ double KernelTime(const Kernel& kn, double samples, const Device& d, Dtype dtype
     fill = tiles / (waves * d.sm_count);
   }
   const double flops = 2 * m * n * k * batch;
-  const double compute_s = flops / (GemmPeak(d, dtype, m, n, k) * efficiency * fill * (k / (k + kTileOverheadK)));
-  const double memory_s = (m * k + k * n + m * n) * batch * e / bandwidth;
+  const auto aligned16 = [&] { return std::fmod(m, 16) == 0 && std::fmod(n, 16) == 0 && std::fmod(k, 16) == 0; };
+  const bool fp8 = dtype == Dtype::kFp8 && kn.fp8 && d.fp8_flops > 0 && aligned16();
+  const double peak = fp8 ? d.fp8_flops : GemmPeak(d, dtype, m, n, k);
+  const double compute_s = flops / (peak * efficiency * fill * (k / (k + kTileOverheadK)));
+  const double operand = fp8 ? 1 : e;  // FP8 operands, a BF16 result
+  const double memory_s = ((m * k + k * n) * operand + m * n * e) * batch / bandwidth;
   return std::max(compute_s, memory_s);
 }
 
 double LayerOpTime(const Layer& l, ir::OpKind kind, const Device& device, Dtype dtype, double efficiency,
-                   double samples, const Link* tp_link) {
+                   double samples, const CollectiveLinks& links) {
   if (kind == ir::OpKind::kRecompute && !l.rematerialized) return 0;
   if (!l.kernels.empty()) {
-    double device_s = 0, launched = 0;
+    const Kernel* first = l.kernels.begin();
+    const auto runs = [&](const Kernel& kn) { return RunsIn(kind, kn.pass) && RunsFor(kn, samples); };
+    // Overlapped collectives first: the seconds each GEMM (or the op) has
+    // beside it, hidden and exposed.
+    thread_local std::vector<std::pair<double, double>> beside;
+    beside.assign(l.kernels.size(), {0.0, 0.0});
+    double op_hidden = 0, op_exposed = 0, launched = 0;
+    bool any_beside = false;
     for (const Kernel& kn : l.kernels) {
-      if (!RunsIn(kind, kn.pass) || !RunsFor(kn, samples)) continue;
-      device_s += KernelTime(kn, samples, device, dtype, efficiency, tp_link);
+      if (kn.overlaps == Kernel::kInSeries || !runs(kn)) continue;
+      const double s = KernelTime(kn, samples, device, dtype, efficiency, links);
+      if (kn.overlaps == Kernel::kBesideOp) {
+        op_hidden += (1 - kn.exposed) * s;
+        op_exposed += kn.exposed * s;
+      } else if (runs(first[kn.overlaps])) {
+        beside[kn.overlaps].first += (1 - kn.exposed) * s;
+        beside[kn.overlaps].second += kn.exposed * s;
+      } else {
+        op_exposed += s;  // what it hides behind does not run in this op: in series
+      }
+      any_beside = true;
+      launched += kn.launches;
+    }
+    double device_s = 0;
+    for (size_t i = 0; i < l.kernels.size(); ++i) {
+      const Kernel& kn = first[i];
+      if (kn.overlaps != Kernel::kInSeries || !runs(kn)) continue;
+      double s = KernelTime(kn, samples, device, dtype, efficiency, links);
+      if (any_beside) s = std::max(s, beside[i].first) + beside[i].second;
+      device_s += s;
       if (kn.collective == Kernel::Collective::kNone) device_s += kn.launches * kOpsPerKernel * device.kernel_floor_s;
       launched += kn.launches;
     }
+    device_s = std::max(device_s, op_hidden) + op_exposed;
     return std::max(device_s, launched * kOpsPerKernel * device.launch_overhead_s);
   }
   const double flops = LayerOpFlops(l, kind) * samples;
@@ -113,7 +154,7 @@ double LayerOpTime(const Layer& l, ir::OpKind kind, const Device& device, Dtype 
 }
 
 double OptimizerStepBytes(const std::string& optimizer, Dtype dtype) {
-  const bool half = dtype == Dtype::kFp16 || dtype == Dtype::kBf16;
+  const bool half = HalfStorage(dtype);
   if (optimizer == "adam") return half ? 44 : 28;
   return 20;
 }

@@ -28,11 +28,26 @@ double LayerOpFlops(const Layer& layer, ir::OpKind kind);
 // Megatron-LM; calibration fits the launch overhead they multiply).
 inline constexpr double kOpsPerKernel = 4;
 
+// Where a layer's collectives run (Megatron's placement: tensor-parallel
+// groups inside a node, then context, then data parallelism): a tensor-
+// parallel collective on `intra`; a context- or data-parallel one over its
+// group's GPUs spread on `context_nodes` or `data_nodes` nodes, joined by
+// `inter` between them. No `intra`: collectives cost nothing (a layer of
+// tensor parallelism 1 has none).
+struct CollectiveLinks {
+  const Link* intra = nullptr;
+  const Link* inter = nullptr;
+  double context_nodes = 1;
+  double data_nodes = 1;
+};
+
 // Seconds of one kernel over `samples` samples on the device's GPU alone
-// (no launch): `efficiency` is the GEMM's achievable fraction of peak; a
-// tensor-parallel collective runs on `tp_link` (the intra-node link).
+// (no launch): `efficiency` is the GEMM's achievable fraction of peak. With
+// an fp8 model, a kernel marked fp8 whose dimensions are multiples of 16
+// (Transformer Engine's requirement) runs at the FP8 peak with 1-byte
+// operands; every other GEMM runs in BF16.
 double KernelTime(const Kernel& kernel, double samples, const Device& device, Dtype dtype, double efficiency,
-                  const Link* tp_link = nullptr);
+                  const CollectiveLinks& links = {});
 
 // Seconds for `samples` samples (a micro-batch) of one op kind of one layer.
 // With kernels: max(sum of the kind's kernel times, each but a collective
@@ -40,10 +55,18 @@ double KernelTime(const Kernel& kernel, double samples, const Device& device, Dt
 // launch). Without: launch + max(flops / (peak(dtype) x efficiency),
 // bytes / bandwidth), where bytes = parameter reads (and gradient writes for
 // backward) + activations in, out and stashed.
-// Tensor-parallel collectives among the kernels are priced on `tp_link`
-// (without one, layers of tensor parallelism 1 have none).
+// Collectives among the kernels are priced on `links`. An overlapped
+// collective (Kernel::overlaps) adds nothing while the compute it runs
+// beside is longer: that GEMM (or the op's compute) takes max(compute,
+// hidden share) + exposed share of its collectives' seconds.
 double LayerOpTime(const Layer& layer, ir::OpKind kind, const Device& device, Dtype dtype,
-                   double efficiency, double samples, const Link* tp_link = nullptr);
+                   double efficiency, double samples, const CollectiveLinks& links);
+// The same with every collective inside one node on `tp_link` (none: free).
+inline double LayerOpTime(const Layer& layer, ir::OpKind kind, const Device& device, Dtype dtype,
+                          double efficiency, double samples, const Link* tp_link = nullptr) {
+  return LayerOpTime(layer, kind, device, dtype, efficiency, samples,
+                     CollectiveLinks{.intra = tp_link, .inter = tp_link});
+}
 
 // Bytes per parameter an optimizer step reads and writes: Adam in mixed
 // precision (half weights and gradients, fp32 master weights and two

@@ -1,5 +1,6 @@
 #include "cost_models/config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -32,7 +33,7 @@ std::string ShapeParameterPath(ir::ShapeParameter parameter) {
 }
 
 Dtype ReadDtype(const Reader& r, const json& m, const std::string& path) {
-  return *DtypeFromName(r.String(m, "dtype", path, {"fp32", "tf32", "fp16", "bf16"}, "fp32"));
+  return *DtypeFromName(r.String(m, "dtype", path, {"fp32", "tf32", "fp16", "bf16", "fp8"}, "fp32"));
 }
 
 void LoadExplicitModel(const Reader& r, const json& m, Config& c) {
@@ -185,7 +186,7 @@ void LoadModel(const Reader& r, const json& root, Config& c) {
 
 Device ReadCustomDevice(const Reader& r, const json& d, const std::string& p) {
   if (!d.is_object()) r.Fail(p, "expected a device object");
-  r.Keys(d, p, {"name", "fp32_flops", "tf32_flops", "half_flops", "memory_bandwidth", "memory_bytes",
+  r.Keys(d, p, {"name", "fp32_flops", "tf32_flops", "half_flops", "fp8_flops", "memory_bandwidth", "memory_bytes",
                 "launch_overhead_s", "kernel_floor_s", "sm_count", "simt_half_flops", "gemm_efficiency",
                 "bandwidth_efficiency", "comm_on_compute"});
   Device dev;
@@ -193,6 +194,7 @@ Device ReadCustomDevice(const Reader& r, const json& d, const std::string& p) {
   dev.fp32_flops = r.Number(d, "fp32_flops", p, 0, 1e20, std::nullopt, true);
   dev.tf32_flops = r.Number(d, "tf32_flops", p, 0, 1e20, dev.fp32_flops, true);
   dev.half_flops = r.Number(d, "half_flops", p, 0, 1e20, dev.fp32_flops, true);
+  dev.fp8_flops = r.Number(d, "fp8_flops", p, 0, 1e20, 0.0);
   dev.memory_bandwidth = r.Number(d, "memory_bandwidth", p, 0, 1e16, std::nullopt, true);
   dev.memory_bytes = r.Number(d, "memory_bytes", p, 0, 1e16, std::nullopt, true);
   dev.launch_overhead_s = r.Number(d, "launch_overhead_s", p, 0, 1, 0.0);
@@ -224,7 +226,7 @@ void LoadCluster(const Reader& r, const json& root, Config& c) {
   const json& cl = r.Object(root, "cluster", "");
   const std::string p = "/cluster";
   r.Keys(cl, p, {"device", "devices", "link", "efficiency", "custom_devices", "custom_links", "gpus_per_node",
-                 "inter_node_link"});
+                 "inter_node_link", "placement"});
   std::vector<Device> custom_devices;
   std::vector<Link> custom_links;
   for (const char* key : {"custom_devices", "custom_links"}) {
@@ -278,6 +280,7 @@ void LoadCluster(const Reader& r, const json& root, Config& c) {
   c.cluster.link = find_link("link", "nvlink4");
   c.cluster.inter_node_link = find_link("inter_node_link", "ib-hdr");
   c.cluster.gpus_per_node = static_cast<int>(r.Int(cl, "gpus_per_node", p, 1, 1 << 20, devices));
+  c.cluster.rank_order = r.Enum(cl, "placement", p, kRankOrderNames, RankOrder::kPipelineFirst);
   if (cl.contains("efficiency")) c.cluster.efficiency = r.Number(cl, "efficiency", p, 0, 1, 0.5, true);
 }
 
@@ -293,7 +296,7 @@ Config Load(const Reader& r, const json& root, std::string source) {
 
   const json& t = r.Object(root, "training", "");
   r.Keys(t, "/training", {"batch", "microbatches", "optimizer", "bytes_per_param", "learning_rate",
-                          "momentum", "seed", "steps"});
+                          "momentum", "seed", "steps", "data_parallel_sharding", "fp8_params"});
   c.training.batch = r.Int(t, "batch", "/training", 1, int64_t{1} << 40);
   c.training.micro_batches = static_cast<int>(r.Int(t, "microbatches", "/training", 1, 1 << 24));
   if (c.training.batch % c.training.micro_batches != 0) {
@@ -302,6 +305,13 @@ Config Load(const Reader& r, const json& root, std::string source) {
   }
   c.training.optimizer = r.String(t, "optimizer", "/training", {"adam", "sgd"}, "adam");
   c.training.bytes_per_param = r.Number(t, "bytes_per_param", "/training", 0, 1024, 12.0);
+  c.training.sharding =
+      r.Enum(t, "data_parallel_sharding", "/training", kDataParallelShardingNames, DataParallelSharding::kNone);
+  c.training.fp8_params = r.Bool(t, "fp8_params", "/training", false);
+  if (c.training.fp8_params && c.model.dtype != Dtype::kFp8) {
+    r.Fail("/training/fp8_params", fmt::format("FP8 weights need FP8 training: /model/dtype is {}, not fp8",
+                                               DtypeName(c.model.dtype)));
+  }
   c.training.learning_rate = r.Number(t, "learning_rate", "/training", 0, 1e6, 1e-3);
   c.training.momentum = r.Number(t, "momentum", "/training", 0, 1, 0.9);
   c.training.seed = r.Int(t, "seed", "/training", 0, int64_t{1} << 62, 1);
@@ -309,7 +319,8 @@ Config Load(const Reader& r, const json& root, std::string source) {
 
   const json& pl = r.Object(root, "pipeline", "");
   r.Keys(pl, "/pipeline", {"stages", "schedule", "chunks", "recompute", "partition", "first_layers", "tensor_parallel",
-                           "sequence_parallel", "memory_cap", "p2p", "recompute_timing"});
+                           "sequence_parallel", "memory_cap", "p2p", "recompute_timing", "context_parallel",
+                           "tp_comm_overlap"});
   c.pipeline.stages = static_cast<int>(r.Int(pl, "stages", "/pipeline", 1, 1 << 20));
   if (c.pipeline.stages > L) {
     r.Fail("/pipeline/stages", fmt::format("{} stages but the model has only {} layers", c.pipeline.stages, L));
@@ -334,6 +345,8 @@ Config Load(const Reader& r, const json& root, std::string source) {
       r.String(pl, "recompute", "/pipeline", {"none", "full", "except-last", "selective"}, "full"));
   c.pipeline.tensor_parallel = static_cast<int>(r.Int(pl, "tensor_parallel", "/pipeline", 1, 1 << 16, 1));
   c.pipeline.sequence_parallel = r.Bool(pl, "sequence_parallel", "/pipeline", false);
+  c.pipeline.context_parallel = static_cast<int>(r.Int(pl, "context_parallel", "/pipeline", 1, 1 << 16, 1));
+  c.pipeline.tp_comm_overlap = r.Bool(pl, "tp_comm_overlap", "/pipeline", false);
   c.pipeline.blocking_p2p = r.String(pl, "p2p", "/pipeline", {"overlapped", "blocking"}, "overlapped") == "blocking";
   c.pipeline.recompute_timing = *ir::RecomputeTimingFromName(
       r.String(pl, "recompute_timing", "/pipeline", {"overlapped", "in-backward"}, "overlapped"));
@@ -348,6 +361,28 @@ Config Load(const Reader& r, const json& root, std::string source) {
     r.Fail("/pipeline/sequence_parallel", "sequence parallelism shards along the tensor-parallel group: it needs "
                                           "tensor_parallel > 1");
   }
+  const int cp = c.pipeline.context_parallel;
+  if (c.pipeline.tp_comm_overlap && !c.pipeline.sequence_parallel) {
+    r.Fail("/pipeline/tp_comm_overlap", "Transformer Engine overlaps the all-gathers and reduce-scatters of sequence "
+                                        "parallelism: it needs sequence_parallel (and tensor_parallel > 1)");
+  }
+  if (cp > 1) {
+    if (!c.transformer) {
+      r.Fail("/pipeline/context_parallel", "context parallelism is modelled for the transformer generator only");
+    }
+    if (c.transformer->attention != AttentionKind::kFused) {
+      r.Fail("/pipeline/context_parallel", "context parallelism runs through a fused attention kernel (Transformer "
+                                           "Engine's): set /model/attention to \"fused\"");
+    }
+    // Megatron splits a causal sequence into 2c chunks (each GPU one early, one late).
+    const int chunks_of_seq = c.transformer->causal ? 2 * cp : cp;
+    if (c.transformer->seq % chunks_of_seq != 0) {
+      r.Fail("/pipeline/context_parallel",
+             fmt::format("{} GPUs need the sequence of {} tokens (/model/seq) in {} equal chunks{}", cp,
+                         c.transformer->seq, chunks_of_seq, c.transformer->causal ? " (2 per GPU, causal)" : ""));
+    }
+  }
+
   if (c.transformer) {
     if (c.transformer->heads % tp != 0) {
       r.Fail("/pipeline/tensor_parallel", fmt::format("{} GPUs do not divide the {} heads (/model/heads)", tp,
@@ -383,19 +418,33 @@ Config Load(const Reader& r, const json& root, std::string source) {
 
   LoadCluster(r, root, c);
   const int D = c.cluster.NumDevices();
-  const int group = tp * c.pipeline.stages;  // GPUs of one pipeline: t x K
+  const int group = tp * cp * c.pipeline.stages;  // GPUs of one pipeline: t x c x K
+  const std::string per_stage = tp > 1 && cp > 1 ? fmt::format(" x {} tensor- x {} context-parallel GPUs", tp, cp)
+                                : tp > 1         ? fmt::format(" x {} tensor-parallel GPUs", tp)
+                                : cp > 1         ? fmt::format(" x {} context-parallel GPUs", cp)
+                                                 : "";
   if (group > D) {
-    r.Fail("/pipeline/stages", tp > 1 ? fmt::format("{} stages x {} tensor-parallel GPUs but only {} devices "
-                                                   "(/cluster/devices)", c.pipeline.stages, tp, D)
-                                     : fmt::format("{} stages but only {} devices (/cluster/devices)",
-                                                   c.pipeline.stages, D));
+    r.Fail(cp > 1 ? "/pipeline/context_parallel" : "/pipeline/stages",
+           fmt::format("{} stages{} but only {} devices (/cluster/devices)", c.pipeline.stages, per_stage, D));
   }
   if (D % group != 0) {
-    r.Fail("/cluster/devices", tp > 1 ? fmt::format("{} devices are not a whole number of pipelines of {} stages x {} "
-                                                   "tensor-parallel GPUs (data-parallel replicas)",
-                                                   D, c.pipeline.stages, tp)
-                                     : fmt::format("{} devices are not a whole number of {}-stage pipelines "
-                                                   "(data-parallel replicas)", D, c.pipeline.stages));
+    r.Fail("/cluster/devices", per_stage.empty()
+                                   ? fmt::format("{} devices are not a whole number of {}-stage pipelines "
+                                                 "(data-parallel replicas)", D, c.pipeline.stages)
+                                   : fmt::format("{} devices are not a whole number of pipelines of {} stages{} "
+                                                 "(data-parallel replicas)", D, c.pipeline.stages, per_stage));
+  }
+  for (size_t i = 1; i < c.cluster.devices.size(); ++i) {
+    if (cp > 1 && c.cluster.devices[i].name != c.cluster.devices[0].name) {
+      r.Fail("/cluster/device", "context parallelism is modelled on one device kind: give one device name");
+    }
+  }
+  if (c.model.dtype == Dtype::kFp8) {
+    for (size_t i = 0; i < c.cluster.devices.size(); ++i) {
+      if (c.cluster.devices[i].fp8_flops > 0) continue;
+      r.Fail("/model/dtype", fmt::format("fp8 needs FP8 tensor cores (Hopper and later); device {} ({}) has none "
+                                         "(its fp8_flops is 0)", i, c.cluster.devices[i].name));
+    }
   }
   // Megatron's placement: a tensor-parallel group inside one node.
   if (c.cluster.gpus_per_node % tp != 0) {
@@ -422,13 +471,51 @@ void SetParallelism(Config& c, int tensor_parallel, bool sequence_parallel, ir::
   if (!c.transformer) return;
   TransformerSpec& t = *c.transformer;
   const bool selective = recompute == ir::RecomputeMode::kSelective;
+  const bool overlap = c.pipeline.tp_comm_overlap && sequence_parallel;
   if (t.tensor_parallel != tensor_parallel || t.sequence_parallel != sequence_parallel ||
-      t.selective_recompute != selective) {
+      t.selective_recompute != selective || t.context_parallel != c.pipeline.context_parallel ||
+      t.tp_comm_overlap != overlap) {
     t.tensor_parallel = tensor_parallel;
     t.sequence_parallel = sequence_parallel;
     t.selective_recompute = selective;
+    t.context_parallel = c.pipeline.context_parallel;
+    t.tp_comm_overlap = overlap;
     c.model = GenerateTransformer(t);
   }
+}
+
+namespace {
+
+// Distinct nodes among the GPUs gpu(i) for i in [0, n), which ascend with i.
+template <typename Gpu>
+int CountNodes(int64_t n, int64_t per_node, Gpu&& gpu) {
+  int nodes = 0;
+  int64_t last = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t node = gpu(i) / per_node;
+    nodes += node != last;
+    last = node;
+  }
+  return nodes;
+}
+
+}  // namespace
+
+int Config::ContextNodes() const {
+  return CountNodes(pipeline.context_parallel, cluster.gpus_per_node, [&](int64_t j) { return GpuOf(j, 0, 0); });
+}
+
+int Config::GradientNodes(int device) const {
+  const int64_t c = pipeline.context_parallel;
+  return CountNodes(c * Replicas(), cluster.gpus_per_node,
+                    [&](int64_t i) { return GpuOf(static_cast<int>(i % c), device, static_cast<int>(i / c)); });
+}
+
+CollectiveLinks LinksOf(const Config& c) {
+  return CollectiveLinks{.intra = &c.cluster.link,
+                         .inter = &c.cluster.inter_node_link,
+                         .context_nodes = static_cast<double>(c.ContextNodes()),
+                         .data_nodes = static_cast<double>(c.GradientNodes(0))};
 }
 
 bool Regenerate(Config& c, int layers) {

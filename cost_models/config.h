@@ -14,6 +14,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "cost_models/catalogue.h"
+#include "cost_models/compute_model.h"
 #include "cost_models/generators.h"
 #include "cost_models/model.h"
 #include "cost_models/partition_algorithm.h"
@@ -23,11 +24,36 @@
 
 namespace twinpipe::cost {
 
+// How data-parallel replicas hold the training state (ZeRO's stages):
+// kNone, every replica all of it; kOptimizer, Megatron's distributed
+// optimizer (ZeRO-1: the optimizer state sharded, gradients reduce-scattered
+// and parameters all-gathered, beside the last backward and the first
+// forward); kFull, FSDP / ZeRO-3 (everything sharded, each layer's weights
+// gathered for its forward and backward, its gradients reduce-scattered).
+enum class DataParallelSharding { kNone, kOptimizer, kFull };
+inline constexpr ir::NameTable<DataParallelSharding, 3> kDataParallelShardingNames{{
+    {"none", DataParallelSharding::kNone}, {"optimizer", DataParallelSharding::kOptimizer},
+    {"full", DataParallelSharding::kFull}}};
+
+// Where each GPU of a run sits (Megatron-Core's rank order, fastest first):
+// tensor, context, then the pipeline's devices, then the replicas
+// ("tp-cp-pp-dp", twinpipe's default), or the replicas before the pipeline
+// ("tp-cp-dp-pp", Megatron-Core's default order).
+enum class RankOrder { kPipelineFirst, kDataFirst };
+inline constexpr ir::NameTable<RankOrder, 2> kRankOrderNames{{
+    {"tp-cp-pp-dp", RankOrder::kPipelineFirst}, {"tp-cp-dp-pp", RankOrder::kDataFirst}}};
+
 struct TrainingConfig {
   int64_t batch = 1;          // mini-batch N, samples
   int micro_batches = 1;      // M
   std::string optimizer = "adam";
   double bytes_per_param = 12;  // weights + gradients + optimizer state (GPipe's figure)
+  DataParallelSharding sharding = DataParallelSharding::kNone;  // `data_parallel_sharding`
+  // FP8 training with the weights held in FP8 (Transformer Engine's
+  // fp8_model_init, NeMo's fp8_params): they replace the BF16 weights rather
+  // than adding FP8 copies beside them, and the distributed optimizer
+  // gathers them in FP8.
+  bool fp8_params = false;
   double learning_rate = 1e-3;
   double momentum = 0.9;
   int64_t seed = 1;
@@ -53,6 +79,12 @@ struct PipelineConfig {
   // is a group of t GPUs inside one node (transformer generator only).
   int tensor_parallel = 1;
   bool sequence_parallel = false;
+  // Context parallelism: each pipeline device's GPUs are c tensor-parallel
+  // groups, each with seq / c tokens of every sample.
+  int context_parallel = 1;
+  // Tensor-parallel collectives beside their GEMMs (Transformer Engine's
+  // userbuffers; needs sequence parallelism).
+  bool tp_comm_overlap = false;
   // The framework's pipeline transfers block compute (`"p2p": "blocking"`):
   // Megatron-LM's send/receive calls wait for the transfer, and the
   // receiver's all-gather of a tensor-parallel boundary, before the next
@@ -70,6 +102,7 @@ struct ClusterConfig {
   Link link;                    // inside a node (tensor-parallel collectives, pipeline and data-parallel traffic there)
   Link inter_node_link;         // between nodes (default ib-hdr)
   int gpus_per_node = 1;        // default: every device in one node
+  RankOrder rank_order = RankOrder::kPipelineFirst;  // `placement`
   // An explicit override of every device's achievable GEMM fraction of peak
   // (the catalogue's gemm_efficiency otherwise).
   std::optional<double> efficiency;
@@ -89,14 +122,29 @@ struct Config {
   PipelineConfig pipeline;
   ClusterConfig cluster;
 
-  // Data-parallel replicas: the GPUs over t x K.
-  int Replicas() const { return cluster.NumDevices() / (pipeline.stages * pipeline.tensor_parallel); }
-  // The node of pipeline device d in the first replica, in Megatron's order
-  // (tensor-parallel groups inside a node, then the pipeline's devices,
-  // then the replicas): its GPUs are t d .. t d + t - 1.
-  int NodeOf(int device) const {
-    return static_cast<int>(int64_t{pipeline.tensor_parallel} * device / cluster.gpus_per_node);
+  // GPUs of one pipeline device: t x c.
+  int GpusPerDevice() const { return pipeline.tensor_parallel * pipeline.context_parallel; }
+  // Data-parallel replicas: the GPUs over t x c x K.
+  int Replicas() const { return cluster.NumDevices() / (pipeline.stages * GpusPerDevice()); }
+  // The GPUs that reduce each gradient: the replicas' and the context-
+  // parallel group's (each holds the same weights).
+  int GradientRanks() const { return Replicas() * pipeline.context_parallel; }
+  // The GPU of tensor rank 0 of context rank `context` of pipeline device
+  // `device` in replica `replica` (cluster.rank_order).
+  int64_t GpuOf(int context, int device, int replica) const {
+    const int64_t t = pipeline.tensor_parallel, c = pipeline.context_parallel;
+    const int64_t outer = cluster.rank_order == RankOrder::kPipelineFirst
+                              ? device + int64_t{pipeline.stages} * replica
+                              : replica + int64_t{Replicas()} * device;
+    return t * (context + c * outer);
   }
+  // The node of pipeline device d in the first replica (its tensor- and
+  // context-parallel GPUs follow it).
+  int NodeOf(int device) const { return static_cast<int>(GpuOf(0, device, 0) / cluster.gpus_per_node); }
+  // Nodes the context-parallel group of a pipeline device spans.
+  int ContextNodes() const;
+  // Nodes the gradient group (GradientRanks) of pipeline device d spans.
+  int GradientNodes(int device) const;
   // The GPUs that all-gather a received pipeline boundary: the t of a
   // tensor-parallel group, each sent 1/t of it; 1 (none) without tensor
   // parallelism, or with sequence parallelism, where it stays sharded.
@@ -118,10 +166,15 @@ Result<Config> LoadConfigFile(const std::string& path);
 // layer list.
 bool Regenerate(Config& config, int layers);
 
+// Where the config's layers' collectives run (its links, and the nodes its
+// context- and data-parallel groups span).
+CollectiveLinks LinksOf(const Config& config);
+
 // Sets the pipeline's tensor and sequence parallelism and recompute mode,
 // regenerating a generated transformer when its costs change with them
 // (they split its GEMMs, add its collectives, and selective recompute
-// moves the attention core's work into the backward).
+// moves the attention core's work into the backward), or with the
+// pipeline's context parallelism and tensor-parallel overlap.
 void SetParallelism(Config& config, int tensor_parallel, bool sequence_parallel, ir::RecomputeMode recompute);
 
 }  // namespace twinpipe::cost

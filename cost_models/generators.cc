@@ -1,6 +1,9 @@
 #include "cost_models/generators.h"
 
+#include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -21,11 +24,30 @@ Kernel Memory(std::string name, Kernel::Pass pass, double bytes) {
 
 // The four weight GEMMs of a block (S tokens x in -> out) contribute a
 // forward, an input-gradient (S x out by out x in) and a weight-gradient
-// (in x S by S x out) GEMM each.
-void AddLinear(std::vector<Kernel>& k, const std::string& name, double S, double in, double out) {
+// (in x S by S x out) GEMM each. In FP8 (Transformer Engine), each GEMM
+// takes FP8 operands, and the forward's input and the backward's output
+// gradient are cast with a transposed copy first (4 bytes an element).
+void AddLinear(std::vector<Kernel>& k, const std::string& name, double S, double in, double out, bool fp8 = false) {
+  if (fp8) k.push_back(Memory(name + ".cast", Kernel::Pass::kForward, 4 * S * in));
   k.push_back(Gemm(name, Kernel::Pass::kForward, S, out, in));
+  k.back().fp8 = fp8;
+  if (fp8) k.push_back(Memory(name + ".dgrad.cast", Kernel::Pass::kInput, 4 * S * out));
   k.push_back(Gemm(name + ".dgrad", Kernel::Pass::kInput, S, in, out));
+  k.back().fp8 = fp8;
   k.push_back(Gemm(name + ".wgrad", Kernel::Pass::kWeight, in, out, S, 1, Kernel::Scaled::kK));
+  k.back().fp8 = fp8;
+}
+
+// Makes the collective `collective` of k run beside the kernel `target`
+// (Kernel::overlaps), `exposed` of it showing; nothing when either is absent.
+void Beside(std::vector<Kernel>& k, const std::string& collective, const std::string& target, double exposed) {
+  auto find = [&](const std::string& name) {
+    return std::find_if(k.begin(), k.end(), [&](const Kernel& kn) { return kn.name == name; });
+  };
+  const auto c = find(collective), g = find(target);
+  if (c == k.end() || g == k.end()) return;
+  c->overlaps = static_cast<int32_t>(g - k.begin());
+  c->exposed = exposed;
 }
 
 Kernel Collective(std::string name, Kernel::Pass pass, Kernel::Collective kind, double bytes, double group) {
@@ -96,7 +118,7 @@ void AddSoftmax(std::vector<Kernel>& k, const std::string& name, Kernel::Pass fw
 
 // A block's shape, per sample and per GPU of its tensor-parallel group.
 struct BlockShape {
-  double S, d, f, h, e;  // tokens, model width, FFN width (per gate), heads, bytes per element
+  double S, d, f, h, e;  // tokens (this GPU's: seq / context_parallel), model width, FFN width (per gate), heads, bytes per element
   double kv;             // width of K and of V: d kv_heads / heads
   double u;              // MLP GEMMs: 3 (swiglu: gate, up, down) or 2
   double c;              // share of the S x S scores a fused kernel computes: 1/2 causal, else 1
@@ -106,7 +128,7 @@ struct BlockShape {
 BlockShape ShapeOf(const TransformerSpec& s) {
   const double h = s.heads, g = s.kv_heads > 0 ? s.kv_heads : s.heads;
   const bool fused = s.attention == AttentionKind::kFused;
-  return BlockShape{.S = double(s.seq), .d = double(s.d_model), .f = double(s.ffn), .h = h,
+  return BlockShape{.S = double(s.seq) / s.context_parallel, .d = double(s.d_model), .f = double(s.ffn), .h = h,
                     .e = double(DtypeBytes(s.dtype)), .kv = double(s.d_model) * g / h,
                     .u = s.mlp == MlpKind::kSwiglu ? 3.0 : 2.0, .c = fused && s.causal ? 0.5 : 1.0, .gqa = g < h};
 }
@@ -145,11 +167,23 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   const double act = S * d * e;  // one S x d activation, the collectives' tensor
   const double rotary = 2 * S * (d + kv) / t * e, expand = 2 * S * (kv + d) / t * e;
   const double fc1_out = (spec.mlp == MlpKind::kSwiglu ? 2 * f : f) / t;
+  const bool fp8 = spec.dtype == Dtype::kFp8;
+  const double cp = spec.context_parallel;
+  // The context-parallel ring: the group's K and V (all S tokens), gathered
+  // beside the attention kernel; in the backward, their gradients too.
+  const double kv_all = 2 * S * cp * kv / t * e;
   std::vector<Kernel> k;
+  auto ring = [&](const std::string& name, P pass, Kernel::Collective kind) {
+    k.push_back(Collective(name, pass, kind, kv_all, cp));
+    k.back().over = Kernel::Over::kContext;
+  };
   // The attention core's forward (again in the backward under selective recompute).
   auto core = [&](const std::string& suffix, P pass) {
     if (fused) {
-      k.push_back(Gemm("flash_attn" + suffix, pass, S, c * S, dh, 2 * hs, Kernel::Scaled::kBatch));
+      // With context parallelism c steps, each over one block of keys.
+      k.push_back(Gemm("flash_attn" + suffix, pass, S, c * S, dh, 2 * hs * cp, Kernel::Scaled::kBatch));
+      k.back().launches = cp;
+      if (cp > 1) ring("cp.kv" + suffix, pass, Kernel::Collective::kAllGather);
       return;
     }
     if (gqa) k.push_back(Memory("kv.expand" + suffix, pass, expand));
@@ -160,26 +194,31 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   };
   k.push_back(Memory("ln1", P::kForward, 2 * act / n));
   tp.Gather(k, "ln1.allgather", P::kForward, act);
-  AddLinear(k, "qkv", S, d, (d + 2 * kv) / t);
+  AddLinear(k, "qkv", S, d, (d + 2 * kv) / t, fp8);
   if (rope) k.push_back(Memory("rope", P::kForward, rotary));
   core("", P::kForward);
-  AddLinear(k, "proj", S, d / t, d);
+  AddLinear(k, "proj", S, d / t, d, fp8);
   tp.Reduce(k, "proj.reduce", P::kForward, act);
   k.push_back(Memory("residual1", P::kForward, (3 * act + S * d) / n));
   k.push_back(Memory("ln2", P::kForward, 2 * act / n));
   tp.Gather(k, "ln2.allgather", P::kForward, act);
-  AddLinear(k, "fc1", S, d, fc1_out);
+  AddLinear(k, "fc1", S, d, fc1_out, fp8);
   const std::string activation = spec.mlp == MlpKind::kGelu ? "gelu" : spec.mlp == MlpKind::kSwiglu ? "swiglu"
                                                                                                      : "squared_relu";
   const double per_f = S * f / t * e;
   k.push_back(Memory(activation, P::kForward, (spec.mlp == MlpKind::kSwiglu ? 3 : 2) * per_f));
-  AddLinear(k, "fc2", S, f / t, d);
+  AddLinear(k, "fc2", S, f / t, d, fp8);
   tp.Reduce(k, "fc2.reduce", P::kForward, act);
   k.push_back(Memory("residual2", P::kForward, (3 * act + S * d) / n));
   // Selective recompute: the attention core's forward again, in the backward.
   if (selective) core(".recompute", P::kInput);
   if (fused) {
-    k.push_back(Gemm("flash_attn.bwd", P::kInput, S, c * S, dh, 5 * hs, Kernel::Scaled::kBatch));
+    k.push_back(Gemm("flash_attn.bwd", P::kInput, S, c * S, dh, 5 * hs * cp, Kernel::Scaled::kBatch));
+    k.back().launches = cp;
+    if (cp > 1) {
+      ring("cp.kv.bwd", P::kInput, Kernel::Collective::kAllGather);
+      ring("cp.dkv", P::kInput, Kernel::Collective::kReduceScatter);
+    }
   } else {
     // The attention core's backward: dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q.
     k.push_back(Gemm("attn_v.dprobs", P::kInput, S, S, dh, hs, Kernel::Scaled::kBatch));
@@ -206,6 +245,24 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   tp.Gather(k, "qkv.wgrad.allgather", P::kWeight, act);
   tp.Gather(k, "fc1.wgrad.allgather", P::kWeight, act);
   if (spec.bias) k.push_back(Memory("bias.wgrad", P::kWeight, S * (4 * d + 2 * kv + (u - 1) * f) / t * e));
+  for (const char* suffix : {"", ".recompute"}) Beside(k, std::string("cp.kv") + suffix, std::string("flash_attn") + suffix, 0);
+  Beside(k, "cp.kv.bwd", "flash_attn.bwd", 0);
+  Beside(k, "cp.dkv", "flash_attn.bwd", 0);
+  if (spec.tp_comm_overlap && tp.sp) {
+    // Userbuffers: a ring of t chunks beside the GEMM each collective feeds
+    // or follows (the first or last chunk shows); the weight gradients'
+    // all-gathers beside the data-gradient GEMMs, and the data gradients'
+    // reduce-scatters beside the weight-gradient GEMMs (bulk overlaps).
+    for (const auto& [collective, gemm] : {std::pair{"ln1.allgather", "qkv"}, {"proj.reduce", "proj"},
+                                           {"ln2.allgather", "fc1"}, {"fc2.reduce", "fc2"},
+                                           {"proj.reduce.bwd", "proj.dgrad"}, {"fc2.reduce.bwd", "fc2.dgrad"}}) {
+      Beside(k, collective, gemm, 1 / t);
+    }
+    Beside(k, "qkv.wgrad.allgather", "qkv.dgrad", 0);
+    Beside(k, "fc1.wgrad.allgather", "fc1.dgrad", 0);
+    Beside(k, "qkv.dgrad.reduce", "qkv.wgrad", 0);
+    Beside(k, "fc1.dgrad.reduce", "fc1.wgrad", 0);
+  }
   return k;
 }
 
@@ -213,7 +270,9 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
 
 Model GenerateTransformer(const TransformerSpec& spec) {
   using P = Kernel::Pass;
-  const double S = spec.seq, d = spec.d_model, f = spec.ffn, V = spec.vocab, h = spec.heads;
+  // S: the tokens of a sample on this GPU (all of them without context parallelism).
+  const double S_all = spec.seq, S = S_all / spec.context_parallel;
+  const double d = spec.d_model, f = spec.ffn, V = spec.vocab, h = spec.heads;
   const double e = DtypeBytes(spec.dtype);
   const TensorParallel tp{static_cast<double>(spec.tensor_parallel), spec.sequence_parallel && spec.tensor_parallel > 1};
   const double t = tp.t, n = tp.norm();
@@ -235,12 +294,13 @@ Model GenerateTransformer(const TransformerSpec& spec) {
   embedding.push_back(Memory("scatter", P::kWeight, 3 * act));
   tp.Reduce(embedding, "embedding.reduce", P::kForward, act);
   tp.Gather(embedding, "embedding.reduce.bwd", P::kWeight, act);
+  const double embedding_params = V * d / t + (rope ? 0 : S_all * d);
   m.layers.push_back(Layer{.name = "embedding",
                            .kind = "embedding",
                            .fwd_flops = rope ? 0 : S * d / n,  // adds the position embedding
                            .bwd_input_flops = 0,
                            .bwd_weight_flops = S * d,
-                           .params = V * d / t + (rope ? 0 : S * d),
+                           .params = embedding_params,
                            .out_bytes = act / t,
                            .stash_bytes = S * 4,
                            .kernels = std::move(embedding)});
@@ -250,11 +310,27 @@ Model GenerateTransformer(const TransformerSpec& spec) {
   // the block's changes (see the header) adjust the tensor-parallel part.
   const double scores = spec.selective_recompute || fused ? 0 : 5 * h * S / (d * t);
   double stash_units = tp.sp ? 34 / t + scores : t > 1 ? 10 + 24 / t + scores : 34 + scores;
-  const double stash_change = (u == 3 ? 2 * f / d : 0) + (fused ? -4 * (1 - kv / d) : 0);
-  if (stash_change != 0) stash_units += stash_change / t;
+  // Korthikanti's 24 units split by t are Q, K and V (6), the output
+  // projection's input (2) and the MLP's 16 (GeLU's input and output, 8
+  // each at f = 4d); in general the MLP keeps its up-projection's output and
+  // the down-projection's input: 4f/d (GeLU, squared ReLU) or 6f/d (SwiGLU:
+  // gate and up, 2f wide, and their product), and fused attention keeps K
+  // and V unexpanded (4 kv/d). With FP8, Transformer Engine keeps its GEMMs'
+  // inputs as their FP8 casts: half of the QKV and FC1 inputs (2 of the 10
+  // units not split without sequence parallelism), of the projection's
+  // input and of FC2's.
+  const double mlp_units = (u == 3 ? 6 : 4) * f / d;
+  double split_change = mlp_units - 16 + (fused ? -4 * (1 - kv / d) : 0);
+  double unsplit_change = 0;
+  if (spec.dtype == Dtype::kFp8) {
+    split_change -= 1 + f / d;
+    unsplit_change -= 2;
+  }
+  if (split_change != 0) stash_units += split_change / t;
+  if (unsplit_change != 0) stash_units += unsplit_change / n;
   // The attention core: unfused, the full scores and four GEMMs in the
   // backward; fused, the causal share c and the scores recomputed in the backward.
-  const double core = (fused ? c : 1) * 4 * S * S * d / t;
+  const double core = (fused ? c : 1) * 4 * S * S_all * d / t;  // 1/c of the keys' work with context parallelism
   const double core_bwd = fused ? 2.5 * core : 2 * core;
   // Biases: QKV's and FFN-up's split, the output projection's and FFN-down's
   // replicated (as the norms are); whole numbers, summed before dividing.
@@ -317,12 +393,13 @@ Model GenerateTransformer(const TransformerSpec& spec) {
   // The input gradient of the column-parallel logits: reduced across the group.
   tp.Reduce(head, "logits.dgrad.reduce", P::kInput, act);
   tp.Gather(head, "logits.wgrad.allgather", P::kWeight, act);
+  const double head_params = ((spec.tied_embeddings ? 0 : d * V) + (spec.bias ? V : 0)) / t + norm_params;
   m.layers.push_back(Layer{.name = "head",
                            .kind = "head",
                            .fwd_flops = 2 * S * d * V / t,
                            .bwd_input_flops = 2 * S * d * V / t,
                            .bwd_weight_flops = 2 * S * d * V / t,
-                           .params = ((spec.tied_embeddings ? 0 : d * V) + (spec.bias ? V : 0)) / t + norm_params,
+                           .params = head_params,
                            .out_bytes = 4,  // the loss
                            .stash_bytes = S * d * e / n + logits * 4,
                            .rematerialized = false,

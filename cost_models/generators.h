@@ -54,6 +54,17 @@ struct TransformerSpec {
   int tensor_parallel = 1;
   bool sequence_parallel = false;
   bool selective_recompute = false;
+  // Context parallelism (Megatron-Core / Transformer Engine): each GPU of a
+  // group of c holds S / c tokens (fused attention only); the attention
+  // passes K and V around the group's ring (an all-gather of them in the
+  // forward, again with a reduce-scatter of their gradients in the
+  // backward), beside the attention kernel, which runs in c steps.
+  int context_parallel = 1;
+  // Transformer Engine's userbuffers (sequence parallelism): each all-gather
+  // and reduce-scatter of a block runs beside the GEMM it feeds or follows,
+  // split in t chunks, of which one shows; the weight gradients' all-gathers
+  // beside the data-gradient GEMMs.
+  bool tp_comm_overlap = false;
 };
 
 // embedding (tokens + positions), `layers` pre-norm blocks, output head
@@ -90,6 +101,14 @@ struct TransformerSpec {
 // drops the 5 h S/(d t) term and adds the attention core's forward to the
 // input backward. The embedding and the head are vocabulary-parallel. The
 // stage boundary each GPU sends is S d / t (Megatron's scatter-gather).
+// Context parallelism c: every per-token figure above (GEMMs, kernels,
+// activations, the boundary) takes S / c tokens; the attention core does
+// 1/c of its FLOPs (Megatron's load-balanced causal split), in c kernels.
+// FP8 (dtype fp8): the four linears' GEMMs (QKV, output projection, FFN up
+// and down) are FP8, each with Transformer Engine's cast-and-transpose of
+// its input in the forward (read 2 bytes, write two 1-byte copies: 4 bytes
+// an element) and of its output gradient in the backward; the weights' FP8
+// copies are cast once a step (not modelled per micro-batch).
 Model GenerateTransformer(const TransformerSpec& spec);
 
 enum class Norm { kNone, kLayerNorm, kBatchNorm };

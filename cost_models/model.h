@@ -46,6 +46,26 @@ struct Kernel {
   // kind (`bytes` is their total), each issued on its own.
   double launches = 1;
   std::string name;  // "qkv", "softmax", ... for reports
+  // A GEMM Transformer Engine runs with FP8 operands when the model's
+  // precision is fp8 (the blocks' linear layers; not attention, not the
+  // vocabulary projection).
+  bool fp8 = false;
+  // The GPUs a collective runs over (its `group` of them): the tensor-
+  // parallel group inside a node, the context-parallel group (the ring that
+  // passes K and V), or the data-parallel group.
+  enum class Over : uint8_t { kTensor, kContext, kData };
+  Over over = Over::kTensor;
+  // `bytes` is per micro-batch, not per sample (a gathered layer's weights).
+  bool fixed_bytes = false;
+  // A collective that runs beside compute instead of in series with it
+  // (Transformer Engine's userbuffers, the context-parallel ring, FSDP's
+  // prefetch): the index in its layer's kernel list of the GEMM it hides
+  // behind, or kBesideOp for all of its op's compute; kInSeries (-1): none.
+  // `exposed` is the share of it that shows anyway (the first chunk of a
+  // split all-gather, the last of a reduce-scatter).
+  static constexpr int32_t kInSeries = -1, kBesideOp = -2;
+  int32_t overlaps = kInSeries;
+  double exposed = 0;
 
   double Flops() const { return gemm ? 2 * m * n * k * batch : 0; }  // per sample
 };

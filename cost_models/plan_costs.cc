@@ -1,6 +1,7 @@
 #include "cost_models/plan_costs.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -59,20 +60,24 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
   PlanCosts costs;
   costs.link = c.cluster.link;
   // Megatron's placement: tensor-parallel groups of t GPUs inside a node,
-  // then the pipeline's devices, then the replicas: replica r's device d is
-  // GPUs t (d + D r) .. t (d + D r) + t - 1, in node (t (d + D r)) / gpus_per_node.
-  const int64_t t = c.pipeline.tensor_parallel, per_node = c.cluster.gpus_per_node;
-  if (t * D * s.replicas > per_node) {
+  // then the context-parallel group, then the pipeline's devices and the
+  // replicas in the config's order (Config::GpuOf).
+  const int64_t gpus = int64_t{c.GpusPerDevice()} * D * s.replicas, per_node = c.cluster.gpus_per_node;
+  const int32_t cp = c.pipeline.context_parallel;
+  costs.gradient_ranks = s.replicas * cp;
+  costs.sharding = costs.gradient_ranks > 1 ? c.training.sharding : DataParallelSharding::kNone;
+  if (c.training.fp8_params) costs.gather_fraction = 0.5;
+  if (gpus > per_node) {
     costs.inter_node_link = c.cluster.inter_node_link;
     for (int32_t d = 0; d < D; ++d) {
       costs.node.push_back(c.NodeOf(d));
-      int32_t nodes = 1;  // the replicas' nodes ascend: count the changes
-      for (int32_t r = 1; r < s.replicas; ++r) {
-        nodes += t * (d + int64_t{D} * r) / per_node != t * (d + int64_t{D} * (r - 1)) / per_node;
-      }
-      costs.replica_nodes = std::max(costs.replica_nodes, nodes);
+      costs.replica_nodes = std::max(costs.replica_nodes, c.GradientNodes(d));
     }
   }
+  const CollectiveGroup gradient_group{.ranks = static_cast<double>(costs.gradient_ranks),
+                                       .nodes = static_cast<double>(costs.replica_nodes),
+                                       .intra = &c.cluster.link,
+                                       .inter = &c.cluster.inter_node_link};
   // Devices whose executor runs its own sends and receives (the CPU's
   // workers), or a framework whose transfers block compute.
   costs.comm_on_compute_stream = c.pipeline.blocking_p2p ||
@@ -84,7 +89,9 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
   costs.input_bytes.assign(K, 0.0);
   costs.static_bytes.assign(D, 0.0);
   costs.step_s.assign(D, 0.0);
-  std::vector<double> device_params(D, 0.0);
+  costs.stage_buckets.assign(K, 1.0);
+  std::vector<double> device_params(D, 0.0), device_fp8_params(D, 0.0), device_largest_layer(D, 0.0);
+  const double e = DtypeBytes(c.model.dtype);
   // The layers' times per device kind, taken once for all the cells on it.
   std::vector<std::pair<const Device*, CalibratedOpTimes>> timed;
   for (int32_t st = 0; st < K; ++st) {
@@ -99,23 +106,91 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
     for (const ir::OpKind k : CalibratedOpTimes::kKinds) {
       costs.compute_s[st][ComputeSlot(k)] = times->second.Cell(k, cell.first_layer, cell.last_layer);
     }
+    const int32_t d = s.placement[st];
+    for (int i = cell.first_layer; i <= cell.last_layer; ++i) {
+      const Layer& layer = c.model.layers[i];
+      device_largest_layer[d] = std::max(device_largest_layer[d], layer.params);
+      if (std::any_of(layer.kernels.begin(), layer.kernels.end(), [](const Kernel& k) { return k.fp8; })) {
+        device_fp8_params[d] += layer.params;
+      }
+    }
+    costs.stage_buckets[st] =
+        std::max(1.0, std::ceil(cell.params / std::max(40e6, 1e6 * costs.gradient_ranks)));
+    if (costs.sharding == DataParallelSharding::kFull) {
+      // Each layer's weights gathered before its forward (and recompute)
+      // and its backward, its gradients reduce-scattered after, beside the
+      // cell's compute; the first layer's gather (the last one's reduce-
+      // scatter) has nothing before (after) it to hide behind.
+      const double layers = cell.last_layer - cell.first_layer + 1;
+      const double gather = CollectiveTime(Kernel::Collective::kAllGather, cell.params * e, gradient_group);
+      const double scatter = CollectiveTime(Kernel::Collective::kReduceScatter, cell.params * e, gradient_group);
+      auto beside = [&](ir::OpKind kind, double comm) {
+        double& t = costs.compute_s[st][ComputeSlot(kind)];
+        t = std::max(t, comm) + comm / layers;
+      };
+      beside(ir::OpKind::kForward, gather);
+      beside(ir::OpKind::kRecompute, gather);
+      beside(ir::OpKind::kBackwardInput, gather);
+      beside(ir::OpKind::kBackwardWeight, scatter);
+      beside(ir::OpKind::kBackward, gather + scatter);
+    }
     const CellActivations held = CellActivationsOf(c.model, cut, cell.first_layer, cell.last_layer);
     costs.activation_bytes[st] = held.stash * mb;
     costs.input_bytes[st] = held.kept * mb;
-    costs.static_bytes[s.placement[st]] += cell.params * c.training.bytes_per_param;
-    device_params[s.placement[st]] += cell.params;
+    costs.static_bytes[d] += cell.params * c.training.bytes_per_param;
+    device_params[d] += cell.params;
   }
+  const double ranks = costs.gradient_ranks;
   for (int32_t d = 0; d < D; ++d) {
-    // The optimizer streams what it reads and writes (OptimizerStepBytes).
+    if (costs.sharding != DataParallelSharding::kNone || device_fp8_params[d] > 0) {
+      costs.static_bytes[d] = StaticBytesPerGpu(c.training, c.model.dtype, costs.sharding, ranks, device_params[d],
+                                                c.training.fp8_params ? 0 : device_fp8_params[d],
+                                                device_largest_layer[d]);
+    }
+    // The optimizer streams what it reads and writes (OptimizerStepBytes),
+    // over its shard where it is sharded.
+    const double stepped = costs.sharding == DataParallelSharding::kNone ? device_params[d] : device_params[d] / ranks;
     const Device& device = c.cluster.devices[d];
-    costs.step_s[d] = OptimizerStepTime(c.training.optimizer, c.model.dtype, device_params[d], device);
+    costs.step_s[d] = OptimizerStepTime(c.training.optimizer, c.model.dtype, stepped, device);
     if (cal && cal->step_overhead_s && cal->step_seconds_per_param) {
-      costs.step_s[d] = *cal->step_overhead_s + *cal->step_seconds_per_param * device_params[d];
+      costs.step_s[d] = *cal->step_overhead_s + *cal->step_seconds_per_param * stepped;
+    }
+    // Context parallelism without replicas: the schedule has no ALLREDUCE
+    // (it has one replica), yet the c GPUs reduce their gradients; the step
+    // waits for it.
+    if (s.replicas == 1 && cp > 1 && costs.sharding != DataParallelSharding::kFull) {
+      const CollectiveGroup context{.ranks = static_cast<double>(cp), .nodes = static_cast<double>(c.ContextNodes()),
+                                    .intra = &c.cluster.link, .inter = &c.cluster.inter_node_link};
+      costs.step_s[d] += CollectiveTime(Kernel::Collective::kAllReduce, device_params[d] * e, context);
     }
   }
   if (cal && cal->latency_s) costs.link.latency_s = *cal->latency_s;
   if (cal && cal->bandwidth) costs.link.bandwidth = *cal->bandwidth;
   return costs;
+}
+
+double OptimizerStateBytes(const std::string& optimizer, Dtype dtype) {
+  const double master = HalfStorage(dtype) ? 4 : 0;  // fp32 master weights beside half-precision ones
+  return master + (optimizer == "adam" ? 8 : 4);     // Adam's two fp32 moments, or SGD's momentum
+}
+
+double StaticBytesPerGpu(const TrainingConfig& training, Dtype dtype, DataParallelSharding sharding, double ranks,
+                         double params, double fp8_params, double largest_layer_params) {
+  // Transformer Engine keeps an FP8 copy of each FP8 GEMM's weights and its transpose.
+  const double fp8_copies = dtype == Dtype::kFp8 ? 2 * fp8_params : 0;
+  const double all = params * training.bytes_per_param;
+  switch (sharding) {
+    case DataParallelSharding::kNone: return all + fp8_copies;
+    case DataParallelSharding::kOptimizer: {
+      const double state = std::min(training.bytes_per_param, OptimizerStateBytes(training.optimizer, dtype));
+      return all - params * state * (1 - 1 / ranks) + fp8_copies;
+    }
+    case DataParallelSharding::kFull:
+      // Everything sharded, and the gathered weights of the layer that runs
+      // and of the one prefetched beside it, with their gradients.
+      return all / ranks + fp8_copies / ranks + 2 * 2 * largest_layer_params * DtypeBytes(dtype);
+  }
+  return all;
 }
 
 double MemoryAtStart(const PlanCosts& c, const ir::Op& op) {
@@ -192,11 +267,26 @@ double ComputeStreamPeak(const ir::Schedule& s, ir::RecomputeMode recompute, con
 double OpDuration(const ir::Op& op, const PlanCosts& c, int32_t replicas) {
   if (op.kind == OpKind::kStep) return c.step_s[op.device];
   if (op.kind == OpKind::kAllReduce) {
-    return CollectiveTime(Kernel::Collective::kAllReduce, static_cast<double>(op.bytes),
-                          {.ranks = static_cast<double>(replicas),
-                           .nodes = static_cast<double>(c.replica_nodes),
-                           .intra = &c.link,
-                           .inter = &c.inter_node_link});
+    const CollectiveGroup group{.ranks = static_cast<double>(std::max(replicas, c.gradient_ranks)),
+                                .nodes = static_cast<double>(c.replica_nodes),
+                                .intra = &c.link,
+                                .inter = &c.inter_node_link};
+    const double bytes = static_cast<double>(op.bytes);
+    switch (c.sharding) {
+      case DataParallelSharding::kNone: return CollectiveTime(Kernel::Collective::kAllReduce, bytes, group);
+      case DataParallelSharding::kFull: return 0;
+      case DataParallelSharding::kOptimizer: {
+        const auto& t = c.compute_s[op.stage];
+        const double backward = t[ComputeSlot(OpKind::kBackward)] > 0
+                                    ? t[ComputeSlot(OpKind::kBackward)]
+                                    : t[ComputeSlot(OpKind::kBackwardInput)] + t[ComputeSlot(OpKind::kBackwardWeight)];
+        const double buckets = c.stage_buckets.empty() ? 1.0 : c.stage_buckets[op.stage];
+        const double scatter = CollectiveTime(Kernel::Collective::kReduceScatter, bytes, group);
+        const double gather = CollectiveTime(Kernel::Collective::kAllGather, bytes * c.gather_fraction, group);
+        return std::max(scatter - backward, scatter / buckets) +
+               std::max(gather - t[ComputeSlot(OpKind::kForward)], gather / buckets);
+      }
+    }
   }
   return c.compute_s[op.stage][ComputeSlot(op.kind)];
 }

@@ -42,6 +42,21 @@ struct PlanCosts {
   // Nodes the replicas of a pipeline device span: above 1, the data-parallel
   // all-reduce crosses `inter_node_link` (one port per GPU).
   int32_t replica_nodes = 1;
+  // The GPUs that reduce a gradient: the replicas x the context-parallel
+  // group (1 with neither).
+  int32_t gradient_ranks = 1;
+  // How replicas hold the training state. kOptimizer: a stage's ALLREDUCE is
+  // a reduce-scatter of its gradients beside its last backward and an
+  // all-gather of its parameters beside its first forward, of which only
+  // what does not hide is charged (and the last bucket of each). kFull: the
+  // layers' gathers and reduce-scatters are in compute_s; ALLREDUCE is free.
+  DataParallelSharding sharding = DataParallelSharding::kNone;
+  // [stage]: Megatron's gradient buckets the stage's parameters make
+  // (max(40M, 1M x data-parallel ranks) parameters each; at least 1).
+  std::vector<double> stage_buckets;
+  // Bytes of a parameter the distributed optimizer gathers per byte of
+  // gradient it reduce-scatters (1; 1/2 with FP8 weights).
+  double gather_fraction = 1;
   const Link& LinkBetween(int32_t src, int32_t dst) const {
     return !node.empty() && node[src] != node[dst] ? inter_node_link : link;
   }
@@ -83,6 +98,21 @@ PlanCosts UniformCosts(const ir::Schedule& schedule, double forward_s, double ba
 // The costs of a plan. With a calibration, its fitted coefficients replace
 // the catalogue's (a device profile for its device kind, op fits, link, step).
 PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibration* calibration = nullptr);
+
+// Bytes per parameter of the optimizer's state: fp32 master weights beside
+// half-precision ones (4), and Adam's two fp32 moments (8) or SGD's
+// momentum (4). What the distributed optimizer shards.
+double OptimizerStateBytes(const std::string& optimizer, Dtype dtype);
+
+// Bytes a GPU holds for `params` parameters at training.bytes_per_param
+// each (weights, gradients, optimizer state), sharded over `ranks` GPUs as
+// ZeRO does: kOptimizer divides the optimizer state (Megatron's
+// distributed optimizer: 6 + 12/d bytes for bf16 weights and fp32
+// gradients), kFull everything (FSDP), plus the gathered weights and
+// gradients of the running and the prefetched layer. FP8 adds the FP8
+// weights and their transposes of the `fp8_params` of FP8 GEMMs (2 bytes).
+double StaticBytesPerGpu(const TrainingConfig& training, Dtype dtype, DataParallelSharding sharding, double ranks,
+                         double params, double fp8_params, double largest_layer_params);
 
 // ---- The one memory model: per-op deltas (the cells' bytes: cost_models/memory_model.h) ----
 
