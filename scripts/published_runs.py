@@ -343,7 +343,8 @@ def main():
     ap.add_argument("--bias", choices=("auto", "yes", "no"), default="auto",
                     help="biases in the blocks (shared schema; auto: with layernorm, none with rmsnorm)")
     ap.add_argument("--layers", type=int, action="append", help="keep only rows of these layer counts")
-    ap.add_argument("--tensor-parallel", type=int, action="append", help="keep only rows of these tensor-parallel degrees")
+    ap.add_argument("--tensor-parallel", type=int, action="append",
+                    help="keep only rows of these tensor-parallel degrees")
     a = ap.parse_args()
     try:
         lines, summary = convert(a.csv, a.schema, a.bias, a.layers, a.tensor_parallel)

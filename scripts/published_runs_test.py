@@ -258,7 +258,8 @@ class BadInput(unittest.TestCase):
     def test_step_times(self):
         for value in ("0", "-1.5", "nan", "inf", "1.5 s", ""):
             with self.subTest(value=value):
-                self.assertRefused(Table(self, [{"step_time_s": value}]), 2, "step_time_s", "expected a positive number")
+                self.assertRefused(Table(self, [{"step_time_s": value}]), 2, "step_time_s",
+                                   "expected a positive number")
 
     def test_inconsistent_rows(self):
         cases = [
