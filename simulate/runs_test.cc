@@ -143,6 +143,18 @@ TEST(Runs, ModelSizeGroups) {
                     "precision bf16, tensor_parallel 4, ");
 }
 
+// scripts/published_runs.py writes where each run came from beside its
+// config ("row", "source"); a table reads them as it reads any other key
+// beside "config" and "step_time_s": not at all.
+TEST(Runs, KeysBesideTheConfigAreIgnored) {
+  std::string line = RunLine(2, 512, 1, 1, 4, 1, 0.1);
+  line.insert(line.rfind('}'), R"(, "row": 7, "source": "runs.csv:7")");
+  auto runs = ReadRuns(line + "\n", "r.jsonl");
+  ASSERT_TRUE(runs) << runs.error().message;
+  EXPECT_EQ(runs->front().line, 1);
+  EXPECT_EQ(runs->front().step_time_s, 0.1);
+}
+
 TEST(Runs, BadLinesNameTheLineAndThePath) {
   const std::string good = RunLine(2, 512, 1, 1, 4, 1, 0.1);
   auto missing = ReadRuns(good + "\n{\"config\": {}}\n", "r.jsonl");
