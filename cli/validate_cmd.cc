@@ -1,5 +1,8 @@
 // `twinpipe validate RUNS.jsonl`: predict every run of a table of measured
-// runs and report the error (mean absolute, signed bias, by group, worst).
+// runs and report the error (mean absolute, signed bias, worst rows, and by
+// group: data-parallel degree, GPU count, micro-batch size, model size in
+// billions of parameters, pipeline depth, precision, tensor-parallel degree;
+// simulate/runs.h states the rules).
 #include <memory>
 
 #include <fmt/format.h>

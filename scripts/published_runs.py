@@ -1,43 +1,266 @@
 #!/usr/bin/env python3
-"""Turns a vTrain ground-truth CSV (traces/published/vtrain-a100/) into a table
-of runs for `twinpipe calibrate --runs` and `twinpipe validate`: one JSON line
-per row, {"config": {...}, "step_time_s": ..., "row": N}.
+"""Turns a table of measured training steps (CSV) into a table of runs for
+`twinpipe calibrate --runs` and `twinpipe validate`: one JSON line per row,
+{"config": {...}, "step_time_s": ..., "row": N} (and "source": "FILE:N" for
+the shared schema), N the row's line in the CSV.
 
-Mapping (traces/published/vtrain-a100/README.md): the transformer generator
-with the row's layers, hidden, heads and seq, FFN 4 x hidden, GPT-2's
-vocabulary, fp16; training.batch = global_batch / data_parallel per replica,
-micro-batches of micro_batch; Adam at 16 bytes per parameter; 1F1B with full
-recompute as Megatron-LM runs it (the forward re-run inside the backward
-call, once the gradient is in: "recompute_timing": "in-backward"; blocking
-transfers: "p2p": "blocking"); Megatron-LM's partition (an equal share of
-blocks per stage, the embedding on the first, the head on the last); A100-80GB over NVLink3, one
-node of 8. Tensor parallelism t: pipeline.tensor_parallel = t (no sequence
-parallelism: the runs predate it), t x dp x pp GPUs, and each GPU holding
-50257 // t of the vocabulary (t x that in the config), as vTrain's own GPT
-model splits it (src/model/gpt_modeling.py: vocab_size // world_size). The
-rows agree: the 50257-column projection of t = 1 runs at the CUDA cores'
-rate (71 TFLOP/s), while 2 GPUs' 25128-column halves run at 190 TFLOP/s,
-which an odd width (Megatron's smallest padding, 25129) could not.
-
+  scripts/published_runs.py traces/published/h100-dgx-cloud/runs.csv > runs.jsonl
   scripts/published_runs.py traces/published/vtrain-a100/single_node_layers_12_20.csv \
       [--layers 12] [--tensor-parallel 1] > runs.jsonl
+
+Two schemas, told apart by the header (or named with --schema):
+  shared  the schema of every table of published runs the project is held
+          against (traces/published/h100-dgx-cloud/README.md): columns
+          layers, hidden, heads, kv_heads, ..., step_time_s. Read by column
+          name; extra columns are ignored.
+  vtrain  vTrain's ground-truth CSV (traces/published/vtrain-a100/): columns
+          pipeline_parallel, ..., iteration_time_ms.
+Bad input (a missing column, a value outside the schema's list, a
+non-integer where an integer belongs, parallel degrees that do not multiply
+to the GPUs, a batch that does not split, ...) is reported as
+FILE:LINE: COLUMN: what was expected, got what, for every bad row, and the
+script exits 2 having written nothing.
+
+Shared schema -> config, per row:
+- model: the transformer generator with the row's layers, d_model = hidden,
+  heads, kv_heads, ffn, seq, mlp, norm and position; dtype = precision
+  ("fp8": Transformer Engine's FP8 GEMMs, BF16 elsewhere); causal; attention
+  "fused" (Megatron-Core with Transformer Engine runs flash attention);
+  untied embeddings; the vocabulary padded as Megatron pads it
+  (make_vocab_size_divisible_by 128 times tp: the next multiple of 128 x tp).
+  Bias has no column: --bias auto (the default) puts biases on layernorm
+  blocks (GPT-2/GPT-3, NeMo's gpt3) and none on rmsnorm blocks (Llama,
+  Mistral, Nemotron); --bias yes / no sets it for every row.
+- training: batch = global_batch / dp sequences per data-parallel replica
+  (the cp ranks of a replica share its sequences), microbatches = batch /
+  micro_batch; Adam at 18 bytes per parameter for bf16 and fp8 (bf16
+  weights, fp32 gradients, fp32 master weights and two moments), 20 for fp16
+  (Megatron's figure for fp16 weights and gradients); data_parallel_sharding
+  as the column says (none, optimizer, full).
+- pipeline: stages = pp; "interleaved" with chunks = vp when vp > 1, else
+  "1f1b" with blocking transfers ("p2p": "blocking": Megatron's 1F1B waits
+  for its sends and receives; Megatron-Core's interleaved schedule overlaps
+  them, so the default stays there); tensor_parallel = tp; sequence_parallel
+  as the column says when tp > 1, false when tp == 1 (it shards along the
+  tensor-parallel group: nothing to shard); context_parallel = cp;
+  tp_comm_overlap: yes -> true, unknown -> false (the config did not say it
+  was on; Megatron's default is off); recompute none / selective / full,
+  unknown -> "none" (Megatron's default; the rows are counted on stderr),
+  with "recompute_granularity": "layer" when full; "recompute_timing":
+  "in-backward" (Megatron re-runs the forward inside the backward call).
+  Partition "manual" with Megatron's split: the blocks cut into pp x vp
+  equal cells in model order (cell c of the interleaved schedule is chunk
+  c // pp on pipeline rank c % pp), the embedding (layer 0) with the first
+  cell's blocks and the head (layer layers + 1) with the last cell's; where
+  pp x vp does not divide the blocks, each of the first (layers mod pp x vp)
+  cells takes one block more. A row with fewer blocks than cells is refused.
+- cluster: device = gpu (A100-80GB, H100-SXM, H200: catalogue names),
+  devices = gpus, gpus_per_node; link nvlink3 inside an A100 node, nvlink4
+  inside an H100 or H200 node; inter_node_link = inter_node (ib-hdr,
+  ib-ndr, roce).
+A row is checked for: gpus = tp x pp x dp x cp; global_batch a multiple of
+dp x micro_batch; kv_heads dividing heads; vp = 1 when pp = 1 (virtual
+stages interleave a pipeline of two or more ranks); at least pp x vp
+blocks; a positive, finite step_time_s. What the config loader checks
+beyond these (tp dividing heads, kv_heads and ffn; a tensor-parallel group
+inside a node) it reports itself, at the JSON path, when the table is read.
+
+vTrain -> config (traces/published/vtrain-a100/README.md): the transformer
+generator with the row's layers, hidden, heads and seq, FFN 4 x hidden,
+GPT-2's vocabulary, fp16; training.batch = global_batch / data_parallel per
+replica, micro-batches of micro_batch; Adam at 16 bytes per parameter; 1F1B
+with full recompute as Megatron-LM runs it (the forward re-run inside the
+backward call, once the gradient is in: "recompute_timing": "in-backward";
+blocking transfers: "p2p": "blocking"); Megatron-LM's partition (an equal
+share of blocks per stage, the embedding on the first, the head on the
+last; stage s starts at block 1 + s x layers // pp); A100-80GB over NVLink3,
+one node of 8. Tensor parallelism t: pipeline.tensor_parallel = t (no
+sequence parallelism: the runs predate it), t x dp x pp GPUs, and each GPU
+holding 50257 // t of the vocabulary (t x that in the config), as vTrain's
+own GPT model splits it (src/model/gpt_modeling.py: vocab_size //
+world_size). The rows agree: the 50257-column projection of t = 1 runs at
+the CUDA cores' rate (71 TFLOP/s), while 2 GPUs' 25128-column halves run at
+190 TFLOP/s, which an odd width (Megatron's smallest padding, 25129) could
+not.
+
+--layers and --tensor-parallel keep only the rows of those layer counts and
+tensor-parallel degrees (both schemas).
 """
 import argparse
 import csv
 import json
+import math
+import re
 import sys
 
+SHARED_COLUMNS = (
+    "layers", "hidden", "heads", "kv_heads", "ffn", "seq", "vocab", "norm", "mlp", "position", "precision",
+    "gpu", "gpus", "gpus_per_node", "inter_node", "tp", "pp", "dp", "cp", "vp", "sequence_parallel",
+    "data_parallel_sharding", "tp_comm_overlap", "recompute", "micro_batch", "global_batch", "step_time_s")
+VTRAIN_COLUMNS = (
+    "pipeline_parallel", "tensor_parallel", "data_parallel", "hidden", "heads", "layers", "seq", "micro_batch",
+    "global_batch", "iteration_time_ms")
 
-def config_of(row):
-    layers, pp, tp = int(row["layers"]), int(row["pipeline_parallel"]), int(row["tensor_parallel"])
-    dp, mb = int(row["data_parallel"]), int(row["micro_batch"])
-    batch = int(row["global_batch"]) // dp
-    hidden = int(row["hidden"])
+# The shared schema's lists (traces/published/h100-dgx-cloud/README.md).
+NORMS = ("layernorm", "rmsnorm")
+MLPS = ("gelu", "swiglu", "squared-relu")
+POSITIONS = ("learned", "rope")
+PRECISIONS = ("fp16", "bf16", "fp8")
+INTRA_NODE_LINK = {"A100-80GB": "nvlink3", "H100-SXM": "nvlink4", "H200": "nvlink4"}
+INTER_NODE_LINKS = ("ib-hdr", "ib-ndr", "roce")
+YES_NO = ("yes", "no")
+SHARDINGS = ("none", "optimizer", "full")
+OVERLAPS = ("yes", "unknown")
+RECOMPUTES = ("none", "selective", "full", "unknown")
+
+VOCAB_DIVISIBLE_BY = 128  # Megatron's make_vocab_size_divisible_by
+
+
+class BadInput(Exception):
+    """A problem with the input, as one line: FILE:LINE: COLUMN: what was expected."""
+
+
+class Row:
+    """One CSV row: its fields read by column name, each problem naming the file, line and column."""
+
+    def __init__(self, fields, source, line):
+        self.fields, self.source, self.line = fields, source, line
+
+    def fail(self, column, message):
+        raise BadInput(f"{self.source}:{self.line}: {column}: {message}")
+
+    def text(self, column):
+        value = self.fields.get(column)
+        if value is None:  # the row is shorter than the header
+            self.fail(column, "expected a value, but the row ends before this column")
+        return value.strip()
+
+    def integer(self, column, least=1):
+        value = self.text(column)
+        if not re.fullmatch(r"[0-9]+", value) or int(value) < least:
+            self.fail(column, f"expected an integer of at least {least}, got {value!r}")
+        return int(value)
+
+    def choice(self, column, choices):
+        value = self.text(column)
+        if value not in choices:
+            self.fail(column, f"expected one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    def seconds(self, column, scale=1.0):
+        value = self.text(column)
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not (math.isfinite(number) and number > 0):
+            self.fail(column, f"expected a positive number, got {value!r}")
+        return number / scale
+
+
+def megatron_first_layers(blocks, cells):
+    """First layer of each of `cells` cells: the blocks (layers 1..blocks) in equal shares, the first
+    blocks % cells cells one more; the embedding (layer 0) opens the first cell."""
+    base, extra = divmod(blocks, cells)
+    first, layer = [0], 1
+    for cell in range(cells - 1):
+        layer += base + (1 if cell < extra else 0)
+        first.append(layer)
+    return first
+
+
+def padded_vocab(vocab, tp):
+    """Megatron's padded vocabulary: the next multiple of make_vocab_size_divisible_by x tp."""
+    step = VOCAB_DIVISIBLE_BY * tp
+    return -(-vocab // step) * step
+
+
+class Counts:
+    """What the shared schema's conversion had to assume, for the stderr summary."""
+
+    def __init__(self):
+        self.recompute_unknown = self.overlap_unknown = self.sequence_parallel_tp1 = 0
+
+
+def shared_config(row, bias, counts):
+    layers, hidden, heads, kv_heads = (row.integer(c) for c in ("layers", "hidden", "heads", "kv_heads"))
+    ffn, seq, vocab = (row.integer(c) for c in ("ffn", "seq", "vocab"))
+    norm, mlp, position = row.choice("norm", NORMS), row.choice("mlp", MLPS), row.choice("position", POSITIONS)
+    precision = row.choice("precision", PRECISIONS)
+    gpu = row.choice("gpu", tuple(INTRA_NODE_LINK))
+    gpus, gpus_per_node = row.integer("gpus"), row.integer("gpus_per_node")
+    inter_node = row.choice("inter_node", INTER_NODE_LINKS)
+    tp, pp, dp, cp, vp = (row.integer(c) for c in ("tp", "pp", "dp", "cp", "vp"))
+    sequence_parallel = row.choice("sequence_parallel", YES_NO)
+    sharding = row.choice("data_parallel_sharding", SHARDINGS)
+    overlap = row.choice("tp_comm_overlap", OVERLAPS)
+    recompute = row.choice("recompute", RECOMPUTES)
+    micro_batch, global_batch = row.integer("micro_batch"), row.integer("global_batch")
+    step_time_s = row.seconds("step_time_s")
+
+    if heads % kv_heads:
+        row.fail("kv_heads", f"expected a divisor of heads ({heads}): each K/V head serves a whole group of query "
+                             f"heads, got {kv_heads}")
+    if gpus != tp * pp * dp * cp:
+        row.fail("gpus", f"expected tp x pp x dp x cp = {tp} x {pp} x {dp} x {cp} = {tp * pp * dp * cp}, got {gpus}")
+    if global_batch % (dp * micro_batch):
+        row.fail("global_batch", f"expected a multiple of dp x micro_batch = {dp} x {micro_batch} = "
+                                 f"{dp * micro_batch} (whole micro-batches per data-parallel replica), got "
+                                 f"{global_batch}")
+    if vp > 1 and pp == 1:
+        row.fail("vp", f"expected 1 when pp is 1 (virtual stages interleave a pipeline of two or more ranks), got {vp}")
+    cells = pp * vp
+    if layers < cells:
+        row.fail("layers", f"expected at least pp x vp = {pp} x {vp} = {cells} blocks (one per cell), got {layers}")
+
+    if recompute == "unknown":
+        counts.recompute_unknown += 1
+        recompute = "none"
+    if overlap == "unknown":
+        counts.overlap_unknown += 1
+    if tp == 1 and sequence_parallel == "yes":
+        counts.sequence_parallel_tp1 += 1
+    batch = global_batch // dp
+    model = {"generator": "transformer", "layers": layers, "d_model": hidden, "heads": heads, "kv_heads": kv_heads,
+             "ffn": ffn, "seq": seq, "vocab": padded_vocab(vocab, tp), "dtype": precision, "causal": True,
+             "attention": "fused", "mlp": mlp, "norm": norm, "position": position,
+             "bias": norm == "layernorm" if bias == "auto" else bias == "yes", "tied_embeddings": False}
+    training = {"batch": batch, "microbatches": batch // micro_batch, "optimizer": "adam",
+                "bytes_per_param": 20 if precision == "fp16" else 18, "data_parallel_sharding": sharding}
+    pipeline = {"stages": pp, "schedule": "interleaved" if vp > 1 else "1f1b", "tensor_parallel": tp,
+                "sequence_parallel": tp > 1 and sequence_parallel == "yes", "context_parallel": cp,
+                "tp_comm_overlap": overlap == "yes", "recompute": recompute, "recompute_timing": "in-backward",
+                "partition": "manual", "first_layers": megatron_first_layers(layers, cells)}
+    if vp > 1:
+        pipeline["chunks"] = vp
+    else:
+        pipeline["p2p"] = "blocking"
+    if recompute == "full":
+        pipeline["recompute_granularity"] = "layer"
+    cluster = {"device": gpu, "devices": gpus, "gpus_per_node": gpus_per_node, "link": INTRA_NODE_LINK[gpu],
+               "inter_node_link": inter_node}
+    config = {"model": model, "training": training, "pipeline": pipeline, "cluster": cluster}
+    return config, step_time_s, layers, tp
+
+
+def vtrain_config(row, bias, counts):
+    layers, pp, tp = row.integer("layers"), row.integer("pipeline_parallel"), row.integer("tensor_parallel")
+    dp, mb = row.integer("data_parallel"), row.integer("micro_batch")
+    global_batch = row.integer("global_batch")
+    if global_batch % (dp * mb):
+        row.fail("global_batch", f"expected a multiple of data_parallel x micro_batch = {dp} x {mb} = {dp * mb}, "
+                                 f"got {global_batch}")
+    if layers < pp:
+        row.fail("layers", f"expected at least pipeline_parallel = {pp} blocks (one per stage), got {layers}")
+    batch = global_batch // dp
+    hidden = row.integer("hidden")
+    heads, seq = row.integer("heads"), row.integer("seq")
+    step_time_s = row.seconds("iteration_time_ms", scale=1e3)
     # Layer 0 is the embedding, 1..layers the blocks, layers+1 the head.
     first = [0] + [1 + s * layers // pp for s in range(1, pp)]
-    return {
+    config = {
         "model": {"generator": "transformer", "layers": layers, "d_model": hidden, "ffn": 4 * hidden,
-                  "heads": int(row["heads"]), "seq": int(row["seq"]), "vocab": 50257 // tp * tp, "dtype": "fp16",
+                  "heads": heads, "seq": seq, "vocab": 50257 // tp * tp, "dtype": "fp16",
                   "causal": True},
         "training": {"batch": batch, "microbatches": batch // mb, "optimizer": "adam", "bytes_per_param": 16},
         "pipeline": {"stages": pp, "schedule": "1f1b", "recompute": "full", "partition": "manual",
@@ -45,25 +268,97 @@ def config_of(row):
                      "recompute_timing": "in-backward"},
         "cluster": {"device": "A100-80GB", "devices": tp * dp * pp, "gpus_per_node": 8, "link": "nvlink3"},
     }
+    return config, step_time_s, layers, tp
+
+
+SCHEMAS = {"shared": (SHARED_COLUMNS, shared_config), "vtrain": (VTRAIN_COLUMNS, vtrain_config)}
+
+
+def detect_schema(header):
+    """vTrain's CSV times its iterations in milliseconds; everything else is read as the shared schema."""
+    return "vtrain" if "iteration_time_ms" in header else "shared"
+
+
+def convert(path, schema, bias, layers_kept, tp_kept):
+    """Returns (lines of JSON, summary for stderr); raises BadInput with every problem, one per line."""
+    try:
+        f = open(path, newline="", encoding="utf-8-sig")
+    except OSError as e:
+        raise BadInput(f"{path}: cannot read it: {e.strerror}") from None
+    with f:
+        reader = csv.reader(f)
+        try:
+            header = [name.strip() for name in next(reader, [])]
+            if not header:
+                raise BadInput(f"{path}:1: expected a header of column names, got an empty file")
+            schema = schema if schema != "auto" else detect_schema(header)
+            columns, config_of = SCHEMAS[schema]
+            problems = [f"{path}:1: {name}: the column is named twice" for i, name in enumerate(header)
+                        if name in columns and name in header[:i]]
+            missing = [name for name in columns if name not in header]
+            problems += [f"{path}:1: {name}: missing column" for name in missing]
+            if missing:
+                problems.append(f"{path}:1: the {schema} schema's columns are {', '.join(columns)}")
+            if problems:
+                raise BadInput("\n".join(problems))
+            out, counts, skipped = [], Counts(), 0
+            for values in reader:
+                if not any(v.strip() for v in values):
+                    continue
+                # The row's first line: quoted fields may hold line breaks.
+                line = reader.line_num - sum(v.count("\n") for v in values)
+                row = Row(dict(zip(header, values)), path, line)
+                try:
+                    if len(values) > len(header):
+                        row.fail(f"field {len(header) + 1}", f"expected {len(header)} fields as the header names, "
+                                                             f"got {len(values)}")
+                    config, step_time_s, layers, tp = config_of(row, bias, counts)
+                except BadInput as e:
+                    problems.append(str(e))
+                    continue
+                if (layers_kept and layers not in layers_kept) or (tp_kept and tp not in tp_kept):
+                    skipped += 1
+                    continue
+                run = {"config": config, "step_time_s": step_time_s, "row": line}
+                if schema == "shared":
+                    run["source"] = f"{path}:{line}"
+                out.append(json.dumps(run, sort_keys=True))
+        except (csv.Error, UnicodeDecodeError) as e:
+            raise BadInput(f"{path}:{reader.line_num}: not a readable CSV: {e}") from None
+    if problems:
+        raise BadInput("\n".join(problems))
+    summary = f"{path}: {len(out)} runs ({skipped} rows left out by --layers / --tensor-parallel)"
+    if schema == "shared":
+        summary += (f"; {schema} schema: recompute unknown read as none in {counts.recompute_unknown} rows, "
+                    f"tp_comm_overlap unknown as off in {counts.overlap_unknown}, sequence_parallel yes at tp 1 "
+                    f"as off in {counts.sequence_parallel_tp1}")
+    return out, summary
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("csv")
+    ap.add_argument("--schema", choices=("auto", *SCHEMAS), default="auto",
+                    help="the CSV's columns (auto: vtrain if it has iteration_time_ms, else shared)")
+    ap.add_argument("--bias", choices=("auto", "yes", "no"), default="auto",
+                    help="biases in the blocks (shared schema; auto: with layernorm, none with rmsnorm)")
     ap.add_argument("--layers", type=int, action="append", help="keep only rows of these layer counts")
-    ap.add_argument("--tensor-parallel", type=int, action="append", help="keep only rows of these tensor-parallel degrees")
+    ap.add_argument("--tensor-parallel", type=int, action="append",
+                    help="keep only rows of these tensor-parallel degrees")
     a = ap.parse_args()
-    skipped = kept = 0
-    with open(a.csv, newline="") as f:
-        for n, row in enumerate(csv.DictReader(f), start=2):
-            if (a.layers and int(row["layers"]) not in a.layers) or \
-               (a.tensor_parallel and int(row["tensor_parallel"]) not in a.tensor_parallel):
-                skipped += 1
-                continue
-            print(json.dumps({"config": config_of(row), "step_time_s": float(row["iteration_time_ms"]) / 1e3,
-                              "row": n}, sort_keys=True))
-            kept += 1
-    print(f"{a.csv}: {kept} runs ({skipped} rows left out by --layers / --tensor-parallel)", file=sys.stderr)
+    try:
+        lines, summary = convert(a.csv, a.schema, a.bias, a.layers, a.tensor_parallel)
+    except BadInput as e:
+        print(e, file=sys.stderr)
+        sys.exit(2)
+    try:
+        for line in lines:
+            print(line)
+        sys.stdout.flush()
+    except BrokenPipeError:  # a reader that stopped early (| head)
+        sys.stdout = None
+        sys.exit(1)
+    print(summary, file=sys.stderr)
 
 
 if __name__ == "__main__":

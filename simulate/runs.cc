@@ -1,6 +1,7 @@
 #include "simulate/runs.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -9,6 +10,7 @@
 
 #include "ir/json_reader.h"
 #include "ir/lines.h"
+#include "cost_models/generators.h"
 #include "cost_models/plan_costs.h"
 #include "simulate/engine.h"
 
@@ -180,24 +182,64 @@ Result<Calibration> FitRuns(const std::vector<Run>& runs) {
   return unpack(x);
 }
 
+double ModelParameters(const cost::Config& config) {
+  auto sum = [](const cost::Model& m) {
+    double params = 0;
+    for (const cost::Layer& l : m.layers) params += l.params;
+    return params;
+  };
+  if (!config.transformer || config.transformer->tensor_parallel == 1) return sum(config.model);
+  cost::TransformerSpec whole = *config.transformer;
+  whole.tensor_parallel = 1;
+  whole.sequence_parallel = false;
+  return sum(cost::GenerateTransformer(whole));
+}
+
+namespace {
+
+constexpr std::array<std::string_view, 3> kParametersGroups{"<10", "10-100", ">=100"};  // billions
+
+int ParametersGroupIndex(double params) { return params < 10e9 ? 0 : params < 100e9 ? 1 : 2; }
+
+// A group of the summary: its key, then the value's rank (a number's own
+// value, a bucket's place), then the value's text, in that order.
+struct GroupKey {
+  std::string key;
+  int64_t rank = 0;
+  std::string value;
+  auto operator<=>(const GroupKey&) const = default;
+};
+
+GroupKey Numbered(std::string key, int64_t value) { return {std::move(key), value, std::to_string(value)}; }
+
+}  // namespace
+
+std::string_view ParametersGroup(double params) { return kParametersGroups[ParametersGroupIndex(params)]; }
+
 Result<Validation> ValidateRuns(const std::vector<Run>& runs, const Calibration* cal) {
   auto predicted = PredictRuns(runs, cal);
   if (!predicted) return tl::unexpected(predicted.error());
   Validation v;
-  std::map<std::pair<std::string, int64_t>, std::vector<double>> groups;
+  std::map<GroupKey, std::vector<double>> groups;
   for (size_t i = 0; i < runs.size(); ++i) {
     const Run& r = runs[i];
     RunError e{r.line, r.step_time_s, (*predicted)[i], ((*predicted)[i] - r.step_time_s) / r.step_time_s};
     v.rows.push_back(e);
     v.mape += std::abs(e.error) / runs.size();
     v.bias += e.error / runs.size();
-    groups[{"pipeline_parallel", r.config.pipeline.stages}].push_back(e.error);
-    groups[{"tensor_parallel", r.config.pipeline.tensor_parallel}].push_back(e.error);
-    groups[{"data_parallel", r.config.Replicas()}].push_back(e.error);
-    groups[{"micro_batch", r.config.training.MicroBatchSize()}].push_back(e.error);
+    const int size = ParametersGroupIndex(ModelParameters(r.config));
+    for (GroupKey key : {Numbered("pipeline_parallel", r.config.pipeline.stages),
+                         Numbered("tensor_parallel", r.config.pipeline.tensor_parallel),
+                         Numbered("data_parallel", r.config.Replicas()),
+                         Numbered("micro_batch", r.config.training.MicroBatchSize()),
+                         Numbered("gpus", r.config.cluster.NumDevices()),
+                         GroupKey{"precision", 0, std::string(cost::DtypeName(r.config.model.dtype))},
+                         GroupKey{"params_billions", size, std::string(kParametersGroups[size])}}) {
+      groups[std::move(key)].push_back(e.error);
+    }
   }
   for (const auto& [key, errors] : groups) {
-    ErrorGroup g{key.first, std::to_string(key.second), static_cast<int>(errors.size())};
+    ErrorGroup g{key.key, key.value, static_cast<int>(errors.size())};
     for (double e : errors) {
       g.mape += std::abs(e) / errors.size();
       g.bias += e / errors.size();

@@ -1,7 +1,8 @@
 // A table of past runs (JSONL, one {"config": {...}, "step_time_s": t} per
-// line): read it, predict every run, fit a device profile's few coefficients
-// to the measured iteration times, and report the error (`twinpipe
-// calibrate --runs`, `twinpipe validate`).
+// line; other keys, such as the converter's "row" and "source", are
+// ignored): read it, predict every run, fit a device profile's few
+// coefficients to the measured iteration times, and report the error, in all
+// and by group (`twinpipe calibrate --runs`, `twinpipe validate`).
 //
 //   Result<std::vector<Run>> runs = ReadRuns(text, "runs.jsonl", planner);
 //   Result<Calibration> cal = FitRuns(*runs);
@@ -62,9 +63,24 @@ struct ErrorGroup {
 struct Validation {
   std::vector<RunError> rows;     // in table order
   double mape = 0, bias = 0;      // mean |error|, mean error
-  std::vector<ErrorGroup> groups; // by pipeline depth, data-parallel degree, micro-batch size
+  // By key (data_parallel, gpus, micro_batch, params_billions,
+  // pipeline_parallel, precision, tensor_parallel), then by value: numbers
+  // in order, the size buckets small to large, precisions by name.
+  std::vector<ErrorGroup> groups;
   std::vector<RunError> worst;    // the ten largest |error|
 };
+
+// The model's parameter count: the sum of its layers' parameters as its
+// generator builds it on one GPU. A generated transformer's layers describe
+// one GPU of a tensor-parallel group (1/t of the split weights, all of the
+// norms and the biases every rank keeps), so it is counted as built at
+// tensor_parallel 1, its padded vocabulary included; another model as it is.
+double ModelParameters(const cost::Config& config);
+
+// The summary's size group of a model of `params` parameters: "<10" below
+// 10e9, "10-100" from 10e9 to below 100e9, ">=100" from 100e9 (the
+// key `params_billions`).
+std::string_view ParametersGroup(double params);
 
 Result<Validation> ValidateRuns(const std::vector<Run>& runs, const Calibration* calibration);
 

@@ -1,9 +1,13 @@
-// Tables of runs: the fit recovers the profile that generated them, and bad
-// lines are refused naming the line and the JSON path.
+// Tables of runs: the fit recovers the profile that generated them, the
+// validation's groups, and bad lines are refused naming the line and the
+// JSON path.
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "partition/pipeline_plan.h"
 #include "cost_models/plan_costs.h"
@@ -79,9 +83,76 @@ TEST(Runs, ValidationGroupsAndWorstRows) {
   double mape = 0;
   for (const auto& r : v->rows) mape += std::abs(r.predicted_s - 0.5) / 0.5 / 12;
   EXPECT_NEAR(v->mape, mape, 1e-12);
-  int pipeline_groups = 0;
-  for (const auto& g : v->groups) pipeline_groups += g.key == "pipeline_parallel";
-  EXPECT_EQ(pipeline_groups, 2);
+  // Each key's groups, values and runs, in the summary's order.
+  std::string groups;
+  for (const auto& g : v->groups) groups += fmt::format("{} {} {}\n", g.key, g.value, g.runs);
+  EXPECT_EQ(groups,
+            "data_parallel 2 12\n"
+            "gpus 2 6\n"
+            "gpus 4 6\n"
+            "micro_batch 1 6\n"
+            "micro_batch 4 6\n"
+            "params_billions <10 12\n"
+            "pipeline_parallel 1 6\n"
+            "pipeline_parallel 2 6\n"
+            "precision fp16 12\n"
+            "tensor_parallel 1 12\n");
+  for (const auto& g : v->groups) {
+    if (g.key == "gpus" && g.value == "4") {  // the 2-stage runs
+      double two_stages = 0;
+      for (size_t i = 0; i < runs->size(); ++i) {
+        if ((*runs)[i].config.pipeline.stages == 2) two_stages += std::abs(v->rows[i].error) / 6;
+      }
+      EXPECT_NEAR(g.mape, two_stages, 1e-12);
+    }
+  }
+}
+
+// The size groups count a model's parameters as its generator builds it on
+// one GPU, whatever the tensor parallelism; the buckets' edges are 10e9 and
+// 100e9.
+TEST(Runs, ModelSizeGroups) {
+  std::ifstream in(std::string(TWINPIPE_SOURCE_DIR) + "/examples/llama3_8b_h100.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  for (int t : {1, 4, 8}) {
+    auto config = nlohmann::json::parse(text.str());
+    config["pipeline"]["tensor_parallel"] = t;
+    config["pipeline"]["sequence_parallel"] = t > 1;
+    config["cluster"]["devices"] = 2 * t;  // the example's 2 stages
+    auto c = cost::LoadConfig(config, "llama3_8b_h100.json", "");
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(ModelParameters(*c), 8'030'261'248.0) << "t = " << t;  // Llama 3 8B's count
+  }
+  EXPECT_EQ(ParametersGroup(8.03e9), "<10");
+  EXPECT_EQ(ParametersGroup(9.999e9), "<10");
+  EXPECT_EQ(ParametersGroup(10e9), "10-100");
+  EXPECT_EQ(ParametersGroup(70.6e9), "10-100");
+  EXPECT_EQ(ParametersGroup(99.99e9), "10-100");
+  EXPECT_EQ(ParametersGroup(100e9), ">=100");
+  EXPECT_EQ(ParametersGroup(175e9), ">=100");
+  // A run's groups: its precision by the model's dtype name, its GPUs.
+  auto runs = ReadRuns(fmt::format(R"({{"config": {}, "step_time_s": 1}})", nlohmann::json::parse(text.str()).dump()),
+                       "llama.jsonl");
+  ASSERT_TRUE(runs) << runs.error().message;
+  auto v = ValidateRuns(*runs, nullptr);
+  ASSERT_TRUE(v);
+  std::string groups;
+  for (const auto& g : v->groups) groups += fmt::format("{} {}, ", g.key, g.value);
+  EXPECT_EQ(groups, "data_parallel 1, gpus 8, micro_batch 1, params_billions <10, pipeline_parallel 2, "
+                    "precision bf16, tensor_parallel 4, ");
+}
+
+// scripts/published_runs.py writes where each run came from beside its
+// config ("row", "source"); a table reads them as it reads any other key
+// beside "config" and "step_time_s": not at all.
+TEST(Runs, KeysBesideTheConfigAreIgnored) {
+  std::string line = RunLine(2, 512, 1, 1, 4, 1, 0.1);
+  line.insert(line.rfind('}'), R"(, "row": 7, "source": "runs.csv:7")");
+  auto runs = ReadRuns(line + "\n", "r.jsonl");
+  ASSERT_TRUE(runs) << runs.error().message;
+  EXPECT_EQ(runs->front().line, 1);
+  EXPECT_EQ(runs->front().step_time_s, 0.1);
 }
 
 TEST(Runs, BadLinesNameTheLineAndThePath) {

@@ -1,0 +1,341 @@
+#!/usr/bin/env python3
+"""Tests of scripts/published_runs.py: the shared schema's table converts row by row, every value the
+schema lists becomes the config it stands for, bad input ends with exit 2 and FILE:LINE: COLUMN, and
+the vTrain mode writes the committed tables byte for byte.
+
+  python3 scripts/published_runs_test.py   (from anywhere; ctest runs it as scripts.published_runs)
+"""
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "published_runs.py"
+H100 = "traces/published/h100-dgx-cloud"
+VTRAIN = "traces/published/vtrain-a100"
+
+
+def convert(csv_path, *options):
+    """Runs the converter from the repository root: (exit code, stdout, stderr)."""
+    p = subprocess.run([sys.executable, str(SCRIPT), str(csv_path), *options], cwd=ROOT, capture_output=True,
+                       text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def runs_of(stdout):
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+# A row of the shared schema (Llama-shaped, 2 nodes of 8) that every test below varies, with columns the
+# converter must ignore around it.
+BASE = {
+    "source": "synthetic", "row_id": "synthetic-001", "model": "a model", "layers": "16", "hidden": "2048",
+    "heads": "16", "kv_heads": "4", "ffn": "8192", "seq": "4096", "vocab": "32000", "norm": "rmsnorm",
+    "mlp": "swiglu", "position": "rope", "precision": "bf16", "gpu": "H100-SXM", "gpus": "16",
+    "gpus_per_node": "8", "inter_node": "ib-ndr", "tp": "2", "pp": "2", "dp": "4", "cp": "1", "vp": "1",
+    "sequence_parallel": "yes", "data_parallel_sharding": "optimizer", "tp_comm_overlap": "yes",
+    "recompute": "none", "micro_batch": "2", "global_batch": "64", "step_time_s": "1.5", "trust": "A",
+    "provenance": "made up, with a comma, and a\nline break", "an_unknown_column": "ignored",
+}
+
+
+class Table:
+    """A CSV written to a temporary folder; rows are BASE with changes. Line numbers: the header is line 1,
+    and each BASE row takes two lines (its provenance holds a line break)."""
+
+    def __init__(self, test, rows, columns=None, text=None):
+        self.dir = tempfile.TemporaryDirectory()
+        test.addCleanup(self.dir.cleanup)
+        self.path = Path(self.dir.name) / "table.csv"
+        if text is None:
+            columns = columns or list(BASE)
+            out = io.StringIO()
+            w = csv.DictWriter(out, columns, extrasaction="ignore", lineterminator="\n")
+            w.writeheader()
+            for changes in rows:
+                w.writerow({**BASE, **changes})
+            text = out.getvalue()
+        self.path.write_text(text)
+
+    def line(self, row_index):
+        return 2 + 2 * row_index
+
+
+class SharedTable(unittest.TestCase):
+    def test_the_shared_table_converts_to_86_runs(self):
+        code, out, err = convert(f"{H100}/runs.csv")
+        self.assertEqual(code, 0, err)
+        runs = runs_of(out)
+        self.assertEqual(len(runs), 86)
+        self.assertIn("86 runs", err)
+        self.assertIn("tp_comm_overlap unknown as off in 70", err)
+        gpt = runs[0]  # GPT-3 175B on 128 H100s, bf16, tp 4, pp 8, vp 12
+        self.assertEqual((gpt["row"], gpt["source"], gpt["step_time_s"]), (2, f"{H100}/runs.csv:2", 8.91))
+        m, t, p, c = (gpt["config"][k] for k in ("model", "training", "pipeline", "cluster"))
+        self.assertEqual(m["vocab"], 50688)  # 50257 up to a multiple of 128 x 4
+        self.assertEqual((m["dtype"], m["bias"], m["norm"], m["position"], m["kv_heads"]), ("bf16", True, "layernorm",
+                                                                                          "learned", 96))
+        self.assertEqual((t["batch"], t["microbatches"], t["bytes_per_param"]), (64, 64, 18))
+        self.assertEqual((p["schedule"], p["chunks"], p["stages"], p["tensor_parallel"]), ("interleaved", 12, 8, 4))
+        self.assertNotIn("p2p", p)
+        self.assertEqual(p["first_layers"], [0] + list(range(2, 97)))  # 96 cells of one block
+        self.assertEqual((c["device"], c["devices"], c["link"], c["inter_node_link"]),
+                         ("H100-SXM", 128, "nvlink4", "ib-ndr"))
+        by_row = {r["row"]: r["config"] for r in runs}
+        llama70 = next(r for r in runs if r["config"]["model"]["layers"] == 80)["config"]
+        self.assertEqual(len(llama70["pipeline"]["first_layers"]), 4 * 5)
+        self.assertEqual(llama70["pipeline"]["first_layers"][:3], [0, 5, 9])
+        self.assertEqual((llama70["model"]["bias"], llama70["model"]["vocab"]), (False, 128512))
+        llama8 = [r for r in by_row.values() if r["model"]["layers"] == 32]
+        self.assertTrue(llama8)
+        for config in llama8:
+            self.assertEqual(config["pipeline"]["context_parallel"], 2)
+            self.assertEqual(config["training"]["batch"], 32)  # global_batch / dp, whatever the scale
+            self.assertEqual((config["pipeline"]["schedule"], config["pipeline"]["p2p"]), ("1f1b", "blocking"))
+            self.assertFalse(config["pipeline"]["sequence_parallel"])
+
+    def test_the_committed_runs_jsonl_is_what_the_script_writes(self):
+        code, out, err = convert(f"{H100}/runs.csv")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out, (ROOT / H100 / "runs.jsonl").read_text())
+
+
+class EveryListedValue(unittest.TestCase):
+    """The values the shared table does not hold, each in a row of its own."""
+
+    def convert_rows(self, rows, *options, columns=None):
+        table = Table(self, rows, columns)
+        code, out, err = convert(table.path, *options)
+        self.assertEqual(code, 0, err)
+        runs = runs_of(out)
+        self.assertEqual([r["row"] for r in runs], [table.line(i) for i in range(len(rows))])
+        self.assertEqual([r["source"] for r in runs], [f"{table.path}:{r['row']}" for r in runs])
+        return [r["config"] for r in runs], err
+
+    def test_values_absent_from_the_shared_rows(self):
+        rows = [
+            {"precision": "fp16"},
+            {"gpu": "A100-80GB", "inter_node": "ib-hdr"},
+            {"gpu": "H200", "inter_node": "roce"},
+            {"data_parallel_sharding": "none"},
+            {"data_parallel_sharding": "full"},
+            {"recompute": "selective"},
+            {"recompute": "full"},
+            {"recompute": "unknown"},
+            {"tp_comm_overlap": "unknown"},
+            {"cp": "2", "dp": "2"},
+            {"vp": "4"},
+            {"sequence_parallel": "no"},
+            {"mlp": "squared-relu", "norm": "layernorm", "position": "learned"},
+            {"tp": "1", "dp": "8", "sequence_parallel": "yes"},
+        ]
+        configs, err = self.convert_rows(rows)
+        fp16, a100, h200, unsharded, fsdp, selective, full, unknown, no_overlap, cp, vp, no_sp, gpt, tp1 = configs
+        self.assertEqual((fp16["model"]["dtype"], fp16["training"]["bytes_per_param"]), ("fp16", 20))
+        self.assertEqual(a100["model"]["dtype"], "bf16")
+        self.assertEqual(a100["training"]["bytes_per_param"], 18)
+        self.assertEqual((a100["cluster"]["device"], a100["cluster"]["link"], a100["cluster"]["inter_node_link"]),
+                         ("A100-80GB", "nvlink3", "ib-hdr"))
+        self.assertEqual((h200["cluster"]["device"], h200["cluster"]["link"], h200["cluster"]["inter_node_link"]),
+                         ("H200", "nvlink4", "roce"))
+        self.assertEqual(unsharded["training"]["data_parallel_sharding"], "none")
+        self.assertEqual(fsdp["training"]["data_parallel_sharding"], "full")
+        self.assertEqual(selective["pipeline"]["recompute"], "selective")
+        self.assertNotIn("recompute_granularity", selective["pipeline"])
+        self.assertEqual((full["pipeline"]["recompute"], full["pipeline"]["recompute_granularity"]), ("full", "layer"))
+        self.assertEqual(full["pipeline"]["recompute_timing"], "in-backward")
+        self.assertEqual(unknown["pipeline"]["recompute"], "none")
+        self.assertIn("recompute unknown read as none in 1 rows", err)
+        self.assertIs(no_overlap["pipeline"]["tp_comm_overlap"], False)
+        self.assertIs(fp16["pipeline"]["tp_comm_overlap"], True)
+        self.assertIn("tp_comm_overlap unknown as off in 1", err)
+        # cp: the replica's 32 sequences shared by its 2 context-parallel ranks.
+        self.assertEqual(cp["pipeline"]["context_parallel"], 2)
+        self.assertEqual((cp["training"]["batch"], cp["training"]["microbatches"]), (32, 16))
+        self.assertEqual(fp16["pipeline"]["context_parallel"], 1)
+        self.assertEqual((vp["pipeline"]["schedule"], vp["pipeline"]["chunks"]), ("interleaved", 4))
+        self.assertNotIn("p2p", vp["pipeline"])
+        self.assertEqual(vp["pipeline"]["first_layers"], [0, 3, 5, 7, 9, 11, 13, 15])  # 16 blocks in 8 cells
+        self.assertEqual((fp16["pipeline"]["schedule"], fp16["pipeline"]["p2p"]), ("1f1b", "blocking"))
+        self.assertNotIn("chunks", fp16["pipeline"])
+        self.assertEqual(fp16["pipeline"]["first_layers"], [0, 9])
+        self.assertIs(no_sp["pipeline"]["sequence_parallel"], False)
+        self.assertIs(fp16["pipeline"]["sequence_parallel"], True)
+        self.assertEqual((gpt["model"]["mlp"], gpt["model"]["norm"], gpt["model"]["position"]),
+                         ("squared-relu", "layernorm", "learned"))
+        self.assertIs(gpt["model"]["bias"], True)  # layernorm blocks have biases
+        self.assertIs(fp16["model"]["bias"], False)  # rmsnorm blocks have none
+        self.assertIs(tp1["pipeline"]["sequence_parallel"], False)  # nothing to shard at tp 1
+        self.assertEqual(tp1["model"]["vocab"], 32000)  # a multiple of 128 already
+        self.assertEqual(fp16["model"]["vocab"], 32000)  # and of 256
+        self.assertIn("sequence_parallel yes at tp 1 as off in 1", err)
+        for config in configs:
+            self.assertEqual((config["model"]["attention"], config["model"]["causal"]), ("fused", True))
+            self.assertIs(config["model"]["tied_embeddings"], False)
+            self.assertEqual(config["training"]["optimizer"], "adam")
+            self.assertEqual(config["model"]["kv_heads"], 4)
+
+    def test_uneven_cells_give_the_first_cells_one_more_block(self):
+        configs, _ = self.convert_rows([{"layers": "10", "vp": "2"}, {"layers": "7", "pp": "2", "vp": "1"},
+                                        {"layers": "4", "vp": "2"}])
+        # 10 blocks in 4 cells: 3, 3, 2, 2 (layer 0 the embedding, 11 the head)
+        self.assertEqual(configs[0]["pipeline"]["first_layers"], [0, 4, 7, 9])
+        self.assertEqual(configs[1]["pipeline"]["first_layers"], [0, 5])  # 4 and 3
+        self.assertEqual(configs[2]["pipeline"]["first_layers"], [0, 2, 3, 4])  # one each
+
+    def test_the_vocabulary_is_padded_to_128_times_tp(self):
+        configs, _ = self.convert_rows([{"vocab": "50257", "tp": "8", "dp": "1"},
+                                        {"vocab": "128256", "tp": "8", "dp": "1"},
+                                        {"vocab": "50257", "tp": "1", "dp": "8", "sequence_parallel": "no"}])
+        self.assertEqual([c["model"]["vocab"] for c in configs], [51200, 129024, 50304])
+
+    def test_bias_option(self):
+        rows = [{"norm": "layernorm"}, {"norm": "rmsnorm"}]
+        self.assertEqual([c["model"]["bias"] for c in self.convert_rows(rows, "--bias", "auto")[0]], [True, False])
+        self.assertEqual([c["model"]["bias"] for c in self.convert_rows(rows, "--bias", "yes")[0]], [True, True])
+        self.assertEqual([c["model"]["bias"] for c in self.convert_rows(rows, "--bias", "no")[0]], [False, False])
+
+    def test_columns_are_read_by_name_in_any_order(self):
+        columns = list(reversed(BASE))
+        in_order, _ = self.convert_rows([{}, {"precision": "fp8"}])
+        reversed_, _ = self.convert_rows([{}, {"precision": "fp8"}], columns=columns)
+        self.assertEqual(in_order, reversed_)
+        self.assertEqual(reversed_[1]["model"]["dtype"], "fp8")
+        self.assertEqual(reversed_[1]["training"]["bytes_per_param"], 18)
+
+    def test_filters(self):
+        table = Table(self, [{}, {"layers": "8"}, {"tp": "1", "dp": "8", "sequence_parallel": "no"}])
+        code, out, err = convert(table.path, "--layers", "16", "--tensor-parallel", "2")
+        self.assertEqual(code, 0, err)
+        self.assertEqual([r["row"] for r in runs_of(out)], [2])
+        self.assertIn("1 runs (2 rows left out", err)
+
+
+class BadInput(unittest.TestCase):
+    """Each bad table ends with exit 2, nothing on stdout, and FILE:LINE: COLUMN: on stderr."""
+
+    def assertRefused(self, table, line, column, *words):
+        code, out, err = convert(table.path)
+        self.assertEqual(code, 2, err)
+        self.assertEqual(out, "")
+        self.assertNotIn("Traceback", err)
+        self.assertIn(f"{table.path}:{line}: {column}: ", err)
+        for word in words:
+            self.assertIn(word, err)
+        return err
+
+    def test_a_missing_column(self):
+        for column in ("kv_heads", "step_time_s", "recompute", "inter_node"):
+            with self.subTest(column=column):
+                columns = [c for c in BASE if c != column]
+                err = self.assertRefused(Table(self, [{}], columns), 1, column, "missing column")
+                self.assertEqual(err.count("missing column"), 1)
+
+    def test_a_column_named_twice(self):
+        text = "tp," + ",".join(BASE) + "\n"
+        self.assertRefused(Table(self, [], text=text), 1, "tp", "named twice")
+
+    def test_values_outside_the_lists(self):
+        cases = {"precision": "fp4", "gpu": "H100", "inter_node": "ethernet", "norm": "batchnorm", "mlp": "relu",
+                 "position": "alibi", "sequence_parallel": "true", "data_parallel_sharding": "zero3",
+                 "tp_comm_overlap": "no", "recompute": "partial"}
+        for column, value in cases.items():
+            with self.subTest(column=column):
+                self.assertRefused(Table(self, [{}, {column: value}]), 4, column, "expected one of", repr(value))
+
+    def test_non_integers(self):
+        for column, value in [("layers", "16.0"), ("hidden", ""), ("tp", "two"), ("gpus", "-16"), ("vp", "0"),
+                              ("global_batch", "6.4e1"), ("gpus_per_node", "8 GPUs")]:
+            with self.subTest(column=column):
+                self.assertRefused(Table(self, [{column: value}]), 2, column, "expected an integer", repr(value))
+
+    def test_step_times(self):
+        for value in ("0", "-1.5", "nan", "inf", "1.5 s", ""):
+            with self.subTest(value=value):
+                self.assertRefused(Table(self, [{"step_time_s": value}]), 2, "step_time_s",
+                                   "expected a positive number")
+
+    def test_inconsistent_rows(self):
+        cases = [
+            ({"gpus": "32"}, "gpus", "tp x pp x dp x cp = 2 x 2 x 4 x 1 = 16, got 32"),
+            ({"cp": "2"}, "gpus", "= 32, got 16"),
+            ({"global_batch": "60"}, "global_batch", "dp x micro_batch = 4 x 2 = 8"),
+            ({"layers": "3", "vp": "2"}, "layers", "at least pp x vp = 2 x 2 = 4 blocks"),
+            ({"kv_heads": "5"}, "kv_heads", "a divisor of heads (16)"),
+            ({"pp": "1", "dp": "8", "vp": "2"}, "vp", "expected 1 when pp is 1"),
+        ]
+        for changes, column, words in cases:
+            with self.subTest(column=column, changes=changes):
+                self.assertRefused(Table(self, [{}, changes]), 4, column, words)
+
+    def test_every_bad_row_is_named(self):
+        err = self.assertRefused(Table(self, [{"tp": "x"}, {}, {"mlp": "relu"}]), 2, "tp")
+        self.assertIn(":6: mlp: ", err)
+        self.assertEqual(len(err.splitlines()), 2)
+
+    def test_a_short_row_and_a_long_row(self):
+        header = ",".join(c for c in BASE if c != "provenance")
+        values = [BASE[c] for c in BASE if c != "provenance"]
+        short = header + "\n" + ",".join(values[:5]) + "\n"
+        self.assertRefused(Table(self, [], text=short), 2, "heads", "row ends before this column")
+        long_ = header + "\n" + ",".join(values + ["extra"]) + "\n"
+        self.assertRefused(Table(self, [], text=long_), 2, f"field {len(values) + 1}", f"expected {len(values)} fields")
+
+    def test_files_that_are_no_table(self):
+        empty = Table(self, [], text="")
+        code, out, err = convert(empty.path)
+        self.assertEqual((code, out), (2, ""))
+        self.assertIn(f"{empty.path}:1: expected a header", err)
+        code, out, err = convert(Path(empty.dir.name) / "absent.csv")
+        self.assertEqual((code, out), (2, ""))
+        self.assertIn("absent.csv: cannot read it", err)
+        binary = Table(self, [], text="")
+        binary.path.write_bytes(b"layers,hidden\n\xff\xfe,1\n")
+        code, out, err = convert(binary.path)
+        self.assertEqual((code, out), (2, ""))
+        self.assertNotIn("Traceback", err)
+        self.assertIn(f"{binary.path}:", err)
+
+
+class VTrainMode(unittest.TestCase):
+    """The vTrain tables the project holds are what the script writes, byte for byte."""
+
+    def test_the_committed_tables_are_regenerated_byte_for_byte(self):
+        csv_path = f"{VTRAIN}/single_node_layers_12_20.csv"
+        tables = {"runs_all.jsonl": [], "runs.jsonl": ["--tensor-parallel", "1"],
+                  "runs_tp.jsonl": ["--tensor-parallel", "2", "--tensor-parallel", "4", "--tensor-parallel", "8"],
+                  "runs_layers12.jsonl": ["--tensor-parallel", "1", "--layers", "12"],
+                  "runs_layers20.jsonl": ["--tensor-parallel", "1", "--layers", "20"]}
+        for name, options in tables.items():
+            with self.subTest(table=name):
+                code, out, err = convert(csv_path, *options)
+                self.assertEqual(code, 0, err)
+                self.assertEqual(out.encode(), (ROOT / VTRAIN / name).read_bytes())
+
+    def test_the_schema_is_detected_or_named(self):
+        code, out, _ = convert(f"{VTRAIN}/single_node_layers_12_20.csv", "--schema", "vtrain", "--layers", "12",
+                               "--tensor-parallel", "1")
+        self.assertEqual((code, out.encode()), (0, (ROOT / VTRAIN / "runs_layers12.jsonl").read_bytes()))
+        code, out, err = convert(f"{VTRAIN}/single_node_layers_12_20.csv", "--schema", "shared")
+        self.assertEqual((code, out), (2, ""))
+        self.assertIn(f"{VTRAIN}/single_node_layers_12_20.csv:1: kv_heads: missing column", err)
+
+    def test_bad_vtrain_rows_are_named(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "v.csv"
+            path.write_text("gpus,global_batch,micro_batch,hidden,heads,layers,seq,tensor_parallel,data_parallel,"
+                            "pipeline_parallel,iteration_time_ms\n4,16,2,1024,16,twelve,1024,1,2,2,140.8\n")
+            code, out, err = convert(path)
+            self.assertEqual((code, out), (2, ""))
+            self.assertIn(f"{path}:2: layers: expected an integer", err)
+
+
+if __name__ == "__main__":
+    os.chdir(ROOT)
+    unittest.main()
