@@ -14,21 +14,11 @@
 
 #include <optional>
 
+#include "execute/layers/attention_shape.h"
 #include "execute/layers/linear.h"
 #include "execute/layers/rotary.h"
 
 namespace twinpipe::execute {
-
-struct AttentionShape {
-  int d = 0, heads = 1;
-  int kv_heads = 0;  // 0: heads (multi-head attention); 1: multi-query
-  int seq = 1;
-  bool causal = false;
-  bool rope = false;  // rotary positions on Q and K
-  bool bias = true;   // on both projections
-  int kv() const { return kv_heads > 0 ? kv_heads : heads; }
-  int head_dim() const { return d / heads; }
-};
 
 class SelfAttention : public Layer {
  public:
