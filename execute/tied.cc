@@ -28,7 +28,9 @@ SyncStatus TiedGradients::Sum(int replica, const std::vector<Param*>& params, Cl
     if (p->tie == Tie::kCopy) copy = p;
   }
   if (original && copy) {
-    for (size_t i = 0; i < original->grad.size(); ++i) original->grad[i] = copy->grad[i] = original->grad[i] + copy->grad[i];
+    for (size_t i = 0; i < original->grad.size(); ++i) {
+      original->grad[i] = copy->grad[i] = original->grad[i] + copy->grad[i];
+    }
     return SyncStatus::kOk;
   }
   Param* mine = original ? original : copy;

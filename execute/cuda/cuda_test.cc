@@ -379,7 +379,8 @@ TEST(CudaExecute, TransformerAndCnnMatchCpu) {
 TEST(CudaExecute, LlamaClassMatchesCpu) {
   REQUIRE_GPU(1);
   for (const char* tied : {"false", "true"}) {
-    for (auto [K, schedule] : {std::pair{1, "1f1b"}, std::pair{2, "1f1b"}, std::pair{4, "zb-h1"}, std::pair{2, "zb-v"}}) {
+    for (auto [K, schedule] :
+         {std::pair{1, "1f1b"}, std::pair{2, "1f1b"}, std::pair{4, "zb-h1"}, std::pair{2, "zb-v"}}) {
       SCOPED_TRACE(fmt::format("tied {} K={} {}", tied, K, schedule));
       auto c = cost::LoadConfig(fmt::format(R"({{"model": {{"generator": "transformer", "layers": 4, "d_model": 32,
           "ffn": 48, "heads": 4, "kv_heads": 2, "seq": 8, "vocab": 20, "causal": true, "mlp": "swiglu",

@@ -78,7 +78,9 @@ Result<std::unique_ptr<Layer>> FromCpu(execute::Layer& cpu) {
   if (dynamic_cast<execute::Gelu*>(&cpu)) return std::make_unique<Gelu>();
   if (dynamic_cast<execute::SquaredRelu*>(&cpu)) return std::make_unique<SquaredRelu>();
   if (dynamic_cast<execute::Swiglu*>(&cpu)) return std::make_unique<Swiglu>();
-  if (auto* l = dynamic_cast<execute::RmsNorm*>(&cpu)) return std::make_unique<RmsNorm>(l->features(), l->eps(), l->Params());
+  if (auto* l = dynamic_cast<execute::RmsNorm*>(&cpu)) {
+    return std::make_unique<RmsNorm>(l->features(), l->eps(), l->Params());
+  }
   if (auto* l = dynamic_cast<execute::LayerNorm*>(&cpu)) {
     return std::make_unique<LayerNorm>(l->features(), l->eps(), l->Params());
   }

@@ -76,8 +76,9 @@ Tensor SelfAttention::CoreBackward(const Tensor& d_attn, const Tensor& qkv, cons
       const float* dout = d_attn.ptr(b * S, h * dh);
       // A K/V head's gradients sum over the query heads of its group, in head order.
       const float first = h % group == 0 ? 0.f : 1.f;
-      Gemm(false, true, S, S, dh, 1.f, dout, d, v, ld, 0.f, dp.data(), S);                                 // dP = dO V^T
-      Gemm(true, false, S, dh, S, 1.f, p, S, dout, d, first, dqkv.ptr(b * S, d + kv + h / group * dh), ld);  // dV += P^T dO
+      float* dv = dqkv.ptr(b * S, d + kv + h / group * dh);
+      Gemm(false, true, S, S, dh, 1.f, dout, d, v, ld, 0.f, dp.data(), S);  // dP = dO V^T
+      Gemm(true, false, S, dh, S, 1.f, p, S, dout, d, first, dv, ld);        // dV += P^T dO
       for (int i = 0; i < S; ++i) {  // dScores = P (dP - sum_j P dP), masked entries have P = 0
         float* g = dp.data() + static_cast<size_t>(i) * S;
         const float* pr = p + static_cast<size_t>(i) * S;

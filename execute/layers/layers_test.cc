@@ -301,8 +301,8 @@ TEST(Layers, LlamaClassBlocksMatchFiniteDifferences) {
   for (auto mlp : {cost::MlpKind::kGelu, cost::MlpKind::kSwiglu, cost::MlpKind::kSquaredRelu}) {
     for (auto norm : {cost::NormKind::kLayerNorm, cost::NormKind::kRmsNorm}) {
       for (bool bias : {false, true}) {
-        SCOPED_TRACE(fmt::format("{} {} bias {}", ir::NameOf(cost::kMlpKindNames, mlp), ir::NameOf(cost::kNormKindNames, norm),
-                                 bias));
+        SCOPED_TRACE(fmt::format("{} {} bias {}", ir::NameOf(cost::kMlpKindNames, mlp),
+                                 ir::NameOf(cost::kNormKindNames, norm), bias));
         const cost::TransformerSpec spec{.d_model = 8, .ffn = 6, .heads = 4, .seq = 3, .causal = true, .kv_heads = 2,
                                          .mlp = mlp, .norm = norm, .position = cost::PositionKind::kRope,
                                          .bias = bias};

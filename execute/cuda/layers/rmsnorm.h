@@ -11,7 +11,8 @@ class RmsNorm : public Layer {
  public:
   RmsNorm(int features, float eps, const std::vector<Param*>& init);  // init: gain
   std::string_view Name() const override { return "rmsnorm"; }
-  DeviceTensor Forward(const Context& ctx, const DeviceTensor& x, Saved& saved, Mode mode) override;  // saves xhat, rstd
+  // Saves xhat = x rstd and rstd.
+  DeviceTensor Forward(const Context& ctx, const DeviceTensor& x, Saved& saved, Mode mode) override;
   DeviceTensor Backward(const Context& ctx, const DeviceTensor& dy, const Saved& saved) override;
   std::vector<DeviceParam*> Params() override { return {&gain_}; }
 
