@@ -426,6 +426,24 @@ TEST(Execute, TiedEmbeddingCopiesStayEqual) {
   EXPECT_NE(start[0]->Params().at(0)->value, original);
 }
 
+// A failure stops a device waiting at STEP for the tied embedding's other
+// holder: device 1 reaches STEP first (1F1B) and waits for device 0, whose
+// STEP fails; device 1 is aborted, not left to time out.
+TEST(Execute, AFailureWakesADeviceWaitingForTheTiedGradient) {
+  const cost::Config c = Llama(2, 4, "1f1b", "none", /*tied=*/true);
+  auto plan = partition::PlanFromConfig(c);
+  ASSERT_TRUE(plan);
+  const ir::Op& step = plan->schedule.programs[0].back();
+  ASSERT_EQ(step.kind, ir::OpKind::kStep);
+  WorkerEnds ends;
+  auto r = ExecuteCpu(c, *plan, ends.Recording({.steps = 1, .timeout_s = 30, .fail_op = step.id}));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("STEP failed: injected fault"), std::string::npos) << r.error().message;
+  const std::map<int, Error> ended = ends.ends();
+  ASSERT_EQ(ended.size(), 2u);
+  EXPECT_EQ(ended.at(1).kind, ErrorKind::kAborted) << ended.at(1).message;
+}
+
 // Rotary positions and a causal mask: the copy task (label t = token t) is learnt.
 TEST(Execute, LlamaClassLearnsItsTask) {
   for (bool tied : {false, true}) {
