@@ -14,6 +14,7 @@
 #include "execute/layers/relu.h"
 #include "execute/layers/linear.h"
 #include "execute/layers/residual_block.h"
+#include "execute/layers/rmsnorm.h"
 #include "execute/layers/sequential.h"
 
 namespace twinpipe::execute {
@@ -29,19 +30,12 @@ Result<void> CheckExecutable(const cost::Config& c) {
                             "(use none, full or except-last)", c.source));
   }
   if (c.transformer) {
-    // The executable block is GPT's (issue 36's point 9 brings the others).
+    // Every block the generator builds runs (attention: fused computes the
+    // unfused numbers); rotary positions turn pairs of a head's dimensions.
     const cost::TransformerSpec& t = *c.transformer;
-    const char* key = t.kv_heads != t.heads && t.kv_heads != 0 ? "kv_heads"
-                      : t.mlp != cost::MlpKind::kGelu          ? "mlp"
-                      : t.norm != cost::NormKind::kLayerNorm   ? "norm"
-                      : t.position != cost::PositionKind::kLearned ? "position"
-                      : !t.bias                                ? "bias"
-                      : t.tied_embeddings                      ? "tied_embeddings"
-                                                               : nullptr;
-    if (key) {
-      return Fail(fmt::format("{}: /model/{}: the executors run GPT's block (kv_heads = heads, gelu, layernorm, "
-                              "learned positions, biases, untied embeddings); this one is planned and simulated, "
-                              "not executed", c.source, key));
+    if (t.position == cost::PositionKind::kRope && (t.d_model / t.heads) % 2 != 0) {
+      return Fail(fmt::format("{}: /model/position: rotary positions turn pairs of a head's dimensions, and "
+                              "d_model / heads = {} is odd", c.source, t.d_model / t.heads));
     }
   }
   if (!c.mlp && !c.transformer && !c.cnn) {
@@ -53,13 +47,30 @@ Result<void> CheckExecutable(const cost::Config& c) {
 
 namespace {
 
-// embedding, blocks, head (final layernorm and vocabulary projection).
-std::unique_ptr<Layer> TransformerLayer(const cost::TransformerSpec& t, int i, uint64_t seed) {
-  if (i == 0) return std::make_unique<Embedding>(seed, t.vocab, t.seq, t.d_model);
-  if (i <= t.layers) return std::make_unique<TransformerBlock>(seed, t.d_model, t.ffn, t.heads, t.seq, t.causal);
+// embedding (token table; learned positions unless rotary), blocks, head
+// (final norm and vocabulary projection, with a bias when the blocks have
+// them). Tied: the head's projection is a copy of the embedding's token
+// table (layer 0, seeded `embedding_seed`), the two summed at STEP.
+std::unique_ptr<Layer> TransformerLayer(const cost::TransformerSpec& t, int i, uint64_t seed,
+                                        uint64_t embedding_seed) {
+  const bool rope = t.position == cost::PositionKind::kRope;
+  if (i == 0) {
+    auto embedding = std::make_unique<Embedding>(seed, t.vocab, t.seq, t.d_model, /*positions=*/!rope);
+    if (t.tied_embeddings) embedding->TieTokens();
+    return embedding;
+  }
+  if (i <= t.layers) return std::make_unique<TransformerBlock>(seed, t);
   auto head = std::make_unique<Sequential>();
-  head->Add(std::make_unique<LayerNorm>(t.d_model));
-  head->Add(std::make_unique<Linear>(seed, t.d_model, t.vocab));
+  if (t.norm == cost::NormKind::kRmsNorm) {
+    head->Add(std::make_unique<RmsNorm>(t.d_model));
+  } else {
+    head->Add(std::make_unique<LayerNorm>(t.d_model));
+  }
+  auto logits = std::make_unique<Linear>(seed, t.d_model, t.vocab, t.bias);
+  if (t.tied_embeddings) {
+    logits->TieWeight(Embedding::TokenTable(embedding_seed, t.vocab, t.d_model, Embedding::TiedBound(t.d_model)));
+  }
+  head->Add(std::move(logits));
   return head;
 }
 
@@ -80,12 +91,21 @@ std::unique_ptr<Layer> CnnLayer(const cost::CnnSpec& s, int i, uint64_t seed) {
 
 }  // namespace
 
+int64_t ParameterCount(Layer& layer) {
+  int64_t n = 0;
+  for (const Param* p : layer.Params()) {
+    if (p->tie != Tie::kCopy) n += static_cast<int64_t>(p->value.size());
+  }
+  return n;
+}
+
 std::vector<std::unique_ptr<Layer>> BuildLayers(const cost::Config& c, int first, int last) {
   std::vector<std::unique_ptr<Layer>> layers;
+  auto seed_of = [&](int i) { return static_cast<uint64_t>(c.training.seed) * 1000003ULL + static_cast<uint64_t>(i); };
   for (int i = first; i <= last; ++i) {
-    const uint64_t seed = static_cast<uint64_t>(c.training.seed) * 1000003ULL + static_cast<uint64_t>(i);
+    const uint64_t seed = seed_of(i);
     if (c.transformer) {
-      layers.push_back(TransformerLayer(*c.transformer, i, seed));
+      layers.push_back(TransformerLayer(*c.transformer, i, seed, seed_of(0)));
       continue;
     }
     if (c.cnn) {

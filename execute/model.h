@@ -15,11 +15,17 @@
 
 namespace twinpipe::execute {
 
-// Fails (bad input) for generators the CPU backend cannot run yet.
+// Fails (bad input), naming the config's JSON path, for what the executors
+// do not run: tensor and sequence parallelism, selective recompute, explicit
+// layer lists, rotary positions over odd head widths.
 Result<void> CheckExecutable(const cost::Config& config);
 
 // Layers first..last (inclusive) of the config's model.
 std::vector<std::unique_ptr<Layer>> BuildLayers(const cost::Config& config, int first, int last);
+
+// The layer's parameters as the cost model counts them: a tied copy (the
+// head's of the token table, layer.h's Tie) is the embedding's, not its own.
+int64_t ParameterCount(Layer& layer);
 
 // Seeded, deterministic, learnable tasks. mlp and cnn: a fixed random
 // teacher network (input -> 32 tanh units -> classes, argmax) labels random

@@ -129,10 +129,10 @@ void MpiTransport::Flush() {
   pending_.clear();
 }
 
-MpiReplicaAverager::MpiReplicaAverager(int rank, int pipeline_devices) {
+MpiReplicaAverager::MpiReplicaAverager(MpiGroup group) {
   auto* comm = new MPI_Comm;
-  MPI_Comm_split(MPI_COMM_WORLD, rank % pipeline_devices, rank / pipeline_devices, comm);
-  MPI_Comm_size(*comm, &replicas_);
+  MPI_Comm_split(MPI_COMM_WORLD, group.color >= 0 ? group.color : MPI_UNDEFINED, group.key, comm);
+  if (*comm != MPI_COMM_NULL) MPI_Comm_size(*comm, &replicas_);
   comm_ = comm;
 }
 
@@ -140,7 +140,7 @@ MpiReplicaAverager::~MpiReplicaAverager() {
   auto* comm = static_cast<MPI_Comm*>(comm_);
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Comm_free(comm);
+  if (!finalized && *comm != MPI_COMM_NULL) MPI_Comm_free(comm);
   delete comm;
 }
 

@@ -60,9 +60,19 @@ class MpiTransport : public Transport {
 // communicator each (made collectively: every rank constructs one). Values
 // are gathered from every replica and summed in replica order, as in one
 // process, so threads and mpirun train to the same bits.
+// Any other grouping: the ranks that give one `color` (>= 0) average
+// together, in the order of their `key`s; a rank with color < 0 joins none
+// (and may not call Average). Made collectively too.
+struct MpiGroup {
+  int color = -1;
+  int key = 0;
+};
+
 class MpiReplicaAverager : public ReplicaAverager {
  public:
-  MpiReplicaAverager(int rank, int pipeline_devices);
+  MpiReplicaAverager(int rank, int pipeline_devices)
+      : MpiReplicaAverager(MpiGroup{rank % pipeline_devices, rank / pipeline_devices}) {}
+  explicit MpiReplicaAverager(MpiGroup group);
   ~MpiReplicaAverager() override;
   SyncStatus Average(int replica, std::vector<double>& values, Clock::time_point deadline) override;
   void Abort() override { aborted_ = true; }

@@ -13,6 +13,7 @@
 #include "execute/mpi.h"
 #include "execute/optimizer.h"
 #include "execute/sync.h"
+#include "execute/tied.h"
 #include "execute/transport.h"
 #include "execute/walker.h"
 #include "traces/schedule_trace.h"
@@ -44,6 +45,9 @@ class CpuBackend {
     const int D = s_.num_devices, R = std::max(1, s_.replicas);
     devs_.resize(static_cast<size_t>(D) * R);
     for (const Worker& w : local) devs_[w.id] = std::make_unique<Dev>();
+    if (c_.transformer && c_.transformer->tied_embeddings) {
+      tied_ = std::make_unique<TiedGradients>(s_, o_.mpi, local.front().id);
+    }
     if (R > 1) {
       for (const Worker& w : local) devs_[w.id]->allreduce = std::make_unique<HostStream>();
       if (o_.mpi) {
@@ -147,6 +151,7 @@ class CpuBackend {
   }
   void Step(const Worker& w, int step, const std::vector<Param*>& params, Clock::time_point deadline) {
     WaitAllReduces(w, deadline);
+    if (tied_) SumTied(w, params, deadline);
     Optimizer opt = optimizer_;
     opt.step = step + 1;
     for (Param* p : params) opt.Apply(*p);
@@ -165,6 +170,7 @@ class CpuBackend {
       if (dev && dev->allreduce) dev->allreduce->Abort();
     }
     for (auto& a : averagers_) a->Abort();
+    if (tied_) tied_->Abort();
   }
 
  private:
@@ -179,6 +185,15 @@ class CpuBackend {
   };
   double Since(const Worker& w) const {
     return std::chrono::duration<double>(Clock::now() - devs_[w.id]->origin).count();
+  }
+  // The tied embedding's gradients, after the replicas' (tied.h).
+  void SumTied(const Worker& w, const std::vector<Param*>& params, Clock::time_point deadline) {
+    const auto status = tied_->Sum(w.replica, params, deadline);
+    if (status == SyncStatus::kAborted) throw Aborted();
+    if (status == SyncStatus::kTimeout) {
+      throw OpFailure(fmt::format("device {}: STEP timed out after {} s summing the tied embedding's gradient with "
+                                  "the other stage that holds it", w.id, o_.timeout_s));
+    }
   }
   void WaitAllReduces(const Worker& w, Clock::time_point deadline) {
     Dev& dev = *devs_[w.id];
@@ -198,6 +213,7 @@ class CpuBackend {
   // stream may still be leaving Average after an abort until its thread is
   // joined, which destroying devs_ does.
   std::vector<std::unique_ptr<ReplicaAverager>> averagers_;  // per pipeline device (one under MPI)
+  std::unique_ptr<TiedGradients> tied_;                      // tied embeddings only
   std::vector<std::unique_ptr<Dev>> devs_;  // by worker id; this process's only
 };
 

@@ -18,6 +18,7 @@
 #include "ir/builders.h"
 #include "ir/torch_csv.h"
 #include "ir/passes.h"
+#include "execute/model.h"
 #include "execute/optimizer.h"
 #include "execute/sync.h"
 #include "cost_models/plan_costs.h"
@@ -353,6 +354,103 @@ TEST(Execute, TransformerLearnsItsTask) {
   const ExecuteResult r = Train(fast, 40);
   EXPECT_NEAR(r.losses.front(), std::log(11.0), 0.3);  // chance: ln(vocab)
   EXPECT_LT(r.losses.back(), 0.8 * r.losses.front());
+}
+
+// A Llama-class transformer (grouped-query attention, swiglu, rmsnorm,
+// rotary positions, no biases), its embeddings untied or tied.
+cost::Config Llama(int stages, int micro_batches, const std::string& schedule, const std::string& recompute,
+                   bool tied, int replicas = 1, int batch = 8, const std::string& optimizer = "sgd",
+                   double learning_rate = 0.05) {
+  auto c = cost::LoadConfig(fmt::format(R"({{
+    "model": {{"generator": "transformer", "layers": 4, "d_model": 16, "ffn": 24, "heads": 4, "kv_heads": 2, "seq": 6,
+               "vocab": 11, "causal": true, "mlp": "swiglu", "norm": "rmsnorm", "position": "rope", "bias": false,
+               "tied_embeddings": {}}},
+    "training": {{"batch": {}, "microbatches": {}, "optimizer": "{}", "learning_rate": {}, "seed": 5}},
+    "pipeline": {{"stages": {}, "schedule": "{}", "recompute": "{}"}},
+    "cluster": {{"device": "CPU", "devices": {}, "link": "inproc"}}}})",
+                                        tied, batch, micro_batches, optimizer, learning_rate, stages, schedule,
+                                        recompute, stages * replicas),
+                            "llama.json");
+  EXPECT_TRUE(c) << c.error().message;
+  return *c;
+}
+
+// GPipe's guarantee for Llama-class blocks, untied and tied: every K, M,
+// schedule and recompute mode ends 3 steps with the unpartitioned run's
+// losses and weights. Tied, the embedding (stage 0) and the head (the last
+// stage) sum their gradients at STEP, on one device or two (zb-v puts both
+// on device 0; data-parallel replicas each sum theirs after the all-reduce).
+TEST(Execute, LlamaClassTrainsToTheSameWeightsWhateverKAndM) {
+  int runs = 0;
+  for (bool tied : {false, true}) {
+    const ExecuteResult reference = Train(Llama(1, 1, "gpipe", "none", tied), 3);
+    const ExecuteResult global = Train(Llama(1, 1, "gpipe", "none", tied, 1, 16), 3);
+    auto check = [&](const cost::Config& c, const ExecuteResult& want, const std::string& what) {
+      const ExecuteResult r = Train(c, 3);
+      EXPECT_LE(WorstDifference(r, want), 1e-5) << what;
+      ASSERT_EQ(r.losses.size(), want.losses.size()) << what;
+      for (size_t i = 0; i < r.losses.size(); ++i) {
+        EXPECT_LE(std::abs(r.losses[i] - want.losses[i]), 1e-5 * std::abs(want.losses[i])) << what << " step " << i;
+      }
+      ++runs;
+    };
+    for (int K : {1, 2, 4}) {
+      for (int M : {1, 4}) {
+        for (const char* schedule : {"gpipe", "1f1b", "zb-h1"}) {
+          for (const char* recompute : {"none", "full"}) {
+            check(Llama(K, M, schedule, recompute, tied),
+                  reference, fmt::format("tied {} K={} M={} {} {}", tied, K, M, schedule, recompute));
+          }
+        }
+      }
+    }
+    check(Llama(2, 4, "zb-v", "none", tied), reference, fmt::format("tied {} zb-v", tied));
+    check(Llama(2, 4, "interleaved", "full", tied), reference, fmt::format("tied {} interleaved", tied));
+    check(Llama(2, 4, "1f1b", "none", tied, /*replicas=*/2), global, fmt::format("tied {} R=2", tied));
+  }
+  EXPECT_EQ(runs, 2 * (36 + 3));
+}
+
+// Tied, the head's copy of the token table and the embedding's original
+// take the same updates: after training on two devices they are equal, bit
+// for bit, and they have moved.
+TEST(Execute, TiedEmbeddingCopiesStayEqual) {
+  const cost::Config c = Llama(2, 4, "1f1b", "none", /*tied=*/true, 1, 8, "adam", 0.01);
+  const ExecuteResult r = Train(c, 3);
+  const size_t table = 11 * 16;  // vocab x d_model: the embedding's only parameter, and the head's last
+  ASSERT_GT(r.parameters.size(), 2 * table);
+  const std::vector<float> original(r.parameters.begin(), r.parameters.begin() + table);
+  const std::vector<float> copy(r.parameters.end() - table, r.parameters.end());
+  EXPECT_EQ(original, copy);
+  auto start = BuildLayers(c, 0, 0);
+  EXPECT_NE(start[0]->Params().at(0)->value, original);
+}
+
+// A failure stops a device waiting at STEP for the tied embedding's other
+// holder: device 1 reaches STEP first (1F1B) and waits for device 0, whose
+// STEP fails; device 1 is aborted, not left to time out.
+TEST(Execute, AFailureWakesADeviceWaitingForTheTiedGradient) {
+  const cost::Config c = Llama(2, 4, "1f1b", "none", /*tied=*/true);
+  auto plan = partition::PlanFromConfig(c);
+  ASSERT_TRUE(plan);
+  const ir::Op& step = plan->schedule.programs[0].back();
+  ASSERT_EQ(step.kind, ir::OpKind::kStep);
+  WorkerEnds ends;
+  auto r = ExecuteCpu(c, *plan, ends.Recording({.steps = 1, .timeout_s = 30, .fail_op = step.id}));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("STEP failed: injected fault"), std::string::npos) << r.error().message;
+  const std::map<int, Error> ended = ends.ends();
+  ASSERT_EQ(ended.size(), 2u);
+  EXPECT_EQ(ended.at(1).kind, ErrorKind::kAborted) << ended.at(1).message;
+}
+
+// Rotary positions and a causal mask: the copy task (label t = token t) is learnt.
+TEST(Execute, LlamaClassLearnsItsTask) {
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    const ExecuteResult r = Train(Llama(2, 4, "1f1b", "full", tied, 1, 8, "adam", 0.01), 40);
+    EXPECT_LT(r.losses.back(), 0.8 * r.losses.front());
+  }
 }
 
 cost::Config Cnn(int stages, int micro_batches, const std::string& schedule, const std::string& recompute,

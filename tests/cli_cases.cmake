@@ -271,13 +271,18 @@ cli_case(simulate_tensor_parallel 0 "tensor parallel: each device is a group of 
 cli_case(execute_tensor_parallel_refused 2 "tensor (and sequence) parallelism is planned and simulated, not executed"
          ${TP} execute ${IN}/tp_h100.json)
 
-# Blocks as built now (issue 36, point 1): planned and simulated; execute runs GPT's block only.
+# Blocks as built now (issue 36, points 1 and 9): planned, simulated and executed.
 cli_case(simulate_llama3_8b 0 "tensor parallel: each device is a group of 4 GPUs, sequence parallel"
          ${TP} simulate ${SRC}/examples/llama3_8b_h100.json)
 cli_case(simulate_llama_tiny 0 "step time"
          ${TP} simulate ${IN}/llama_tiny_cpu.json)
-cli_case(execute_llama_refused 2 "/model/kv_heads: the executors run GPT's block"
-         ${TP} execute ${IN}/llama_tiny_cpu.json)
+cli_case(execute_llama_tiny 0 "parameter norm" ${TP} execute ${IN}/llama_tiny_cpu.json --steps 2)
+cli_case(execute_llama 0 "parameter norm" ${TP} execute ${SRC}/examples/llama_cpu.json --steps 2)
+# The Llama-class example, K = 2 under 1f1b, ends 3 steps at the K = 1 run's losses.
+cli_case(execute_llama_two_stages_as_one 0 "same loss as one stage over 3 steps"
+         bash ${CMAKE_CURRENT_SOURCE_DIR}/one_stage_check.sh ${TP} ${SRC}/examples/llama_cpu.json 3)
+cli_case(execute_rope_odd_head_width 2 "/model/position: rotary positions turn pairs of a head's dimensions"
+         ${TP} execute ${IN}/rope_odd_head_cpu.json)
 cli_case(simulate_kv_heads_over_t 2 "/model/kv_heads: expected a multiple of tensor_parallel 4"
          ${TP} simulate ${IN}/tp_kv_heads_bad.json)
 

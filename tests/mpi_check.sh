@@ -4,14 +4,16 @@
 # rank per device, MPI transport) must train exactly like one process with
 # D worker threads: the same losses and parameter norm, digit for digit. With
 # data-parallel replicas (D = K x R ranks) too: the all-reduce over MPI sums
-# in the same order as in one process.
+# in the same order as in one process; and tied embeddings, whose first and
+# last stages sum their gradients over MPI as two threads do.
 set -euo pipefail
 tp=$1; src=$2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0  # MPI_Init's own allocations are not ours
 status=0
 for case in "examples/quickstart.json gpipe" "examples/quickstart.json zb-h1" "examples/transformer_cpu.json interleaved" \
-            "examples/cnn_cpu.json zb-v" "tests/inputs/replicas_cpu.json 1f1b" "tests/inputs/replicas_cpu.json interleaved"; do
+            "examples/cnn_cpu.json zb-v" "tests/inputs/replicas_cpu.json 1f1b" "tests/inputs/replicas_cpu.json interleaved" \
+            "examples/llama_cpu.json 1f1b" "tests/inputs/llama_tied_cpu.json 1f1b"; do
   set -- $case
   config=$src/$1; schedule=$2
   devices=$(grep -o '"devices": *[0-9]*' "$config" | grep -o '[0-9]*$')

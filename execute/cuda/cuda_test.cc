@@ -26,7 +26,10 @@
 #include "execute/layers/random_tensor.h"
 #include "execute/layers/relu.h"
 #include "execute/layers/residual_block.h"
+#include "execute/layers/rmsnorm.h"
 #include "execute/layers/softmax_cross_entropy.h"
+#include "execute/layers/squared_relu.h"
+#include "execute/layers/swiglu.h"
 #include "execute/runtime.h"
 #include "partition/pipeline_plan.h"
 
@@ -140,12 +143,24 @@ TEST(CudaLayers, ActivationsMatchCpu) {
   CheckLayer(gelu, 5, 40, 40);
 }
 
+TEST(CudaLayers, LlamaActivationsMatchCpu) {
+  REQUIRE_GPU(1);
+  execute::SquaredRelu squared;
+  CheckLayer(squared, 5, 40, 40);
+  execute::Swiglu swiglu;
+  CheckLayer(swiglu, 5, 2 * 40, 40);
+  execute::Linear no_bias(7, 33, 17, /*bias=*/false);
+  CheckLayer(no_bias, 9, 33, 17);
+}
+
 TEST(CudaLayers, NormsMatchCpu) {
   REQUIRE_GPU(1);
   execute::LayerNorm ln(300);  // more features than a block has threads
   CheckLayer(ln, 6, 300, 300);
   execute::BatchNorm bn(24);
   CheckLayer(bn, 11, 24, 24);
+  execute::RmsNorm rms(300);
+  CheckLayer(rms, 6, 300, 300);
 }
 
 TEST(CudaLayers, BlocksMatchCpu) {
@@ -165,6 +180,8 @@ TEST(CudaLayers, EmbeddingMatchesCpu) {
   Tensor ids(&account, 4, 6);
   for (int i = 0; i < 24; ++i) ids.data()[i] = static_cast<float>((i * 7) % 50);
   CheckLayer(e, 4, 6, 16, 1e-5, &ids, 24);
+  execute::Embedding tokens_only(3, 50, 6, 16, /*positions=*/false);
+  CheckLayer(tokens_only, 4, 6, 16, 1e-5, &ids, 24);
 }
 
 TEST(CudaLayers, AttentionMatchesCpu) {
@@ -175,10 +192,28 @@ TEST(CudaLayers, AttentionMatchesCpu) {
   }
 }
 
+TEST(CudaLayers, GroupedQueryAttentionWithRotaryPositionsMatchesCpu) {
+  REQUIRE_GPU(1);
+  for (int kv_heads : {4, 2, 1}) {
+    for (bool rope : {false, true}) {
+      execute::SelfAttention a(5, {.d = 32, .heads = 4, .kv_heads = kv_heads, .seq = 8, .causal = true, .rope = rope,
+                                   .bias = kv_heads != 2});
+      CheckLayer(a, 3 * 8, 32, 32);
+    }
+  }
+}
+
 TEST(CudaLayers, TransformerBlockMatchesCpu) {
   REQUIRE_GPU(1);
   execute::TransformerBlock b(6, 32, 64, 4, 8, true);
   CheckLayer(b, 2 * 8, 32, 32);
+  for (auto mlp : {cost::MlpKind::kSwiglu, cost::MlpKind::kSquaredRelu}) {
+    const cost::TransformerSpec llama{.d_model = 32, .ffn = 48, .heads = 4, .seq = 8, .causal = true, .kv_heads = 2,
+                                      .mlp = mlp, .norm = cost::NormKind::kRmsNorm,
+                                      .position = cost::PositionKind::kRope, .bias = false};
+    execute::TransformerBlock l(7, llama);
+    CheckLayer(l, 2 * 8, 32, 32);
+  }
 }
 
 TEST(CudaLayers, ConvolutionLayersMatchCpu) {
@@ -332,6 +367,37 @@ TEST(CudaExecute, TransformerAndCnnMatchCpu) {
           }
         }
       }
+    }
+  }
+}
+
+// Llama-class blocks (grouped-query attention, rotary positions, swiglu,
+// rmsnorm, no biases), untied and tied, on the GPU end 3 SGD steps with the
+// CPU backend's losses and parameters: tied on one device (K = 1, and zb-v,
+// which puts the first and the last stage on device 0) sums the two
+// gradients on the GPU, on two devices through the host.
+TEST(CudaExecute, LlamaClassMatchesCpu) {
+  REQUIRE_GPU(1);
+  for (const char* tied : {"false", "true"}) {
+    for (auto [K, schedule] :
+         {std::pair{1, "1f1b"}, std::pair{2, "1f1b"}, std::pair{4, "zb-h1"}, std::pair{2, "zb-v"}}) {
+      SCOPED_TRACE(fmt::format("tied {} K={} {}", tied, K, schedule));
+      auto c = cost::LoadConfig(fmt::format(R"({{"model": {{"generator": "transformer", "layers": 4, "d_model": 32,
+          "ffn": 48, "heads": 4, "kv_heads": 2, "seq": 8, "vocab": 20, "causal": true, "mlp": "swiglu",
+          "norm": "rmsnorm", "position": "rope", "bias": false, "tied_embeddings": {}}},
+        "training": {{"batch": 8, "microbatches": 4, "optimizer": "sgd", "learning_rate": 0.01, "seed": 2}},
+        "pipeline": {{"stages": {}, "schedule": "{}", "recompute": "full"}},
+        "cluster": {{"device": "H100-SXM", "devices": {}, "link": "nvlink4"}}}})", tied, K, schedule, K),
+                                    "llama.json");
+      ASSERT_TRUE(c) << c.error().message;
+      auto plan = partition::PlanFromConfig(*c);
+      ASSERT_TRUE(plan) << plan.error().message;
+      auto cpu = ExecuteCpu(*c, *plan, {.steps = 3});
+      ASSERT_TRUE(cpu) << cpu.error().message;
+      auto gpu = ExecuteCuda(*c, *plan, {.steps = 3});
+      ASSERT_TRUE(gpu) << gpu.error().message;
+      for (int s = 0; s < 3; ++s) EXPECT_NEAR(gpu->losses[s], cpu->losses[s], 1e-4 * std::abs(cpu->losses[s]));
+      ExpectClose(gpu->parameters, cpu->parameters, cpu->parameters.size(), 1e-4, "parameters after 3 steps");
     }
   }
 }

@@ -16,6 +16,7 @@
 #include "execute/cuda/layers/block.h"
 #include "execute/cuda/layers/layernorm.h"
 #include "execute/cuda/layers/linear.h"
+#include "execute/cuda/layers/rmsnorm.h"
 #include "execute/layers/attention.h"
 #include "execute/layers/batchnorm.h"
 #include "execute/layers/batchnorm2d.h"
@@ -28,13 +29,16 @@
 #include "execute/layers/linear.h"
 #include "execute/layers/relu.h"
 #include "execute/layers/residual_block.h"
+#include "execute/layers/rmsnorm.h"
 #include "execute/layers/sequential.h"
+#include "execute/layers/squared_relu.h"
+#include "execute/layers/swiglu.h"
 
 namespace twinpipe::execute::cuda {
 
 DeviceParam Upload(const Param& cpu) {
   const auto n = static_cast<int64_t>(cpu.value.size());
-  DeviceParam p{cpu.name, DeviceBuffer(n), DeviceBuffer(n), DeviceBuffer(n), DeviceBuffer(n)};
+  DeviceParam p{cpu.name, DeviceBuffer(n), DeviceBuffer(n), DeviceBuffer(n), DeviceBuffer(n), cpu.tie};
   TP_CUDA(cudaMemcpy(p.value.get(), cpu.value.data(), static_cast<size_t>(n) * sizeof(float), cudaMemcpyHostToDevice));
   return p;
 }
@@ -53,8 +57,8 @@ Result<std::unique_ptr<Layer>> BlockOf(std::string name, const std::vector<std::
   return std::make_unique<Block>(std::move(name), std::move(gpu), residual);
 }
 
-// x + attention(ln1(x)), then + fc2(gelu(fc1(ln2(.)))): two residual blocks,
-// the CPU block's arithmetic and parameter order.
+// x + attention(norm1(x)), then + down(act(up(norm2(.)))): two residual
+// blocks, the CPU block's arithmetic and parameter order.
 Result<std::unique_ptr<Layer>> TransformerBlockOf(const execute::TransformerBlock& cpu) {
   auto attention = BlockOf("attention_branch", cpu.inner(), true, 0, 2);
   if (!attention) return attention;
@@ -72,6 +76,11 @@ Result<std::unique_ptr<Layer>> FromCpu(execute::Layer& cpu) {
   if (auto* l = dynamic_cast<execute::Linear*>(&cpu)) return std::make_unique<Linear>(l->in(), l->out(), l->Params());
   if (dynamic_cast<execute::Relu*>(&cpu)) return std::make_unique<Relu>();
   if (dynamic_cast<execute::Gelu*>(&cpu)) return std::make_unique<Gelu>();
+  if (dynamic_cast<execute::SquaredRelu*>(&cpu)) return std::make_unique<SquaredRelu>();
+  if (dynamic_cast<execute::Swiglu*>(&cpu)) return std::make_unique<Swiglu>();
+  if (auto* l = dynamic_cast<execute::RmsNorm*>(&cpu)) {
+    return std::make_unique<RmsNorm>(l->features(), l->eps(), l->Params());
+  }
   if (auto* l = dynamic_cast<execute::LayerNorm*>(&cpu)) {
     return std::make_unique<LayerNorm>(l->features(), l->eps(), l->Params());
   }
@@ -87,7 +96,7 @@ Result<std::unique_ptr<Layer>> FromCpu(execute::Layer& cpu) {
     return std::make_unique<Embedding>(l->vocab(), l->seq(), l->d(), l->Params());
   }
   if (auto* l = dynamic_cast<execute::SelfAttention*>(&cpu)) {
-    return std::make_unique<SelfAttention>(l->d(), l->heads(), l->seq(), l->causal(), l->Params());
+    return std::make_unique<SelfAttention>(l->shape(), l->rotary(), l->Params());
   }
   if (auto* l = dynamic_cast<execute::Conv2d*>(&cpu)) {
     return std::make_unique<Conv2d>(l->in_channels(), l->out_channels(), l->in_image(), l->stride(), l->Params());

@@ -22,6 +22,7 @@
 namespace twinpipe::execute::cuda {
 
 using execute::Mode;
+using execute::Tie;
 
 using execute::Precision;  // GEMM arithmetic (execute/options.h)
 
@@ -36,6 +37,7 @@ struct Context {
 struct DeviceParam {
   std::string name;
   DeviceBuffer value, grad, m, v;  // v: Adam's second moment
+  Tie tie = Tie::kNone;            // the CPU twin's (tied embeddings: layers/layer.h)
 };
 
 // A parameter on the device with the CPU twin's initial value.

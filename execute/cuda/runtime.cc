@@ -38,6 +38,7 @@
 #include "execute/mpi.h"
 #include "execute/optimizer.h"
 #include "execute/runtime.h"
+#include "execute/tied.h"
 #include "execute/transport.h"
 #include "execute/walker.h"
 
@@ -242,8 +243,9 @@ class CudaBackend {
   void Pack(const Worker& w, const Op& op, Tensor& t, Message& m);
   Tensor Unpack(const Worker& w, const Op& op, Message& m);
   void AllReduce(const Worker& w, size_t i, const Op& op, const std::vector<Param*>& params);
-  void Step(const Worker& w, int step, const std::vector<Param*>& params, Clock::time_point) {
+  void Step(const Worker& w, int step, const std::vector<Param*>& params, Clock::time_point deadline) {
     const Context& ctx = devices_[w.id]->ctx;
+    if (tied_) SumTied(w, params, deadline);
     for (DeviceParam* p : params) {
       Apply(ctx, optimizer_, c_.training.learning_rate, c_.training.momentum, step + 1, *p);
     }
@@ -278,6 +280,7 @@ class CudaBackend {
   }
   void DrainReturned(Device& dev);
   void WaitIdle(Device& dev, Clock::time_point deadline);
+  void SumTied(const Worker& w, const std::vector<Param*>& params, Clock::time_point deadline);
   Link LinkOf(int src, int dst) const { return links_.at({src, dst}); }
 
   const cost::Config& c_;
@@ -291,10 +294,15 @@ class CudaBackend {
   int gpus_ = 0;
   std::vector<std::unique_ptr<Device>> devices_;  // by cluster device; this process's only
   std::map<std::pair<int, int>, Link> links_;     // every (src, dst) pipeline device pair that sends
+  std::unique_ptr<TiedGradients> tied_;           // tied embeddings only
   std::atomic<bool> failed_{false};
 };
 
 Result<void> CudaBackend::Setup(const std::vector<Worker>& local) {
+  // First: under MPI every rank makes the tied pair's communicator.
+  if (c_.transformer && c_.transformer->tied_embeddings) {
+    tied_ = std::make_unique<TiedGradients>(s_, o_.mpi, local.front().id);
+  }
   precision_ = o_.precision;
   const cudaError_t count = cudaGetDeviceCount(&gpus_);
   if (count != cudaSuccess || gpus_ == 0) {
@@ -468,6 +476,48 @@ void CudaBackend::Abort() {
   for (auto& dev : devices_) {
     if (dev) dev->comms.Abort();
   }
+  if (tied_) tied_->Abort();
+}
+
+// The tied embedding's gradients (execute/tied.h), after the replicas'
+// all-reduces (STEP's compute stream waits for them). On one device:
+// original += copy (one rounding of the exact sum), then copy = original,
+// on the compute stream. On two: through the host, where the pair sums in
+// double; rounded to fp32 that is the same sum.
+void CudaBackend::SumTied(const Worker& w, const std::vector<Param*>& params, Clock::time_point deadline) {
+  DeviceParam* original = nullptr;
+  DeviceParam* copy = nullptr;
+  for (DeviceParam* p : params) {
+    if (p->tie == Tie::kOriginal) original = p;
+    if (p->tie == Tie::kCopy) copy = p;
+  }
+  if (!original && !copy) return;
+  Device& dev = *devices_[w.id];
+  TP_CUDA(cudaSetDevice(dev.gpu));
+  if (original && copy) {
+    const float one = 1.f;
+    const auto n = static_cast<int>(original->grad.size());
+    TP_CUDA(cublasSetStream(dev.blas, dev.compute));
+    TP_CUDA(cublasSaxpy(dev.blas, n, &one, copy->grad.get(), 1, original->grad.get(), 1));
+    TP_CUDA(cudaMemcpyAsync(copy->grad.get(), original->grad.get(), static_cast<size_t>(n) * sizeof(float),
+                            cudaMemcpyDeviceToDevice, dev.compute));
+    return;
+  }
+  DeviceParam& mine = original ? *original : *copy;
+  const auto n = static_cast<size_t>(mine.grad.size());
+  std::vector<float> host(n);
+  TP_CUDA(cudaMemcpyAsync(host.data(), mine.grad.get(), n * sizeof(float), cudaMemcpyDeviceToHost, dev.compute));
+  TP_CUDA(cudaStreamSynchronize(dev.compute));
+  std::vector<double> grad(host.begin(), host.end());
+  const auto status = tied_->Exchange(w.replica, mine.tie, grad, deadline);
+  if (status == SyncStatus::kAborted) throw Aborted();
+  if (status == SyncStatus::kTimeout) {
+    throw OpFailure(fmt::format("device {}: STEP timed out after {} s summing the tied embedding's gradient with the "
+                                "other stage that holds it", w.id, o_.timeout_s));
+  }
+  for (size_t i = 0; i < n; ++i) host[i] = static_cast<float>(grad[i]);
+  TP_CUDA(cudaMemcpyAsync(mine.grad.get(), host.data(), n * sizeof(float), cudaMemcpyHostToDevice, dev.compute));
+  TP_CUDA(cudaStreamSynchronize(dev.compute));  // before `host` goes
 }
 
 void CudaBackend::DrainReturned(Device& dev) {

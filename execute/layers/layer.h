@@ -17,12 +17,20 @@
 
 namespace twinpipe::execute {
 
+// Tied weights (a transformer's logits reusing its token embedding): the
+// embedding's table is the original, the head keeps a copy of it (as
+// Megatron-LM's first and last pipeline stages each do). At STEP both
+// gradients become their sum, so both apply the same update and stay equal
+// (execute/tied.h). A copy is not counted among the model's parameters.
+enum class Tie { kNone, kOriginal, kCopy };
+
 struct Param {
   std::string name;
   std::vector<float> value;
   std::vector<double> grad;          // accumulated over the micro-batches of a step
   std::vector<float> m, v;           // optimizer state (momentum; Adam's second moment)
   std::vector<float> scratch;        // fp32 gradient of one micro-batch, before it is added to `grad`
+  Tie tie = Tie::kNone;
 };
 
 // kTrain: the first forward of a micro-batch; kRecompute: its rebuild (R),

@@ -4,6 +4,9 @@
 #include "execute/layers/gelu.h"
 #include "execute/layers/layernorm.h"
 #include "execute/layers/linear.h"
+#include "execute/layers/rmsnorm.h"
+#include "execute/layers/squared_relu.h"
+#include "execute/layers/swiglu.h"
 
 namespace twinpipe::execute {
 namespace {
@@ -17,13 +20,29 @@ void AddInto(Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-TransformerBlock::TransformerBlock(uint64_t seed, int d, int ffn, int heads, int seq, bool causal) {
-  inner_.push_back(std::make_unique<LayerNorm>(d));
-  inner_.push_back(std::make_unique<SelfAttention>(seed * 4 + 1, d, heads, seq, causal));
-  inner_.push_back(std::make_unique<LayerNorm>(d));
-  inner_.push_back(std::make_unique<Linear>(seed * 4 + 2, d, ffn));
-  inner_.push_back(std::make_unique<Gelu>());
-  inner_.push_back(std::make_unique<Linear>(seed * 4 + 3, ffn, d));
+TransformerBlock::TransformerBlock(uint64_t seed, int d, int ffn, int heads, int seq, bool causal)
+    : TransformerBlock(seed, cost::TransformerSpec{.d_model = d, .ffn = ffn, .heads = heads, .seq = seq,
+                                                   .causal = causal}) {}
+
+TransformerBlock::TransformerBlock(uint64_t seed, const cost::TransformerSpec& t) {
+  const int d = t.d_model, f = t.ffn;
+  auto norm = [&]() -> std::unique_ptr<Layer> {
+    if (t.norm == cost::NormKind::kRmsNorm) return std::make_unique<RmsNorm>(d);
+    return std::make_unique<LayerNorm>(d);
+  };
+  inner_.push_back(norm());
+  inner_.push_back(std::make_unique<SelfAttention>(
+      seed * 4 + 1, AttentionShape{.d = d, .heads = t.heads, .kv_heads = t.kv_heads, .seq = t.seq, .causal = t.causal,
+                                   .rope = t.position == cost::PositionKind::kRope, .bias = t.bias}));
+  inner_.push_back(norm());
+  const bool swiglu = t.mlp == cost::MlpKind::kSwiglu;
+  inner_.push_back(std::make_unique<Linear>(seed * 4 + 2, d, swiglu ? 2 * f : f, t.bias));
+  switch (t.mlp) {
+    case cost::MlpKind::kGelu: inner_.push_back(std::make_unique<Gelu>()); break;
+    case cost::MlpKind::kSwiglu: inner_.push_back(std::make_unique<Swiglu>()); break;
+    case cost::MlpKind::kSquaredRelu: inner_.push_back(std::make_unique<SquaredRelu>()); break;
+  }
+  inner_.push_back(std::make_unique<Linear>(seed * 4 + 3, f, d, t.bias));
 }
 
 std::vector<Param*> TransformerBlock::Params() {

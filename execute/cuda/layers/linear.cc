@@ -6,12 +6,14 @@
 namespace twinpipe::execute::cuda {
 
 Linear::Linear(int in, int out, const std::vector<Param*>& init)
-    : in_(in), out_(out), weight_(Upload(*init.at(0))), bias_(Upload(*init.at(1))) {}
+    : in_(in), out_(out), has_bias_(init.size() > 1), weight_(Upload(*init.at(0))) {
+  if (has_bias_) bias_ = Upload(*init[1]);
+}
 
 DeviceTensor Linear::Forward(const Context& ctx, const DeviceTensor& x, Saved& saved, Mode mode) {
   DeviceTensor y = ctx.Alloc(x.rows(), out_);
-  BroadcastRow(ctx, bias_.value.get(), y);
-  Gemm(ctx, false, true, x.rows(), out_, in_, 1.f, x.data(), weight_.value.get(), 1.f, y.data());
+  if (has_bias_) BroadcastRow(ctx, bias_.value.get(), y);
+  Gemm(ctx, false, true, x.rows(), out_, in_, 1.f, x.data(), weight_.value.get(), has_bias_ ? 1.f : 0.f, y.data());
   if (mode != Mode::kEval) saved.t = {x};
   return y;
 }
@@ -24,7 +26,7 @@ DeviceTensor Linear::InputGradient(const Context& ctx, const DeviceTensor& dy) {
 
 void Linear::AddWeightGradients(const Context& ctx, const DeviceTensor& dy, const DeviceTensor& x) {
   Gemm(ctx, true, false, out_, in_, x.rows(), 1.f, dy.data(), x.data(), 1.f, weight_.grad.get());  // += dy^T x
-  ColumnSumInto(ctx, dy, bias_.grad.get());
+  if (has_bias_) ColumnSumInto(ctx, dy, bias_.grad.get());
 }
 
 }  // namespace twinpipe::execute::cuda

@@ -1,4 +1,5 @@
-// Fully connected layer on the GPU: y (B, out) = x (B, in) W^T + b, W (out, in).
+// Fully connected layer on the GPU: y (B, out) = x (B, in) W^T + b, W (out, in);
+// without a bias when the CPU twin has none.
 //
 //   cuda::Linear fc(in, out, cpu_linear.Params());
 #pragma once
@@ -9,11 +10,14 @@ namespace twinpipe::execute::cuda {
 
 class Linear : public WeightedLayer {
  public:
-  // `init`: the CPU twin's weight and bias.
+  // `init`: the CPU twin's weight, and its bias if it has one.
   Linear(int in, int out, const std::vector<Param*>& init);
   std::string_view Name() const override { return "linear"; }
   DeviceTensor Forward(const Context& ctx, const DeviceTensor& x, Saved& saved, Mode mode) override;
-  std::vector<DeviceParam*> Params() override { return {&weight_, &bias_}; }
+  std::vector<DeviceParam*> Params() override {
+    if (has_bias_) return {&weight_, &bias_};
+    return {&weight_};
+  }
 
  protected:
   DeviceTensor InputGradient(const Context& ctx, const DeviceTensor& dy) override;
@@ -21,6 +25,7 @@ class Linear : public WeightedLayer {
 
  private:
   int in_, out_;
+  bool has_bias_;
   DeviceParam weight_, bias_;
 };
 
