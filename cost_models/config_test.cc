@@ -175,10 +175,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"\"heads\": 16", "\"heads\": 16, \"attention\": \"flash\"",
                   "q.json: /model/attention: 'flash' is not one of unfused, fused"},
         BadConfig{"\"heads\": 16", "\"heads\": 16, \"bias\": \"no\"", "q.json: /model/bias: expected true or false, got \"no\""},
-        BadConfig{"\"dtype\": \"bf16\"", "\"dtype\": \"fp8\"", "q.json: /model/dtype: 'fp8' is not one of fp32, tf32, fp16, bf16"},
+        BadConfig{"\"dtype\": \"bf16\"", "\"dtype\": \"fp4\"", "q.json: /model/dtype: 'fp4' is not one of fp32, tf32, fp16, bf16, fp8"},
         BadConfig{"\"optimizer\": \"adam\"", "\"optimiser\": \"adam\"",
-                  "q.json: /training/optimiser: unknown key (expected one of batch, bytes_per_param, learning_rate, "
-                  "microbatches, momentum, optimizer, seed, steps)"},
+                  "q.json: /training/optimiser: unknown key (expected one of batch, bytes_per_param, data_parallel_sharding, "
+                  "fp8_params, learning_rate, microbatches, momentum, optimizer, seed, steps)"},
         BadConfig{"\"schedule\": \"gpipe\"", "\"schedule\": \"zigzag\"",
                   "q.json: /pipeline/schedule: 'zigzag' is not one of naive, gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v, dualpipev, auto"},
         BadConfig{"\"H100-SXM\"", "\"H300\"",
@@ -187,7 +187,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"\"nvlink4\"", "\"nvlink9\"",
                   "q.json: /cluster/link: unknown link 'nvlink9': expected one of pcie3, pcie4, pcie5, "
                   "pcie3-host-staged, pcie4-host-staged, pcie5-host-staged, nvlink1, nvlink2, nvlink3, nvlink4, "
-                  "ib-hdr, ib-ndr, tpu-ici, inproc or a custom_links name"},
+                  "ib-hdr, ib-ndr, roce, tpu-ici, inproc or a custom_links name"},
         BadConfig{"\"nvlink4\"",
                   "\"x\", \"custom_links\": [{\"name\": \"x\", \"latency_s\": 0, \"bandwidth\": 1e9, \"collective_latency_s\": -1}]",
                   "q.json: /cluster/custom_links/0/collective_latency_s: expected a number >= 0 and at most 10, got -1"},

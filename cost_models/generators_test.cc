@@ -196,9 +196,9 @@ TEST(Transformer, NormsBiasesAndKvHeadsInParameters) {
 // Korthikanti et al.'s 34 S d + 5 h S^2 bytes at 16 bits, from its parts:
 // norms' inputs 4 S d; QKV input 2 S d; Q 2 S d and K 2 S d; softmax
 // output, its dropout mask and output 5 h S^2; V 2 S d; projection input
-// 2 S d; dropout mask S d; FFN-up input 2 S d; the f-wide activation and
-// FFN-down inputs, 8 S d each at f = 4d (the count keeps 16 S d whatever f
-// is); dropout mask S d. SwiGLU keeps its second (gate) input, 2 S f more; a
+// 2 S d; dropout mask S d; FFN-up input 2 S d; the f-wide activation's
+// input and FFN-down's input, 2 S f each (8 S d each at f = 4d); dropout
+// mask S d. SwiGLU keeps gate and up (4 S f) and their product (2 S f); a
 // fused kernel keeps no scores, and K and V as they are (kv wide), where
 // the unfused path keeps them expanded to d.
 TEST(Transformer, StashOfTheNewBlocksFromItsParts) {
@@ -210,10 +210,10 @@ TEST(Transformer, StashOfTheNewBlocksFromItsParts) {
                               .attention = fused ? AttentionKind::kFused : AttentionKind::kUnfused};
       SCOPED_TRACE(fmt::format("fused={} mlp={}", fused, int(mlp)));
       const double k_and_v = fused ? 4 * S * kv : 4 * S * d;
-      const double gate = mlp == MlpKind::kSwiglu ? 2 * S * f : 0;
+      const double mlp_kept = (mlp == MlpKind::kSwiglu ? 6 : 4) * S * f;
       const double scores = fused ? 0 : 5 * h * S * S;
       const double expected = 4 * S * d + 2 * S * d + 2 * S * d + k_and_v + scores + 2 * S * d + S * d + 2 * S * d +
-                              16 * S * d + gate + S * d;
+                              mlp_kept + S * d;
       EXPECT_DOUBLE_EQ(GenerateTransformer(s).layers[1].stash_bytes, expected);
     }
   }

@@ -25,6 +25,20 @@ Result<void> CheckExecutable(const cost::Config& c) {
                             "simulated, not executed: execute runs pipeline and data parallelism (set "
                             "tensor_parallel to 1)", c.source));
   }
+  if (c.pipeline.context_parallel > 1) {
+    return Fail(fmt::format("{}: /pipeline/context_parallel: context parallelism is planned and simulated, not "
+                            "executed: execute runs whole sequences on each device (set context_parallel to 1)",
+                            c.source));
+  }
+  if (c.model.dtype == cost::Dtype::kFp8) {
+    return Fail(fmt::format("{}: /model/dtype: FP8 training is planned and simulated, not executed: the executors "
+                            "compute in fp32 (CPU) or TF32/BF16 (CUDA); use bf16 or fp32", c.source));
+  }
+  if (c.training.sharding != cost::DataParallelSharding::kNone) {
+    return Fail(fmt::format("{}: /training/data_parallel_sharding: sharded data parallelism is planned and simulated, "
+                            "not executed: execute's replicas all-reduce whole gradients (set it to none)",
+                            c.source));
+  }
   if (c.pipeline.recompute == ir::RecomputeMode::kSelective) {
     return Fail(fmt::format("{}: /pipeline/recompute: selective recompute is planned and simulated, not executed "
                             "(use none, full or except-last)", c.source));

@@ -36,7 +36,10 @@ Shared schema -> config, per row:
   micro_batch; Adam at 18 bytes per parameter for bf16 and fp8 (bf16
   weights, fp32 gradients, fp32 master weights and two moments), 20 for fp16
   (Megatron's figure for fp16 weights and gradients); data_parallel_sharding
-  as the column says (none, optimizer, full).
+  as the column says (none, optimizer, full); with fp8, "fp8_params": true
+  (NeMo's FP8 recipe keeps the weights in FP8, fp8_params, so Transformer
+  Engine holds no FP8 copies beside BF16 ones and the distributed optimizer
+  gathers them in FP8).
 - pipeline: stages = pp; "interleaved" with chunks = vp when vp > 1, else
   "1f1b" with blocking transfers ("p2p": "blocking": Megatron's 1F1B waits
   for its sends and receives; Megatron-Core's interleaved schedule overlaps
@@ -57,7 +60,8 @@ Shared schema -> config, per row:
 - cluster: device = gpu (A100-80GB, H100-SXM, H200: catalogue names),
   devices = gpus, gpus_per_node; link nvlink3 inside an A100 node, nvlink4
   inside an H100 or H200 node; inter_node_link = inter_node (ib-hdr,
-  ib-ndr, roce).
+  ib-ndr, roce); placement "tp-cp-dp-pp" (Megatron-Core's rank order: the
+  replicas of a pipeline stage sit beside each other, its stages apart).
 A row is checked for: gpus = tp x pp x dp x cp; global_batch a multiple of
 dp x micro_batch; kv_heads dividing heads; vp = 1 when pp = 1 (virtual
 stages interleave a pipeline of two or more ranks); at least pp x vp
@@ -227,6 +231,8 @@ def shared_config(row, bias, counts):
              "bias": norm == "layernorm" if bias == "auto" else bias == "yes", "tied_embeddings": False}
     training = {"batch": batch, "microbatches": batch // micro_batch, "optimizer": "adam",
                 "bytes_per_param": 20 if precision == "fp16" else 18, "data_parallel_sharding": sharding}
+    if precision == "fp8":
+        training["fp8_params"] = True
     pipeline = {"stages": pp, "schedule": "interleaved" if vp > 1 else "1f1b", "tensor_parallel": tp,
                 "sequence_parallel": tp > 1 and sequence_parallel == "yes", "context_parallel": cp,
                 "tp_comm_overlap": overlap == "yes", "recompute": recompute, "recompute_timing": "in-backward",
@@ -238,7 +244,7 @@ def shared_config(row, bias, counts):
     if recompute == "full":
         pipeline["recompute_granularity"] = "layer"
     cluster = {"device": gpu, "devices": gpus, "gpus_per_node": gpus_per_node, "link": INTRA_NODE_LINK[gpu],
-               "inter_node_link": inter_node}
+               "inter_node_link": inter_node, "placement": "tp-cp-dp-pp"}
     config = {"model": model, "training": training, "pipeline": pipeline, "cluster": cluster}
     return config, step_time_s, layers, tp
 

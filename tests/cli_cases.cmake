@@ -270,6 +270,11 @@ cli_case(simulate_tensor_parallel 0 "tensor parallel: each device is a group of 
          ${TP} simulate ${IN}/tp_h100.json)
 cli_case(execute_tensor_parallel_refused 2 "tensor (and sequence) parallelism is planned and simulated, not executed"
          ${TP} execute ${IN}/tp_h100.json)
+# Issue 36's planned-only features: FP8, context parallelism and sharded data
+# parallelism are simulated, and execute refuses them with a sentence.
+cli_case(simulate_today_h100 0 "step time" ${TP} simulate ${IN}/today_h100.json)
+cli_case(execute_context_parallel_refused 2 "/pipeline/context_parallel: context parallelism is planned and simulated"
+         ${TP} execute ${IN}/today_h100.json)
 
 # Blocks as built now (issue 36, points 1 and 9): planned, simulated and executed.
 cli_case(simulate_llama3_8b 0 "tensor parallel: each device is a group of 4 GPUs, sequence parallel"

@@ -1,0 +1,288 @@
+// Today's runs in the cost model (issue 36): FP8 GEMMs, context parallelism,
+// tensor-parallel communication beside its GEMMs and sharded data
+// parallelism, each against a closed form (the FP8 peak, the 1/c split of
+// tokens, ZeRO's memory per GPU, Megatron-Core's rank order) or an
+// inequality that must hold (an overlap never makes an op longer), and the
+// config's validation of each key.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "cost_models/compute_model.h"
+#include "cost_models/config.h"
+#include "cost_models/generators.h"
+#include "cost_models/plan_costs.h"
+
+namespace twinpipe::cost {
+namespace {
+
+TransformerSpec Llama(Dtype dtype = Dtype::kBf16) {
+  return {.layers = 2, .d_model = 4096, .ffn = 14336, .heads = 32, .seq = 8192, .vocab = 128256, .causal = true,
+          .dtype = dtype, .kv_heads = 8, .mlp = MlpKind::kSwiglu, .norm = NormKind::kRmsNorm,
+          .position = PositionKind::kRope, .bias = false, .attention = AttentionKind::kFused};
+}
+
+const Kernel& Named(const Layer& l, const std::string& name) {
+  for (const Kernel& k : l.kernels) {
+    if (k.name == name) return k;
+  }
+  ADD_FAILURE() << "no kernel " << name << " in " << l.name;
+  static const Kernel none;
+  return none;
+}
+
+bool Has(const Layer& l, const std::string& name) {
+  for (const Kernel& k : l.kernels) {
+    if (k.name == name) return true;
+  }
+  return false;
+}
+
+TEST(Fp8, TheLinearsGemmsRunAtTheFp8PeakAndAttentionStaysBf16) {
+  const Device& h100 = *FindDevice("H100-SXM");
+  EXPECT_DOUBLE_EQ(h100.fp8_flops, 2 * h100.half_flops);  // the data sheet's 1,979 and 989.5 dense TFLOPS
+  EXPECT_DOUBLE_EQ(FindDevice("H200")->fp8_flops, 1979e12);
+  EXPECT_DOUBLE_EQ(FindDevice("H100-PCIe")->fp8_flops, 1513e12);
+  EXPECT_EQ(FindDevice("A100-80GB")->fp8_flops, 0);
+  const Layer bf16 = GenerateTransformer(Llama()).layers[1], fp8 = GenerateTransformer(Llama(Dtype::kFp8)).layers[1];
+  EXPECT_EQ(bf16.fwd_flops, fp8.fwd_flops);  // the same work, at another rate
+  for (const char* gemm : {"qkv", "proj", "fc1", "fc2", "qkv.dgrad", "fc2.wgrad"}) {
+    SCOPED_TRACE(gemm);
+    EXPECT_TRUE(Named(fp8, gemm).fp8);
+    // Large and aligned: compute-bound, so exactly the ratio of the peaks.
+    const double b = KernelTime(Named(bf16, gemm), 1, h100, Dtype::kBf16, 0.8);
+    const double f = KernelTime(Named(fp8, gemm), 1, h100, Dtype::kFp8, 0.8);
+    EXPECT_NEAR(f, b * h100.half_flops / h100.fp8_flops, 1e-15);
+  }
+  EXPECT_FALSE(Named(fp8, "flash_attn").fp8);
+  EXPECT_EQ(KernelTime(Named(fp8, "flash_attn"), 1, h100, Dtype::kFp8, 0.8),
+            KernelTime(Named(bf16, "flash_attn"), 1, h100, Dtype::kBf16, 0.8));
+  // Transformer Engine's casts: input and output gradient, 4 bytes an element.
+  const double S = 8192, d = 4096;
+  EXPECT_DOUBLE_EQ(Named(fp8, "qkv.cast").bytes, 4 * S * d);
+  EXPECT_DOUBLE_EQ(Named(fp8, "fc2.cast").bytes, 4 * S * 14336);
+  EXPECT_DOUBLE_EQ(Named(fp8, "fc2.dgrad.cast").bytes, 4 * S * d);
+  EXPECT_FALSE(Has(bf16, "qkv.cast"));
+  // The head's vocabulary projection is not a Transformer Engine linear.
+  EXPECT_FALSE(Named(GenerateTransformer(Llama(Dtype::kFp8)).layers.back(), "logits").fp8);
+}
+
+TEST(Fp8, TheStashKeepsTheLinearsInputsAsFp8Casts) {
+  // Per S d, in 16-bit units: QKV, FC1 and projection inputs 2 each, FC2's 2f/d; FP8 halves them.
+  const double S = 8192, d = 4096, f = 14336;
+  const double bf16 = GenerateTransformer(Llama()).layers[1].stash_bytes;
+  const double fp8 = GenerateTransformer(Llama(Dtype::kFp8)).layers[1].stash_bytes;
+  EXPECT_NEAR(bf16 - fp8, S * d * (3 + f / d), 1e-6 * bf16);
+  // The block's whole stash from its parts (flash attention, SwiGLU, no
+  // dropout of attention scores): norms' inputs 4, QKV and FC1 inputs 4,
+  // two dropout masks 2, Q 2, K and V 4 kv/d, projection input 2, SwiGLU's
+  // gate and up 4f/d and their product 2f/d.
+  const double kv = d * 8 / 32;
+  EXPECT_NEAR(bf16, S * d * (4 + 4 + 2 + 2 + 4 * kv / d + 2 + 6 * f / d), 1e-6 * bf16);
+}
+
+TEST(ContextParallel, EveryGpuTakesAShareOfTheTokensAndOfTheAttention) {
+  const Model one = GenerateTransformer(Llama());
+  for (int c : {2, 4, 8}) {
+    SCOPED_TRACE(c);
+    TransformerSpec spec = Llama();
+    spec.context_parallel = c;
+    const Model m = GenerateTransformer(spec);
+    for (size_t i = 0; i < m.layers.size(); ++i) {
+      EXPECT_NEAR(m.layers[i].fwd_flops * c, one.layers[i].fwd_flops, 1e-9 * one.layers[i].fwd_flops);
+      EXPECT_NEAR(m.layers[i].bwd_input_flops * c, one.layers[i].bwd_input_flops,
+                  1e-9 * one.layers[i].bwd_input_flops);
+      EXPECT_NEAR(m.layers[i].stash_bytes * c, one.layers[i].stash_bytes, 1e-9 * one.layers[i].stash_bytes);
+      if (i + 1 < m.layers.size()) {  // the head's output is the loss
+        EXPECT_NEAR(m.layers[i].out_bytes * c, one.layers[i].out_bytes, 1e-9 * one.layers[i].out_bytes);
+      }
+      EXPECT_EQ(m.layers[i].params, one.layers[i].params);
+    }
+    const Layer& block = m.layers[1];
+    // The ring: all S tokens' K and V (2 S kv e), beside the attention kernel, in c steps.
+    const Kernel& ring = Named(block, "cp.kv");
+    EXPECT_EQ(ring.collective, Kernel::Collective::kAllGather);
+    EXPECT_EQ(ring.over, Kernel::Over::kContext);
+    EXPECT_EQ(ring.group, c);
+    EXPECT_DOUBLE_EQ(ring.bytes, 2.0 * 8192 * 1024 * 2);
+    EXPECT_EQ(block.kernels.begin()[ring.overlaps].name, "flash_attn");
+    EXPECT_EQ(Named(block, "flash_attn").launches, c);
+    EXPECT_TRUE(Has(block, "cp.dkv"));
+  }
+}
+
+TEST(Overlap, ACollectiveBesideItsGemmNeverMakesAnOpLonger) {
+  const Link& nvlink = *FindLink("nvlink4");
+  for (int t : {2, 4, 8}) {
+    for (Dtype dtype : {Dtype::kBf16, Dtype::kFp8}) {
+      TransformerSpec serial = Llama(dtype);
+      serial.tensor_parallel = t;
+      serial.sequence_parallel = true;
+      TransformerSpec beside = serial;
+      beside.tp_comm_overlap = true;
+      const Model a = GenerateTransformer(serial), b = GenerateTransformer(beside);
+      for (ir::OpKind kind : {ir::OpKind::kForward, ir::OpKind::kBackward, ir::OpKind::kBackwardInput,
+                              ir::OpKind::kBackwardWeight}) {
+        for (double samples : {1.0, 4.0}) {
+          SCOPED_TRACE(fmt::format("t={} {} {} b={}", t, DtypeName(dtype), ir::OpKindName(kind), samples));
+          const Device& h100 = *FindDevice("H100-SXM");
+          const double s = LayerOpTime(a.layers[1], kind, h100, dtype, 0.8, samples, &nvlink);
+          const double o = LayerOpTime(b.layers[1], kind, h100, dtype, 0.8, samples, &nvlink);
+          EXPECT_LE(o, s * (1 + 1e-12));  // equal where nothing hides (W: its collectives' GEMMs run in I)
+          // Without collectives (no link) the two are the same block.
+          EXPECT_EQ(LayerOpTime(a.layers[1], kind, h100, dtype, 0.8, samples),
+                    LayerOpTime(b.layers[1], kind, h100, dtype, 0.8, samples));
+        }
+      }
+      // The forward's four collectives run beside their GEMMs: a pair takes
+      // max(GEMM, (1 - 1/t) x collective) + collective / t, where in series
+      // it took GEMM + collective.
+      const Device& h100 = *FindDevice("H100-SXM");
+      double saved = 0;
+      for (const auto& [g, c] : {std::pair{"qkv", "ln1.allgather"}, {"proj", "proj.reduce"},
+                                 {"fc1", "ln2.allgather"}, {"fc2", "fc2.reduce"}}) {
+        const double gemm = KernelTime(Named(b.layers[1], g), 1, h100, dtype, 0.8);
+        const double comm = KernelTime(Named(b.layers[1], c), 1, h100, dtype, 0.8, {.intra = &nvlink});
+        EXPECT_EQ(b.layers[1].kernels.begin()[Named(b.layers[1], c).overlaps].name, g);
+        saved += gemm + comm - (std::max(gemm, comm * (1 - 1.0 / t)) + comm / t);
+      }
+      const double serial_f = LayerOpTime(a.layers[1], ir::OpKind::kForward, h100, dtype, 0.8, 1, &nvlink);
+      const double beside_f = LayerOpTime(b.layers[1], ir::OpKind::kForward, h100, dtype, 0.8, 1, &nvlink);
+      SCOPED_TRACE(fmt::format("t={} {}", t, DtypeName(dtype)));
+      EXPECT_NEAR(serial_f - beside_f, saved, 1e-9 * serial_f);
+      EXPECT_GT(saved, 0);
+    }
+  }
+}
+
+TEST(Sharding, MemoryPerGpuEqualsZerosFormulas) {
+  // ZeRO (Rajbhandari et al. 2020), Figure 1: a 7.5B-parameter model with
+  // mixed-precision Adam (K = 12) on 64 GPUs holds 120 GB per GPU as plain
+  // data parallelism, 31.4 GB with the optimizer state sharded (P_os), and
+  // 1.88 GB with everything sharded (P_os+g+p).
+  const double psi = 7.5e9, N = 64;
+  TrainingConfig training;
+  training.bytes_per_param = 16;  // fp16 weights and gradients 2 + 2, K = 12
+  EXPECT_DOUBLE_EQ(OptimizerStateBytes("adam", Dtype::kFp16), 12);
+  EXPECT_DOUBLE_EQ(OptimizerStateBytes("adam", Dtype::kFp32), 8);
+  EXPECT_DOUBLE_EQ(StaticBytesPerGpu(training, Dtype::kFp16, DataParallelSharding::kNone, N, psi, 0, 0), 120e9);
+  EXPECT_NEAR(StaticBytesPerGpu(training, Dtype::kFp16, DataParallelSharding::kOptimizer, N, psi, 0, 0),
+              (2 + 2 + 12 / N) * psi, 1);
+  EXPECT_NEAR(StaticBytesPerGpu(training, Dtype::kFp16, DataParallelSharding::kOptimizer, N, psi, 0, 0) / 1e9, 31.4,
+              0.05);
+  EXPECT_NEAR(StaticBytesPerGpu(training, Dtype::kFp16, DataParallelSharding::kFull, N, psi, 0, 0) / 1e9, 1.875, 1e-9);
+  // Megatron's distributed optimizer table: bf16 weights, fp32 gradients: 6 + 12/d.
+  training.bytes_per_param = 18;
+  EXPECT_NEAR(StaticBytesPerGpu(training, Dtype::kBf16, DataParallelSharding::kOptimizer, 8, 1, 0, 0), 6 + 12.0 / 8,
+              1e-12);
+  // FSDP also holds the running and the prefetched layer, gathered, with their gradients.
+  EXPECT_NEAR(StaticBytesPerGpu(training, Dtype::kBf16, DataParallelSharding::kFull, 8, 1e9, 0, 1e8),
+              18e9 / 8 + 2 * 2 * 2 * 1e8, 1);
+  // FP8: Transformer Engine's FP8 weights and their transposes beside the BF16 ones.
+  EXPECT_DOUBLE_EQ(StaticBytesPerGpu(training, Dtype::kFp8, DataParallelSharding::kNone, 8, 1e9, 5e8, 0),
+                   18e9 + 2 * 5e8);
+}
+
+TEST(Sharding, TheDistributedOptimizersCollectivesShowOnlyWhatTheyCannotHide) {
+  PlanCosts c;
+  c.compute_s = {{1.0, 2.0, 0.0, 0.0, 1.0}};
+  c.step_s = {0.0};
+  c.link = *FindLink("nvlink4");
+  c.inter_node_link = *FindLink("ib-ndr");
+  c.gradient_ranks = 8;
+  c.stage_buckets = {10};
+  const ir::Op all_reduce{.kind = ir::OpKind::kAllReduce, .stage = 0, .bytes = int64_t{1} << 30};
+  const CollectiveGroup group{.ranks = 8, .nodes = 1, .intra = &c.link, .inter = &c.inter_node_link};
+  const double plain = OpDuration(all_reduce, c, 8);
+  EXPECT_DOUBLE_EQ(plain, CollectiveTime(Kernel::Collective::kAllReduce, 1 << 30, group));
+  c.sharding = DataParallelSharding::kOptimizer;
+  // 1 GiB over NVLink hides behind 1 s of forward and 2 s of backward: the last bucket of each shows.
+  const double rs = CollectiveTime(Kernel::Collective::kReduceScatter, 1 << 30, group);
+  const double ag = CollectiveTime(Kernel::Collective::kAllGather, 1 << 30, group);
+  EXPECT_DOUBLE_EQ(OpDuration(all_reduce, c, 8), rs / 10 + ag / 10);
+  EXPECT_LT(OpDuration(all_reduce, c, 8), plain);
+  // A backward too short to hide it: the rest shows.
+  c.compute_s = {{1e-3, 2e-3, 0.0, 0.0, 1e-3}};
+  EXPECT_DOUBLE_EQ(OpDuration(all_reduce, c, 8), (rs - 2e-3) + (ag - 1e-3));
+  c.sharding = DataParallelSharding::kFull;
+  EXPECT_EQ(OpDuration(all_reduce, c, 8), 0);
+}
+
+Result<Config> Load(const std::string& model, const std::string& training, const std::string& pipeline,
+                    const std::string& cluster, int devices = 32) {
+  return LoadConfig(fmt::format(R"({{"model": {{"generator": "transformer", "layers": 4, "d_model": 1024,
+      "heads": 16, "kv_heads": 8, "seq": 4096, "vocab": 32000, "dtype": "bf16", "causal": true,
+      "attention": "fused"{}}},
+    "training": {{"batch": 8, "microbatches": 4{}}},
+    "pipeline": {{"stages": 2, "schedule": "1f1b"{}}},
+    "cluster": {{"device": "H100-SXM", "devices": {}, "gpus_per_node": 8{}}}}})",
+                                model, training, pipeline, devices, cluster),
+                    "today.json");
+}
+
+TEST(TodayConfig, ReadsTheKeysAndPlacesGpusInMegatronsOrder) {
+  auto c = Load("", R"(, "data_parallel_sharding": "optimizer")",
+                R"(, "tensor_parallel": 2, "sequence_parallel": true, "context_parallel": 2, "tp_comm_overlap": true)",
+                R"(, "placement": "tp-cp-dp-pp")");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->Replicas(), 4);  // 32 GPUs / (2 stages x 2 x 2)
+  EXPECT_EQ(c->GradientRanks(), 8);
+  EXPECT_EQ(c->training.sharding, DataParallelSharding::kOptimizer);
+  EXPECT_TRUE(c->transformer->tp_comm_overlap);
+  EXPECT_EQ(c->transformer->context_parallel, 2);
+  // tp-cp-dp-pp: GPU = t (cp + c (replica + R stage)).
+  EXPECT_EQ(c->GpuOf(1, 0, 0), 2);
+  EXPECT_EQ(c->GpuOf(0, 0, 1), 4);
+  EXPECT_EQ(c->GpuOf(0, 1, 0), 16);
+  EXPECT_EQ(c->NodeOf(1), 2);
+  EXPECT_EQ(c->ContextNodes(), 1);
+  EXPECT_EQ(c->GradientNodes(0), 2);  // 8 ranks over GPUs 0..14: two nodes
+  auto pp_first = Load("", "", R"(, "tensor_parallel": 2, "context_parallel": 2)", "");
+  ASSERT_TRUE(pp_first) << pp_first.error().message;
+  EXPECT_EQ(pp_first->GpuOf(0, 1, 0), 4);  // tp-cp-pp-dp, the default
+  EXPECT_EQ(pp_first->GpuOf(0, 0, 1), 8);
+}
+
+TEST(TodayConfig, BadValuesNameTheirJsonPath) {
+  struct Case {
+    std::string model, training, pipeline, cluster, message;
+    int devices = 32;
+  };
+  const Case cases[] = {
+      {"", "", R"(, "context_parallel": 3)", "",
+       "today.json: /pipeline/context_parallel: 3 GPUs need the sequence of 4096 tokens (/model/seq) in 6 equal "
+       "chunks (2 per GPU, causal)"},
+      {R"(, "attention": "unfused")", "", R"(, "context_parallel": 2)", "",
+       "today.json: /pipeline/context_parallel: context parallelism runs through a fused attention kernel"},
+      {"", "", R"(, "context_parallel": 32)", "", "today.json: /pipeline/context_parallel: 2 stages x 32 "
+                                                 "context-parallel GPUs but only 32 devices (/cluster/devices)"},
+      {"", "", R"(, "context_parallel": 2)", "",
+       "today.json: /cluster/devices: 10 devices are not a whole number of pipelines of 2 stages x 2 "
+       "context-parallel GPUs (data-parallel replicas)", 10},
+      {"", "", R"(, "tensor_parallel": 2, "tp_comm_overlap": true)", "",
+       "today.json: /pipeline/tp_comm_overlap: Transformer Engine overlaps the all-gathers and reduce-scatters of "
+       "sequence parallelism: it needs sequence_parallel"},
+      {R"(, "dtype": "fp8")", "", "", R"(, "device": "A100-80GB")",
+       "today.json: /model/dtype: fp8 needs FP8 tensor cores (Hopper and later); device 0 (A100-80GB) has none"},
+      {"", R"(, "fp8_params": true)", "", "", "today.json: /training/fp8_params: FP8 weights need FP8 training"},
+      {"", R"(, "data_parallel_sharding": "zero3")", "", "",
+       "today.json: /training/data_parallel_sharding: 'zero3' is not one of none, optimizer, full"},
+      {"", "", "", R"(, "placement": "pp-dp")", "today.json: /cluster/placement: 'pp-dp' is not one of tp-cp-pp-dp, "
+                                                "tp-cp-dp-pp"},
+      {"", "", "", R"(, "inter_node_link": "ethernet")", "today.json: /cluster/inter_node_link: unknown link "
+                                                         "'ethernet'"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.message);
+    auto c = Load(k.model, k.training, k.pipeline, k.cluster, k.devices);
+    ASSERT_FALSE(c);
+    EXPECT_NE(c.error().message.find(k.message), std::string::npos) << c.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace twinpipe::cost
