@@ -320,7 +320,7 @@ Config Load(const Reader& r, const json& root, std::string source) {
   const json& pl = r.Object(root, "pipeline", "");
   r.Keys(pl, "/pipeline", {"stages", "schedule", "chunks", "recompute", "partition", "first_layers", "tensor_parallel",
                            "sequence_parallel", "memory_cap", "p2p", "recompute_timing", "context_parallel",
-                           "tp_comm_overlap"});
+                           "tp_comm_overlap", "account_for_embedding", "account_for_loss"});
   c.pipeline.stages = static_cast<int>(r.Int(pl, "stages", "/pipeline", 1, 1 << 20));
   if (c.pipeline.stages > L) {
     r.Fail("/pipeline/stages", fmt::format("{} stages but the model has only {} layers", c.pipeline.stages, L));
@@ -411,6 +411,18 @@ Config Load(const Reader& r, const json& root, std::string source) {
       if (!f[i].is_number_integer()) r.Fail(ip, fmt::format("expected a layer index, got {}", f[i].dump()));
       c.pipeline.first_layers.push_back(f[i].get<int>());
     }
+  }
+  c.pipeline.account_for_embedding = r.Bool(pl, "account_for_embedding", "/pipeline", false);
+  c.pipeline.account_for_loss = r.Bool(pl, "account_for_loss", "/pipeline", false);
+  for (const char* key : {"account_for_embedding", "account_for_loss"}) {
+    if (pl.contains(key) && c.pipeline.partition != PartitionAlgorithm::kMegatron) {
+      r.Fail(fmt::format("/pipeline/{}", key), "only the megatron partition lays out the embedding and the loss as "
+                                               "layers of the split (set /pipeline/partition to \"megatron\")");
+    }
+  }
+  if (c.pipeline.partition == PartitionAlgorithm::kMegatron && !c.transformer) {
+    r.Fail("/pipeline/partition", "the megatron partition splits a generated transformer's blocks (an explicit layer "
+                                  "list, an MLP or a CNN: use minmax, gpipe, memory or manual)");
   }
   if (c.pipeline.partition == PartitionAlgorithm::kManual && c.pipeline.first_layers.empty()) {
     r.Fail("/pipeline/first_layers", "partition 'manual' needs the first layer of each cell");

@@ -75,6 +75,11 @@ struct PipelineConfig {
   ir::RecomputeTiming recompute_timing = ir::RecomputeTiming::kOverlapped;
   PartitionAlgorithm partition = PartitionAlgorithm::kMinMax;  // how the model is cut into cells
   std::vector<int> first_layers;        // manual: first layer of each cell
+  // megatron: the embedding and the loss (the head) each take a block's
+  // share of a cell (Megatron-Core's account_for_embedding_in_pipeline_split
+  // and account_for_loss_in_pipeline_split).
+  bool account_for_embedding = false;
+  bool account_for_loss = false;
   // Megatron-LM's tensor parallelism: each pipeline device of the schedule
   // is a group of t GPUs inside one node (transformer generator only).
   int tensor_parallel = 1;

@@ -16,15 +16,19 @@ namespace twinpipe::cost {
 
 // gpipe: the least variance of the cells' costs (GPipe's heuristic, exact);
 // minmax: the least cost of the slowest cell; memory: minmax with every
-// cell within its device's memory; manual: the config's first_layers.
-enum class PartitionAlgorithm { kGpipe, kMinMax, kMemory, kManual };
+// cell within its device's memory; manual: the config's first_layers;
+// megatron: Megatron-Core's split of a transformer (an equal share of blocks
+// per cell, the embedding on the first, the head on the last; see
+// partition::MegatronFirstLayers).
+enum class PartitionAlgorithm { kGpipe, kMinMax, kMemory, kManual, kMegatron };
 
 // In the order the README's table and --help list them.
-inline constexpr ir::NameTable<PartitionAlgorithm, 4> kPartitionAlgorithmNames{{
+inline constexpr ir::NameTable<PartitionAlgorithm, 5> kPartitionAlgorithmNames{{
     {"gpipe", PartitionAlgorithm::kGpipe},
     {"minmax", PartitionAlgorithm::kMinMax},
     {"memory", PartitionAlgorithm::kMemory},
     {"manual", PartitionAlgorithm::kManual},
+    {"megatron", PartitionAlgorithm::kMegatron},
 }};
 
 constexpr std::string_view PartitionAlgorithmName(PartitionAlgorithm a) {

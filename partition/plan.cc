@@ -195,6 +195,36 @@ PartitionReport DescribePartition(const Config& c, const std::vector<int>& first
   return r;
 }
 
+Result<std::vector<int>> MegatronFirstLayers(const Config& c, int cells) {
+  const int L = static_cast<int>(c.model.layers.size());
+  const int blocks = L - 2;  // the generator's layers: embedding, the blocks, the head
+  if (!c.transformer || blocks < 1 || c.model.layers.front().kind != "embedding" ||
+      c.model.layers.back().kind != "head") {
+    return Fail(fmt::format("{}: /pipeline/partition: the megatron partition splits a generated transformer's blocks",
+                            c.source));
+  }
+  // Units: the blocks, and the embedding and the loss where they count as layers.
+  const int first_extra = c.pipeline.account_for_embedding, last_extra = c.pipeline.account_for_loss;
+  const int units = blocks + first_extra + last_extra;
+  if (units < cells) {
+    return Fail(fmt::format("{}: /pipeline/partition: {} cells but only {} blocks{} to share", c.source, cells, blocks,
+                            first_extra + last_extra > 0 ? " (and the embedding and loss counted as layers)" : ""));
+  }
+  // An equal share per cell; where the cells do not divide the units, the
+  // first (units mod cells) cells take one more (Megatron-Core asks for a
+  // whole share, or an explicit first and last stage: this is its even
+  // layout extended).
+  std::vector<int> firsts{0};
+  int unit = 0;  // units handed out so far
+  for (int k = 0; k + 1 < cells; ++k) {
+    unit += units / cells + (k < units % cells);
+    // Layer index of the unit `unit`: the embedding is layer 0 (a unit only
+    // when it counts), block b is layer 1 + b.
+    firsts.push_back(1 + unit - first_extra);
+  }
+  return firsts;
+}
+
 Result<std::vector<int>> CutLayers(const Config& c, cost::PartitionAlgorithm algorithm,
                                    const std::vector<cost::StagePeak>* peaks, const std::vector<int>* placement,
                                    const cost::Calibration* calibration) {
@@ -208,6 +238,13 @@ Result<std::vector<int>> CutLayers(const Config& c, cost::PartitionAlgorithm alg
       part = Manual(p, c.pipeline.first_layers);
       if (!part) return Fail(fmt::format("{}: /pipeline/first_layers{}", c.source, part.error().message));
       break;
+    case cost::PartitionAlgorithm::kMegatron: {
+      auto firsts = MegatronFirstLayers(c, p.num_cells);
+      if (!firsts) return tl::unexpected(firsts.error());
+      part = Manual(p, *firsts);
+      if (!part) return Fail(fmt::format("{}: /pipeline/partition: {}", c.source, part.error().message));
+      break;
+    }
   }
   if (!part) {
     return tl::unexpected(Error{fmt::format("{}: {}", c.source, part.error().message), part.error().kind});

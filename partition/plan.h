@@ -38,6 +38,14 @@ PartitionProblem BuildProblem(const cost::Config& config, const std::vector<cost
 
 // Runs gpipe | minmax | memory | manual. Bad manual indices are bad input
 // (exit 2); a model that does not fit in memory is a runtime failure (exit 1).
+// Megatron-Core's layout of a generated transformer over `cells` cells: the
+// blocks (plus one unit each for the embedding and the loss where
+// pipeline.account_for_embedding / account_for_loss count them) in equal
+// shares, the first (units mod cells) cells one more; the embedding on the
+// first cell, the head (final norm, logits, loss) on the last. The first
+// layer of each cell.
+Result<std::vector<int>> MegatronFirstLayers(const cost::Config& config, int cells);
+
 Result<PartitionReport> PlanPartition(const cost::Config& config, cost::PartitionAlgorithm algorithm,
                                       const std::vector<cost::StagePeak>* peaks = nullptr,
                                       const std::vector<int>* placement = nullptr,

@@ -1,6 +1,9 @@
 #include "partition/plan.h"
 
 #include <gtest/gtest.h>
+#include <fmt/format.h>
+
+#include "partition/pipeline_plan.h"
 
 namespace twinpipe::partition {
 namespace {
@@ -100,6 +103,84 @@ TEST(PlanPartition, ManualErrorsNameTheJsonPath) {
   auto r = PlanNamed(c, "manual");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message, "t.json: /pipeline/first_layers/2: expected a layer index above 9 and below 26, got 5");
+}
+
+}  // namespace
+}  // namespace twinpipe::partition
+
+namespace twinpipe::partition {
+namespace {
+
+cost::Config MegatronConfig(int layers, int stages, int chunks, bool embedding, bool loss) {
+  auto c = cost::LoadConfig(fmt::format(R"({{
+    "model": {{"generator": "transformer", "layers": {}, "d_model": 256, "heads": 4, "seq": 64, "vocab": 1024}},
+    "training": {{"batch": 48, "microbatches": 48}},
+    "pipeline": {{"stages": {}, "schedule": "{}", "chunks": {}, "partition": "megatron",
+                  "account_for_embedding": {}, "account_for_loss": {}}},
+    "cluster": {{"device": "H100-SXM"}}}})", layers, stages, chunks > 1 ? "interleaved" : "1f1b", chunks, embedding,
+                                        loss),
+                            "megatron.json");
+  EXPECT_TRUE(c) << c.error().message;
+  return *c;
+}
+
+// Megatron-Core's layouts, worked by hand: each cell's first layer (0 the
+// embedding, 1..L the blocks, L + 1 the head).
+TEST(Megatron, LaysOutBlocksEmbeddingAndLossAsMegatronCoreDoes) {
+  // Llama 3 70B's 80 blocks on 4 ranks of 5 virtual stages: 4 blocks a cell.
+  auto firsts = MegatronFirstLayers(MegatronConfig(80, 4, 5, false, false), 20);
+  ASSERT_TRUE(firsts) << firsts.error().message;
+  std::vector<int> even{0};
+  for (int k = 1; k < 20; ++k) even.push_back(1 + 4 * k);
+  EXPECT_EQ(*firsts, even);
+  // Both counted: 82 units over 20 cells, the first two take 5: cell 0 the
+  // embedding and blocks 1-4, cell 1 blocks 5-9, then 4 each; the last
+  // cell three blocks and the head.
+  firsts = MegatronFirstLayers(MegatronConfig(80, 4, 5, true, true), 20);
+  ASSERT_TRUE(firsts);
+  EXPECT_EQ((*firsts)[1], 5);
+  EXPECT_EQ((*firsts)[2], 10);
+  EXPECT_EQ((*firsts)[19], 78);  // blocks 78, 79, 80 and the head
+  // Llama 3.1 405B's 126 blocks on 16 ranks of 8 virtual stages with both
+  // counted (Megatron-Core's recipe): 128 units, one a cell; the first cell
+  // holds the embedding alone, the last the head alone.
+  firsts = MegatronFirstLayers(MegatronConfig(126, 16, 8, true, true), 128);
+  ASSERT_TRUE(firsts);
+  EXPECT_EQ((*firsts)[1], 1);
+  EXPECT_EQ((*firsts)[127], 127);
+  // Six ranks (not a power of two) of 7 blocks that do not divide: 2, 1, 1, 1, 1, 1.
+  firsts = MegatronFirstLayers(MegatronConfig(7, 6, 1, false, false), 6);
+  ASSERT_TRUE(firsts);
+  EXPECT_EQ(*firsts, (std::vector<int>{0, 3, 4, 5, 6, 7}));
+  // Too few blocks for the cells.
+  auto few = MegatronFirstLayers(MegatronConfig(6, 4, 2, false, false), 8);
+  ASSERT_FALSE(few);
+  EXPECT_EQ(few.error().message, "megatron.json: /pipeline/partition: 8 cells but only 6 blocks to share");
+}
+
+TEST(Megatron, PlansTwentyVirtualStages) {
+  cost::Config c = MegatronConfig(80, 4, 20, false, false);
+  auto plan = PlanFromConfig(c);
+  ASSERT_TRUE(plan) << plan.error().message;
+  ASSERT_EQ(plan->partition.cells.size(), 80u);
+  EXPECT_EQ(plan->partition.cells[0].first_layer, 0);
+  EXPECT_EQ(plan->partition.cells[0].last_layer, 1);   // the embedding and block 1
+  EXPECT_EQ(plan->partition.cells[79].last_layer, 81);  // block 80 and the head
+}
+
+TEST(Megatron, KeysNameTheirPath) {
+  auto c = cost::LoadConfig(R"({"model": {"generator": "mlp", "layers": 4, "width": 8, "input": 4, "classes": 2},
+    "training": {"batch": 4, "microbatches": 4}, "pipeline": {"stages": 2, "partition": "megatron"},
+    "cluster": {"device": "CPU"}})", "m.json");
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("m.json: /pipeline/partition: the megatron partition splits a generated "
+                                   "transformer's blocks"), std::string::npos) << c.error().message;
+  c = cost::LoadConfig(R"({"model": {"generator": "transformer", "layers": 4, "d_model": 64, "heads": 4, "seq": 8,
+    "vocab": 64}, "training": {"batch": 4, "microbatches": 4},
+    "pipeline": {"stages": 2, "account_for_loss": true}, "cluster": {"device": "CPU"}})", "m.json");
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("m.json: /pipeline/account_for_loss: only the megatron partition"),
+            std::string::npos) << c.error().message;
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_b
   const int L = static_cast<int>(c.model.layers.size());
   std::vector<cost::PartitionAlgorithm> partitions;
   for (const auto& [name, a] : cost::kPartitionAlgorithmNames) {
-    if (a != cost::PartitionAlgorithm::kManual) partitions.push_back(a);
+    if (a != cost::PartitionAlgorithm::kManual && a != cost::PartitionAlgorithm::kMegatron) partitions.push_back(a);
   }
   std::vector<ir::RecomputeMode> modes{ir::RecomputeMode::kNone, ir::RecomputeMode::kFull,
                                        ir::RecomputeMode::kExceptLast};
