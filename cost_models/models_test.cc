@@ -88,11 +88,11 @@ TEST(MemoryModel, RecomputeKeepsOnlyBoundaryInputs) {
   auto shape = ir::BuildShape("gpipe", 1, 3);
   ASSERT_TRUE(shape);
   const auto none = StagePeaks(*shape, ir::RecomputeMode::kNone), full = StagePeaks(*shape, ir::RecomputeMode::kFull);
-  CellMemory m = CellPeakMemory(m_chain, cut, 1, 2, MemoryInputs{12, 4, &none[0]});
+  CellMemory m = CellPeakMemory(m_chain, cut, 1, 2, {}, MemoryInputs{12, 4, &none[0]});
   EXPECT_DOUBLE_EQ(m.params_bytes, 500 * 12);
   EXPECT_DOUBLE_EQ(m.activation_bytes, 3 * 100 * 4);
   EXPECT_DOUBLE_EQ(m.boundary_bytes, 2 * (20 + 22) * 4);
-  m = CellPeakMemory(m_chain, cut, 1, 2, MemoryInputs{12, 4, &full[0]});
+  m = CellPeakMemory(m_chain, cut, 1, 2, {}, MemoryInputs{12, 4, &full[0]});
   // Three micro-batches keep their input; the one being recomputed rebuilds
   // the rest of its activations (its input is among the kept bytes).
   EXPECT_DOUBLE_EQ(m.activation_bytes, 3 * 20 * 4 + (100 - 20) * 4);
@@ -129,14 +129,14 @@ TEST(Memory, TableEqualsTheCellSum) {
       m.layers.push_back(l);
     }
     const auto cut = CutBytes(m);
-    const CellMemoryTable table(m, cut);
+    const CellMemoryTable table(m, cut, {});
     for (auto mode : {ir::RecomputeMode::kNone, ir::RecomputeMode::kFull, ir::RecomputeMode::kExceptLast}) {
       for (const std::string schedule : {"gpipe", "1f1b"}) {
         const auto peaks = StagePeaks(schedule, 2, 3, 0, mode);
         const MemoryInputs in{12, 2, &peaks[0]};
         for (int a = 0; a < L; ++a) {
           for (int b = a; b < L; ++b) {
-            const CellMemory want = CellPeakMemory(m, cut, a, b, in), got = table.Peak(a, b, in);
+            const CellMemory want = CellPeakMemory(m, cut, a, b, {}, in), got = table.Peak(a, b, in);
             EXPECT_NEAR(got.total_bytes, want.total_bytes, 1e-9 * want.total_bytes) << a << ".." << b;
             EXPECT_NEAR(got.activation_bytes, want.activation_bytes, 1e-9 * want.total_bytes) << a << ".." << b;
           }

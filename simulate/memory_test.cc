@@ -121,7 +121,8 @@ TEST(MemoryModel, TheWalkEqualsBothEnginesAndTheClosedFormForGPipeAnd1F1B) {
       const auto& cell = plan->partition.cells[st];
       const cost::MemoryInputs in{c.training.bytes_per_param, static_cast<double>(c.training.MicroBatchSize()),
                                   &peaks[st]};
-      const cost::CellMemory closed = cost::CellPeakMemory(c.model, cut, cell.first_layer, cell.last_layer, in);
+      const cost::CellMemory closed =
+          cost::CellPeakMemory(c.model, cut, cell.first_layer, cell.last_layer, c.pipeline.checkpointing, in);
       const double simulated = sim->devices[plan->schedule.placement[st]].peak_memory_bytes;
       const std::string where = fmt::format("stage {} (layers {}..{}, {} in flight)", st, cell.first_layer,
                                             cell.last_layer, in_flight[st]);
@@ -161,7 +162,7 @@ TEST(MemoryModel, AMemoryPartitionIsSimulatedWithinItsCap) {
       const int first = st * layers / stages, last = (st + 1) * layers / stages - 1;
       const cost::MemoryInputs in{c.training.bytes_per_param, static_cast<double>(c.training.MicroBatchSize()),
                                   &peaks[st]};
-      even = std::max(even, cost::CellPeakMemory(c.model, cut, first, last, in).total_bytes);
+      even = std::max(even, cost::CellPeakMemory(c.model, cut, first, last, c.pipeline.checkpointing, in).total_bytes);
     }
     const double cap = even * (0.7 + 0.6 * (rng() % 100) / 100.0);
     for (auto& d : c.cluster.devices) d.memory_bytes = cap;
