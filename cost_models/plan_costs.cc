@@ -167,7 +167,10 @@ double ComputeStreamPeak(const ir::Schedule& s, ir::RecomputeMode recompute, con
         case OpKind::kForward:
           now += held;
           most = std::max(most, now);
-          if (again) now += input - held;
+          if (again) {
+            now += input - held;
+            most = std::max(most, now);  // a rise where the kept bytes exceed the rebuilt (a large input)
+          }
           break;
         case OpKind::kRecompute:
           now += held - input;
