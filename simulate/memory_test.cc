@@ -146,7 +146,8 @@ TEST(MemoryModel, TheWalkEqualsBothEnginesAndTheClosedFormForGPipeAnd1F1B) {
       if (schedule != "gpipe" && schedule != "1f1b") continue;
       const double formula =
           closed.params_bytes + ClosedFormPeak(schedule, recompute, in_flight[st], micro_batches,
-                                               costs.activation_bytes[st], costs.input_bytes[st], costs.RebuiltBytes(st));
+                                               costs.activation_bytes[st], costs.input_bytes[st],
+                                               costs.RebuiltBytes(st));
       EXPECT_NEAR(simulated, formula, 1e-9 * simulated) << where;
     }
   }
