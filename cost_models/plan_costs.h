@@ -10,6 +10,7 @@
 //   double f_s = costs.compute_s[0][ComputeSlot(ir::OpKind::kForward)];
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -78,7 +79,7 @@ struct PlanCosts {
   // gradients' inputs and output gradients; the Zero Bubble paper's M_W),
   // never more than it held. Empty: all it held, as the executors keep it.
   std::vector<double> pending_bytes;
-  double PendingBytes(int32_t stage, bool recomputed = false) const {
+  double PendingBytes(int32_t stage, bool recomputed) const {
     const double held = HeldBytes(stage, recomputed);
     return pending_bytes.empty() ? held : std::min(pending_bytes[stage], held);
   }
