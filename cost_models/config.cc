@@ -320,7 +320,8 @@ Config Load(const Reader& r, const json& root, std::string source) {
   const json& pl = r.Object(root, "pipeline", "");
   r.Keys(pl, "/pipeline", {"stages", "schedule", "chunks", "recompute", "partition", "first_layers", "tensor_parallel",
                            "sequence_parallel", "memory_cap", "p2p", "recompute_timing", "context_parallel",
-                           "tp_comm_overlap", "account_for_embedding", "account_for_loss"});
+                           "tp_comm_overlap", "account_for_embedding", "account_for_loss", "recompute_granularity",
+                           "distribute_saved_activations"});
   c.pipeline.stages = static_cast<int>(r.Int(pl, "stages", "/pipeline", 1, 1 << 20));
   if (c.pipeline.stages > L) {
     r.Fail("/pipeline/stages", fmt::format("{} stages but the model has only {} layers", c.pipeline.stages, L));
@@ -352,6 +353,21 @@ Config Load(const Reader& r, const json& root, std::string source) {
       r.String(pl, "recompute_timing", "/pipeline", {"overlapped", "in-backward"}, "overlapped"));
   const bool selective = c.pipeline.recompute == ir::RecomputeMode::kSelective;
   const int tp = c.pipeline.tensor_parallel;
+  // What a recomputed micro-batch keeps (memory_model.h's Checkpointing).
+  c.pipeline.checkpointing.granularity =
+      r.Enum(pl, "recompute_granularity", "/pipeline", kRecomputeGranularityNames, RecomputeGranularity::kCell);
+  c.pipeline.checkpointing.distribute_saved_activations =
+      r.Bool(pl, "distribute_saved_activations", "/pipeline", false);
+  if (c.pipeline.checkpointing.distribute_saved_activations) {
+    if (c.pipeline.checkpointing.granularity != RecomputeGranularity::kLayer) {
+      r.Fail("/pipeline/distribute_saved_activations", "distributes the inputs each layer keeps: it needs "
+                                                       "recompute_granularity 'layer'");
+    }
+    if (tp == 1) {
+      r.Fail("/pipeline/distribute_saved_activations", "distributes over the tensor-parallel group: it needs "
+                                                       "tensor_parallel > 1");
+    }
+  }
   if ((tp > 1 || c.pipeline.sequence_parallel || selective) && !c.transformer) {
     r.Fail(tp > 1 ? "/pipeline/tensor_parallel" : selective ? "/pipeline/recompute" : "/pipeline/sequence_parallel",
            "tensor parallelism, sequence parallelism and selective recompute are modelled for the transformer "

@@ -16,6 +16,7 @@
 #include "cost_models/catalogue.h"
 #include "cost_models/compute_model.h"
 #include "cost_models/generators.h"
+#include "cost_models/memory_model.h"
 #include "cost_models/model.h"
 #include "cost_models/partition_algorithm.h"
 #include "ir/builders.h"
@@ -73,6 +74,12 @@ struct PipelineConfig {
   // (Megatron-LM: the forward is re-run inside the backward call, once the
   // gradient is in).
   ir::RecomputeTiming recompute_timing = ir::RecomputeTiming::kOverlapped;
+  // `"recompute_granularity"`: "cell" (default, GPipe's: the cell keeps its
+  // boundary input and R rebuilds the whole cell) or "layer" (Megatron-LM's:
+  // every layer keeps its input, one layer's activations rebuilt at a time);
+  // `"distribute_saved_activations"` (layer only, t > 1): Megatron's split
+  // of the kept inputs across the tensor-parallel group (memory_model.h).
+  Checkpointing checkpointing;
   PartitionAlgorithm partition = PartitionAlgorithm::kMinMax;  // how the model is cut into cells
   std::vector<int> first_layers;        // manual: first layer of each cell
   // megatron: the embedding and the loss (the head) each take a block's

@@ -200,7 +200,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"\"schedule\": \"gpipe\"", "\"schedule\": \"zb-v\", \"chunks\": 3",
                   "q.json: /pipeline/chunks: schedule 'zb-v' places 2 chunks per device, not 3"},
         BadConfig{"\"partition\": \"minmax\"", "\"partition\": \"best\"",
-                  "q.json: /pipeline/partition: 'best' is not one of gpipe, minmax, memory, manual"},
+                  "q.json: /pipeline/partition: 'best' is not one of gpipe, minmax, memory, manual, megatron"},
         BadConfig{"\"cluster\":", "\"clusters\":",
                   "q.json: /clusters: unknown key (expected one of cluster, model, pipeline, training)"},
         BadConfig{"\"batch\": 128, ", "", "q.json: /training: missing key 'batch' (an integer from 1 to 1099511627776)"},
@@ -281,6 +281,46 @@ TEST(LoadConfig, ReadsThePartitionAlgorithm) {
   auto absent = LoadConfig(text, "q.json");
   ASSERT_TRUE(absent) << absent.error().message;
   EXPECT_EQ(absent->pipeline.partition, PartitionAlgorithm::kMinMax);  // the default
+}
+
+// /pipeline/recompute_granularity and /pipeline/distribute_saved_activations:
+// defaults, the values read, and each bad value named at its path.
+TEST(LoadConfig, ReadsTheRecomputeGranularity) {
+  auto with = [](const std::string& keys) {
+    std::string text = kGood;
+    const std::string at = "\"partition\": \"minmax\"";
+    text.replace(text.find(at), at.size(), at + keys);
+    text.replace(text.find("\"devices\": 4"), 12, "\"devices\": 16");  // room for t = 4
+    return LoadConfig(text, "q.json");
+  };
+  auto plain = LoadConfig(kGood, "q.json");
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_EQ(plain->pipeline.checkpointing, Checkpointing{});
+  EXPECT_EQ(plain->pipeline.checkpointing.granularity, RecomputeGranularity::kCell);
+  auto layer = with(", \"recompute_granularity\": \"layer\", \"tensor_parallel\": 4, "
+                    "\"distribute_saved_activations\": true");
+  ASSERT_TRUE(layer) << layer.error().message;
+  EXPECT_EQ(layer->pipeline.checkpointing.granularity, RecomputeGranularity::kLayer);
+  EXPECT_TRUE(layer->pipeline.checkpointing.distribute_saved_activations);
+  for (const auto& [keys, message] : std::vector<std::pair<std::string, std::string>>{
+           {", \"recompute_granularity\": \"block\"",
+            "q.json: /pipeline/recompute_granularity: 'block' is not one of cell, layer"},
+           {", \"recompute_granularity\": 1",
+            "q.json: /pipeline/recompute_granularity: expected a string, got 1"},
+           {", \"recompute_granularity\": \"layer\", \"tensor_parallel\": 4, \"distribute_saved_activations\": 1",
+            "q.json: /pipeline/distribute_saved_activations: expected true or false, got 1"},
+           {", \"tensor_parallel\": 4, \"distribute_saved_activations\": true",
+            "q.json: /pipeline/distribute_saved_activations: distributes the inputs each layer keeps: it needs "
+            "recompute_granularity 'layer'"},
+           {", \"recompute_granularity\": \"layer\", \"distribute_saved_activations\": true",
+            "q.json: /pipeline/distribute_saved_activations: distributes over the tensor-parallel group: it needs "
+            "tensor_parallel > 1"}}) {
+    auto c = with(keys);
+    ASSERT_FALSE(c) << keys;
+    EXPECT_EQ(c.error().message, message) << keys;
+  }
+  EXPECT_EQ(RecomputeGranularityName(RecomputeGranularity::kLayer), "layer");
+  EXPECT_EQ(RecomputeGranularityFromName("cell"), RecomputeGranularity::kCell);
 }
 
 TEST(LoadConfig, RejectsCyclicGraphs) {

@@ -346,6 +346,7 @@ Model GenerateTransformer(const TransformerSpec& spec) {
                              .params = split_params / t + replicated_params,
                              .out_bytes = act / t,
                              .stash_bytes = S * d * stash_units * (e / 2),
+                             .input_replicas = t / n,  // each GPU holds the whole S x d input without sp
                              .kernels = block_kernels});
   }
   // Final layernorm, vocabulary projection, and Megatron's vocabulary-

@@ -1,6 +1,7 @@
 #include "cost_models/memory_model.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "ir/builders.h"
 #include "ir/in_flight.h"
@@ -9,26 +10,46 @@ namespace twinpipe::cost {
 
 namespace {
 
-// A cell's memory from its sums: parameters, stash, the stash its recompute
-// does not rebuild, and the boundary bytes in and out.
-CellMemory FromSums(double params, double stash, double not_rerun, double input, double output,
+// What a per-layer checkpoint keeps of layer i's input, per sample: the cut
+// before it (the model's input before layer 0), held whole on each of its
+// input_replicas GPUs unless the saved activations are distributed.
+double KeptInput(const Model& model, const std::vector<double>& cut, int i, const Checkpointing& checkpointing) {
+  const double in = i == 0 ? model.input_bytes : cut[i - 1];
+  return checkpointing.distribute_saved_activations ? in : in * model.layers[i].input_replicas;
+}
+
+// What re-running layer i alone adds to the kept inputs: its activations
+// less its kept input (which they include), none where the input is larger.
+double LayerWork(const Model& model, const std::vector<double>& cut, int i, const Checkpointing& checkpointing) {
+  return std::max(0.0, model.layers[i].stash_bytes - KeptInput(model, cut, i, checkpointing));
+}
+
+// A cell's memory from its parameters, what a micro-batch holds (per
+// sample) and the boundary bytes in and out.
+CellMemory FromSums(double params, const CellActivations& held, double input, double output,
                     const MemoryInputs& in) {
   CellMemory m;
   const double b = in.micro_batch;
   m.params_bytes = params * in.bytes_per_param;
-  m.activation_bytes = in.peak->Bytes(stash * b, CellActivationsFromSums(stash, not_rerun, input).kept * b);
+  m.activation_bytes = in.peak->Bytes(held.stash * b, held.kept * b, held.rebuilt * b);
   m.boundary_bytes = 2 * (input + output) * b;  // activation and gradient, in and out
   m.total_bytes = m.params_bytes + m.activation_bytes + m.boundary_bytes;
   return m;
 }
 
 // Walks a schedule's stages with the per-op deltas, counting per stage the
-// micro-batches that hold their whole activation and those that hold what
-// recompute keeps, and keeps the counts at every rise.
+// micro-batches that hold their whole activation, those that hold what
+// recompute keeps and those a recompute has rebuilt (or whose recomputed
+// forward runs), and keeps the counts at every rise.
 class PeakWalk {
  public:
   PeakWalk(const ir::Schedule& s, ir::RecomputeMode recompute)
-      : s_(s), recompute_(recompute), whole_(s.num_stages, 0), kept_(s.num_stages, 0), peaks_(s.num_stages) {
+      : s_(s),
+        recompute_(recompute),
+        whole_(s.num_stages, 0),
+        kept_(s.num_stages, 0),
+        rebuilt_(s.num_stages, 0),
+        peaks_(s.num_stages) {
     for (const auto& program : s.programs) {
       for (const ir::Op& op : program) {
         if (op.kind != ir::OpKind::kRecompute) continue;
@@ -59,20 +80,25 @@ class PeakWalk {
     return ir::InsertsRecompute(recompute_) &&
            !(recompute_ == ir::RecomputeMode::kExceptLast && op.micro_batch == s_.num_micro_batches - 1);
   }
-  void Rise(int stage) { Add(peaks_[stage].terms, StagePeak::Term{whole_[stage], kept_[stage]}); }
+  void Rise(int stage) { Add(peaks_[stage].terms, StagePeak::Term{whole_[stage], kept_[stage], rebuilt_[stage]}); }
   void Rebuild(int stage) {
-    --kept_[stage], ++whole_[stage];
+    --kept_[stage], ++rebuilt_[stage];
     Rise(stage);
   }
+  // The micro-batch's last backward frees what it holds.
+  void Free(const ir::Op& op) { --(Recomputed(op) ? rebuilt_ : whole_)[op.stage]; }
   void Charge(const ir::Op& op) {
     const int st = op.stage;
     switch (op.kind) {
       case ir::OpKind::kForward:
-        ++whole_[st];
-        Rise(st);
         if (Recomputed(op)) {
-          --whole_[st], ++kept_[st];
-          Rise(st);  // a rise where the kept bytes exceed the whole (a large input)
+          ++rebuilt_[st];
+          Rise(st);
+          --rebuilt_[st], ++kept_[st];
+          Rise(st);  // a rise where the kept bytes exceed the rebuilt (a large input)
+        } else {
+          ++whole_[st];
+          Rise(st);
         }
         break;
       case ir::OpKind::kRecompute:
@@ -81,60 +107,73 @@ class PeakWalk {
       case ir::OpKind::kBackward:
       case ir::OpKind::kBackwardInput:
         if (Recomputed(op) && !HasOwnRecompute(op)) Rebuild(st);  // the R InsertRecompute puts before it
-        if (op.kind == ir::OpKind::kBackward) --whole_[st];
+        if (op.kind == ir::OpKind::kBackward) Free(op);
         break;
       case ir::OpKind::kBackwardWeight:
-        --whole_[st];
+        Free(op);
         break;
       default:
         break;
     }
   }
-  // Adds a term unless another holds at least as much of both; drops those it holds more than.
+  // Adds a term unless another holds at least as much of each; drops those it holds more than.
+  static bool Covers(const StagePeak::Term& a, const StagePeak::Term& b) {
+    return a.whole >= b.whole && a.kept >= b.kept && a.rebuilt >= b.rebuilt;
+  }
   static void Add(std::vector<StagePeak::Term>& terms, StagePeak::Term t) {
     for (const auto& u : terms) {
-      if (u.whole >= t.whole && u.kept >= t.kept) return;
+      if (Covers(u, t)) return;
     }
-    std::erase_if(terms, [&](const StagePeak::Term& u) { return t.whole >= u.whole && t.kept >= u.kept; });
+    std::erase_if(terms, [&](const StagePeak::Term& u) { return Covers(t, u); });
     terms.push_back(t);
   }
 
   const ir::Schedule& s_;
   ir::RecomputeMode recompute_;
   std::vector<char> has_recompute_;  // [stage x M + micro-batch]: the schedule has its R
-  std::vector<int> whole_, kept_;
+  std::vector<int> whole_, kept_, rebuilt_;
   std::vector<StagePeak> peaks_;
 };
 
 }  // namespace
 
-CellActivations CellActivationsOf(const Model& model, const std::vector<double>& cut_bytes, int first, int last) {
+CellActivations CellActivationsOf(const Model& model, const std::vector<double>& cut_bytes, int first, int last,
+                                  const Checkpointing& checkpointing) {
   double stash = 0, not_rerun = 0;
   const int end = RematerializedEnd(model, first, last);
   for (int i = first; i <= last; ++i) {
     stash += model.layers[i].stash_bytes;
     if (i >= end) not_rerun += model.layers[i].stash_bytes;
   }
-  return CellActivationsFromSums(stash, not_rerun, first == 0 ? model.input_bytes : cut_bytes[first - 1]);
+  if (checkpointing.granularity == RecomputeGranularity::kCell) {
+    return CellActivationsFromSums(stash, not_rerun, first == 0 ? model.input_bytes : cut_bytes[first - 1]);
+  }
+  double inputs = 0, work = 0;
+  for (int i = first; i < end; ++i) {
+    inputs += KeptInput(model, cut_bytes, i, checkpointing);
+    work = std::max(work, LayerWork(model, cut_bytes, i, checkpointing));
+  }
+  return CellActivationsFromSums(stash, not_rerun, inputs, work);
 }
 
 CellMemory CellPeakMemory(const Model& model, const std::vector<double>& cut_bytes, int first, int last,
-                          const MemoryInputs& in) {
-  double params = 0, stash = 0, not_rerun = 0;
-  const int end = RematerializedEnd(model, first, last);
-  for (int i = first; i <= last; ++i) {
-    params += model.layers[i].params;
-    stash += model.layers[i].stash_bytes;
-    if (i >= end) not_rerun += model.layers[i].stash_bytes;
-  }
+                          const Checkpointing& checkpointing, const MemoryInputs& in) {
+  double params = 0;
+  for (int i = first; i <= last; ++i) params += model.layers[i].params;
   const double input = first == 0 ? model.input_bytes : cut_bytes[first - 1];
   const double output = last + 1 < static_cast<int>(model.layers.size()) ? cut_bytes[last] : 0;
-  return FromSums(params, stash, not_rerun, input, output, in);
+  return FromSums(params, CellActivationsOf(model, cut_bytes, first, last, checkpointing), input, output, in);
 }
 
-double StagePeak::Bytes(double whole_bytes, double kept_bytes) const {
+double StagePeak::Bytes(double whole_bytes, double kept_bytes, double rebuilt_bytes) const {
   double most = 0;
-  for (const Term& t : terms) most = std::max(most, t.whole * whole_bytes + t.kept * kept_bytes);
+  if (rebuilt_bytes == whole_bytes) {  // per cell: R rebuilds the whole
+    for (const Term& t : terms) most = std::max(most, (t.whole + t.rebuilt) * whole_bytes + t.kept * kept_bytes);
+    return most;
+  }
+  for (const Term& t : terms) {
+    most = std::max(most, t.whole * whole_bytes + t.kept * kept_bytes + t.rebuilt * rebuilt_bytes);
+  }
   return most;
 }
 
@@ -161,8 +200,10 @@ std::vector<StagePeak> StagePeaks(const std::string& schedule, int devices, int 
   return StagePeaks(gpipe, recompute);
 }
 
-CellMemoryTable::CellMemoryTable(const Model& model, std::vector<double> cut_bytes)
-    : input_bytes_(model.input_bytes), cut_(std::move(cut_bytes)) {
+CellMemoryTable::CellMemoryTable(const Model& model, std::vector<double> cut_bytes, const Checkpointing& checkpointing)
+    : per_layer_(checkpointing.granularity == RecomputeGranularity::kLayer),
+      input_bytes_(model.input_bytes),
+      cut_(std::move(cut_bytes)) {
   const size_t L = model.layers.size();
   params_.assign(L + 1, 0.0);
   stash_.assign(L + 1, 0.0);
@@ -172,6 +213,26 @@ CellMemoryTable::CellMemoryTable(const Model& model, std::vector<double> cut_byt
     stash_[i + 1] = stash_[i] + model.layers[i].stash_bytes;
     last_remat_[i + 1] = model.layers[i].rematerialized ? static_cast<int>(i) : last_remat_[i];
   }
+  if (!per_layer_) return;
+  kept_inputs_.assign(L + 1, 0.0);
+  work_.emplace_back(L, 0.0);
+  for (size_t i = 0; i < L; ++i) {
+    const int layer = static_cast<int>(i);
+    kept_inputs_[i + 1] = kept_inputs_[i] + KeptInput(model, cut_, layer, checkpointing);
+    work_[0][i] = LayerWork(model, cut_, layer, checkpointing);
+  }
+  for (size_t span = 2; span <= L; span *= 2) {
+    const std::vector<double>& half = work_.back();
+    std::vector<double> next(L - span + 1);
+    for (size_t i = 0; i < next.size(); ++i) next[i] = std::max(half[i], half[i + span / 2]);
+    work_.push_back(std::move(next));
+  }
+}
+
+double CellMemoryTable::MostWork(int first, int end) const {
+  if (end <= first) return 0;
+  const int k = std::bit_width(static_cast<unsigned>(end - first)) - 1;  // 2^k <= end - first
+  return std::max(work_[k][first], work_[k][end - (1 << k)]);
 }
 
 CellMemory CellMemoryTable::Peak(int first, int last, const MemoryInputs& in) const {
@@ -179,8 +240,12 @@ CellMemory CellMemoryTable::Peak(int first, int last, const MemoryInputs& in) co
   const int end = std::max(first, last_remat_[last + 1] + 1);
   const double input = first == 0 ? input_bytes_ : cut_[first - 1];
   const double output = last + 1 < static_cast<int>(params_.size()) - 1 ? cut_[last] : 0;
-  return FromSums(params_[last + 1] - params_[first], stash_[last + 1] - stash_[first], stash_[last + 1] - stash_[end],
-                  input, output, in);
+  const double stash = stash_[last + 1] - stash_[first], not_rerun = stash_[last + 1] - stash_[end];
+  const CellActivations held =
+      per_layer_
+          ? CellActivationsFromSums(stash, not_rerun, kept_inputs_[end] - kept_inputs_[first], MostWork(first, end))
+          : CellActivationsFromSums(stash, not_rerun, input);
+  return FromSums(params_[last + 1] - params_[first], held, input, output, in);
 }
 
 std::vector<int> InFlightPerStage(const ir::Schedule& s) {

@@ -7,52 +7,102 @@
 // multiply-adds.
 //
 //   auto peaks = StagePeaks(schedule, ir::RecomputeMode::kFull);
-//   CellMemory m = CellPeakMemory(model, cut_bytes, 0, 5, {12, 4, &peaks[0]});
+//   CellMemory m = CellPeakMemory(model, cut_bytes, 0, 5, {}, {12, 4, &peaks[0]});
 #pragma once
 
 #include <algorithm>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "cost_models/model.h"
+#include "ir/name_table.h"
 #include "ir/passes.h"
 #include "ir/schedule.h"
 
 namespace twinpipe::cost {
 
-// What one micro-batch of a cell (layers first..last) holds per sample:
-// everything its forward stashes, and what it keeps when recomputed (its
-// boundary input and the activations of the layers its recompute does not
-// re-run, a head; never more than keeping everything). `cut_bytes` is
-// CutBytes(model).
-struct CellActivations {
-  double stash = 0;  // per sample, without recompute
-  double kept = 0;   // per sample, with recompute
+// What a recompute keeps of a micro-batch, and what it rebuilds at once
+// (`/pipeline/recompute_granularity`):
+// - kCell (GPipe's, torchgpipe's): the cell keeps its boundary input from F
+//   to its backward, and R rebuilds the whole cell's activations at once;
+// - kLayer (Megatron-LM's `uniform` method with one layer per checkpoint):
+//   every rematerialized layer keeps its input (on each GPU of a
+//   tensor-parallel group without sequence parallelism, Layer::input_replicas),
+//   and the layers are re-run one at a time inside the backward, so that
+//   one layer's activations are live beside the kept inputs.
+// R re-runs the same layers either way: only memory differs.
+enum class RecomputeGranularity { kCell, kLayer };
+
+inline constexpr ir::NameTable<RecomputeGranularity, 2> kRecomputeGranularityNames{{
+    {"cell", RecomputeGranularity::kCell},
+    {"layer", RecomputeGranularity::kLayer},
+}};
+constexpr std::string_view RecomputeGranularityName(RecomputeGranularity g) {
+  return ir::NameOf(kRecomputeGranularityNames, g);
+}
+constexpr std::optional<RecomputeGranularity> RecomputeGranularityFromName(std::string_view name) {
+  return ir::FromName(kRecomputeGranularityNames, name);
+}
+
+// How recompute keeps a micro-batch (a config's /pipeline/recompute_granularity
+// and /pipeline/distribute_saved_activations).
+struct Checkpointing {
+  RecomputeGranularity granularity = RecomputeGranularity::kCell;
+  // Megatron's `distribute_saved_activations`: a layer's kept input is split
+  // across the tensor-parallel group that would each hold all of it (its
+  // input_replicas), so each GPU keeps only the cut's share. Layer
+  // granularity only; no effect with sequence parallelism (already split).
+  bool distribute_saved_activations = false;
+  bool operator==(const Checkpointing&) const = default;
 };
-CellActivations CellActivationsOf(const Model& model, const std::vector<double>& cut_bytes, int first, int last);
+
+// What one micro-batch of a cell (layers first..last) holds per sample:
+// everything its forward stashes; what it keeps when recomputed (the kept
+// inputs, and the activations of the layers its recompute does not re-run, a
+// head; never more than keeping everything); and the most it holds while a
+// recomputed forward runs or once R has rebuilt it (per cell: the whole
+// stash; per layer: the kept bytes and the largest layer's activations
+// beside them). `cut_bytes` is CutBytes(model).
+struct CellActivations {
+  double stash = 0;    // per sample, without recompute
+  double kept = 0;     // per sample, with recompute, from F to R
+  double rebuilt = 0;  // per sample, with recompute, while F runs and from R to the backward
+};
+CellActivations CellActivationsOf(const Model& model, const std::vector<double>& cut_bytes, int first, int last,
+                                  const Checkpointing& checkpointing);
 // The same from sums already taken: the cell's stash, the stash of its
-// layers recompute does not re-run, and its boundary input (per sample).
-inline CellActivations CellActivationsFromSums(double stash, double not_rerun, double input) {
-  return {stash, not_rerun > 0 ? std::min(stash, input + not_rerun) : input};
+// layers recompute does not re-run, its kept inputs (per cell: the boundary
+// input; per layer: every re-run layer's) and, per layer only, the most any
+// re-run layer adds to them while it is rebuilt (its stash less its kept
+// input; none: per cell, the whole stash is rebuilt).
+inline CellActivations CellActivationsFromSums(double stash, double not_rerun, double inputs,
+                                               std::optional<double> layer_work = std::nullopt) {
+  const double kept = not_rerun > 0 ? std::min(stash, inputs + not_rerun) : inputs;
+  return {stash, kept, layer_work ? std::min(stash, kept + *layer_work) : stash};
 }
 
 // The activation bytes a stage holds at its peak, for any cell placed there:
 // the most, over the moments its memory rises, of `whole` micro-batches
-// holding their whole activation and `kept` holding what recompute keeps.
+// holding their whole activation (not recomputed), `kept` holding what
+// recompute keeps and `rebuilt` holding what a recomputed one holds at its
+// most (CellActivations).
 struct StagePeak {
   struct Term {
-    int whole = 0, kept = 0;
+    int whole = 0, kept = 0, rebuilt = 0;
   };
   std::vector<Term> terms;  // none dominated by another
-  double Bytes(double whole_bytes, double kept_bytes) const;
+  double Bytes(double whole_bytes, double kept_bytes, double rebuilt_bytes) const;
 };
 
 // Each stage's peak under a schedule (compute ops in program order, as
 // ir::BuildShape makes them or with comm and R), charging the per-op deltas:
-// F takes the whole activation and, when its (stage, micro-batch) is
-// recomputed, keeps only the kept bytes at its end; R (the schedule's own,
-// or the one ir::InsertRecompute puts before the backward) rebuilds the
-// whole; B, or W after I, frees it (I frees nothing while the executors
-// keep the whole activation until W).
+// F takes the whole activation, or, when its (stage, micro-batch) is
+// recomputed, the rebuilt bytes and keeps only the kept bytes at its end; R
+// (the schedule's own, or the one ir::InsertRecompute puts before the
+// backward) rebuilds them; B, or W after I, frees what the micro-batch
+// holds (I frees nothing while the executors keep it until W). The same for
+// every granularity: the bytes tell cell from layer.
 std::vector<StagePeak> StagePeaks(const ir::Schedule& schedule, ir::RecomputeMode recompute);
 // The same for a schedule built by name for K devices (per global stage, K x
 // chunks of them). Names or shapes the builders refuse: GPipe's order (all M
@@ -75,23 +125,31 @@ struct CellMemory {
 
 // `cut_bytes` is CutBytes(model); the cell is layers first..last inclusive.
 CellMemory CellPeakMemory(const Model& model, const std::vector<double>& cut_bytes, int first, int last,
-                          const MemoryInputs& in);
+                          const Checkpointing& checkpointing, const MemoryInputs& in);
 
-// CellPeakMemory in O(1) per cell from prefix sums over the model's layers,
-// for partitioners that ask about many cells (equal to it up to rounding).
+// CellPeakMemory in O(1) per cell from prefix sums over the model's layers
+// (and, per layer, a sparse table of the layers' rebuilt bytes), for
+// partitioners that ask about many cells (equal to it up to rounding).
 //
-//   CellMemoryTable table(model, cut_bytes);
+//   CellMemoryTable table(model, cut_bytes, config.pipeline.checkpointing);
 //   double peak = table.Peak(0, 5, inputs).total_bytes;
 class CellMemoryTable {
  public:
-  CellMemoryTable(const Model& model, std::vector<double> cut_bytes);
+  CellMemoryTable(const Model& model, std::vector<double> cut_bytes, const Checkpointing& checkpointing);
   CellMemory Peak(int first, int last, const MemoryInputs& in) const;
 
  private:
+  double MostWork(int first, int end) const;  // the most of work_[0][first..end-1]
+
+  bool per_layer_;
   double input_bytes_;
   std::vector<double> cut_;
   std::vector<double> params_, stash_;  // prefix sums: [i] = layers 0..i-1
   std::vector<int> last_remat_;         // [i]: the last rematerialized layer < i, or -1
+  // Per layer: prefix sums of the layers' kept inputs, and work_[k][i] the
+  // most that layers i..i+2^k-1 add to them while rebuilt.
+  std::vector<double> kept_inputs_;
+  std::vector<std::vector<double>> work_;
 };
 
 // Most micro-batches of each stage in flight (forward done, activations not

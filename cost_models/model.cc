@@ -20,7 +20,8 @@ bool SameCosts(const Layer& a, const Layer& b) {
   };
   return a.fwd_flops == b.fwd_flops && a.bwd_input_flops == b.bwd_input_flops &&
          a.bwd_weight_flops == b.bwd_weight_flops && a.params == b.params && a.out_bytes == b.out_bytes &&
-         a.stash_bytes == b.stash_bytes && a.rematerialized == b.rematerialized && a.kind == b.kind &&
+         a.stash_bytes == b.stash_bytes && a.rematerialized == b.rematerialized &&
+         a.input_replicas == b.input_replicas && a.kind == b.kind &&
          (a.kernels.SharedWith(b.kernels) ||
           std::equal(a.kernels.begin(), a.kernels.end(), b.kernels.begin(), b.kernels.end(), same));
 }

@@ -109,6 +109,14 @@ struct Layer {
   // wraps the transformer blocks only: a head keeps its activations, so R
   // stops before it (see RematerializedEnd).
   bool rematerialized = true;
+  // GPUs of the layer's tensor-parallel group that each hold its whole
+  // input, where a pipeline transfer carries 1/input_replicas of it per GPU
+  // (the cut, CutBytes): t for a transformer block without sequence
+  // parallelism (Megatron scatters the boundary and all-gathers it), 1
+  // otherwise. A per-layer checkpoint keeps input_replicas x the cut before
+  // the layer, or the cut alone when the saved activations are distributed
+  // over the group (cost::Checkpointing).
+  double input_replicas = 1;
   // The layer costed as its kernels (generated transformers); empty: the
   // FLOPs and bytes above with the roofline.
   Kernels kernels;

@@ -2,6 +2,8 @@
 
 #include <random>
 
+#include <fmt/format.h>
+
 #include "cost_models/comm_model.h"
 #include "cost_models/compute_model.h"
 #include "cost_models/generators.h"
@@ -88,15 +90,52 @@ TEST(MemoryModel, RecomputeKeepsOnlyBoundaryInputs) {
   auto shape = ir::BuildShape("gpipe", 1, 3);
   ASSERT_TRUE(shape);
   const auto none = StagePeaks(*shape, ir::RecomputeMode::kNone), full = StagePeaks(*shape, ir::RecomputeMode::kFull);
-  CellMemory m = CellPeakMemory(m_chain, cut, 1, 2, MemoryInputs{12, 4, &none[0]});
+  CellMemory m = CellPeakMemory(m_chain, cut, 1, 2, {}, MemoryInputs{12, 4, &none[0]});
   EXPECT_DOUBLE_EQ(m.params_bytes, 500 * 12);
   EXPECT_DOUBLE_EQ(m.activation_bytes, 3 * 100 * 4);
   EXPECT_DOUBLE_EQ(m.boundary_bytes, 2 * (20 + 22) * 4);
-  m = CellPeakMemory(m_chain, cut, 1, 2, MemoryInputs{12, 4, &full[0]});
+  m = CellPeakMemory(m_chain, cut, 1, 2, {}, MemoryInputs{12, 4, &full[0]});
   // Three micro-batches keep their input; the one being recomputed rebuilds
   // the rest of its activations (its input is among the kept bytes).
   EXPECT_DOUBLE_EQ(m.activation_bytes, 3 * 20 * 4 + (100 - 20) * 4);
   EXPECT_DOUBLE_EQ(m.total_bytes, 6000 + 240 + 320 + 336);
+}
+
+// Per layer (Megatron's checkpointing), a recomputed micro-batch keeps every
+// re-run layer's input, and one layer's activations are rebuilt beside them.
+TEST(MemoryModel, LayerRecomputeKeepsEveryLayersInput) {
+  Model m = Chain();
+  const auto cut = CutBytes(m);  // 20, 21, 22: layer 1's input is 20, layer 2's 21
+  const Checkpointing cell, layer{.granularity = RecomputeGranularity::kLayer};
+  const CellActivations per_cell = CellActivationsOf(m, cut, 1, 2, cell);
+  EXPECT_DOUBLE_EQ(per_cell.kept, 20);
+  EXPECT_DOUBLE_EQ(per_cell.rebuilt, 100);  // the whole cell
+  CellActivations a = CellActivationsOf(m, cut, 1, 2, layer);
+  EXPECT_DOUBLE_EQ(a.stash, 100);
+  EXPECT_DOUBLE_EQ(a.kept, 20 + 21);
+  EXPECT_DOUBLE_EQ(a.rebuilt, 41 + (50 - 20));  // layer 1 rebuilt beside layer 2's input
+  // A layer whose input each of 2 GPUs holds whole keeps it twice over,
+  // unless the saved activations are distributed.
+  m.layers[2].input_replicas = 2;
+  a = CellActivationsOf(m, cut, 1, 2, layer);
+  EXPECT_DOUBLE_EQ(a.kept, 20 + 42);
+  EXPECT_DOUBLE_EQ(a.rebuilt, 62 + 30);
+  a = CellActivationsOf(m, cut, 1, 2,
+                        {.granularity = RecomputeGranularity::kLayer, .distribute_saved_activations = true});
+  EXPECT_DOUBLE_EQ(a.kept, 41);
+  // A head (not re-run) keeps its activations: layers 1..2 keep their
+  // inputs, layer 3 its stash.
+  m.layers[3].rematerialized = false;
+  a = CellActivationsOf(m, cut, 1, 3, layer);
+  EXPECT_DOUBLE_EQ(a.kept, 62 + 50);
+  EXPECT_DOUBLE_EQ(a.rebuilt, 112 + 30);
+  // One stage, GPipe, 3 micro-batches of 4: the last forward's peak is two
+  // kept and one rebuilt.
+  auto shape = ir::BuildShape("gpipe", 1, 3);
+  ASSERT_TRUE(shape);
+  const auto full = StagePeaks(*shape, ir::RecomputeMode::kFull);
+  const CellMemory c = CellPeakMemory(m, cut, 1, 2, layer, MemoryInputs{12, 4, &full[0]});
+  EXPECT_DOUBLE_EQ(c.activation_bytes, (2 * 62 + 92) * 4);
 }
 
 TEST(MemoryModel, InFlightFollowsTheSchedule) {
@@ -113,32 +152,41 @@ namespace twinpipe::cost {
 namespace {
 
 // The partitioners' O(1) table equals the cell-by-cell sum for every cell of
-// random models (heads that recompute does not re-run among them), every
-// recompute mode and in-flight count.
+// random models (heads that recompute does not re-run among them, layers
+// whose input a tensor-parallel group holds whole), every recompute mode
+// and granularity, and in-flight count.
 TEST(Memory, TableEqualsTheCellSum) {
   std::mt19937 rng(5);
   std::uniform_real_distribution<double> u(0, 1e6);
-  for (int trial = 0; trial < 20; ++trial) {
+  const Checkpointing layer{.granularity = RecomputeGranularity::kLayer};
+  const Checkpointing distributed{.granularity = RecomputeGranularity::kLayer, .distribute_saved_activations = true};
+  for (int trial = 0; trial < 30; ++trial) {
     Model m;
     m.input_bytes = u(rng);
-    const int L = 1 + static_cast<int>(rng() % 12);
+    const int L = 1 + static_cast<int>(rng() % (trial < 20 ? 12 : 40));
     for (int i = 0; i < L; ++i) {
       Layer l;
       l.params = u(rng), l.out_bytes = u(rng), l.stash_bytes = u(rng);
       l.rematerialized = rng() % 4 != 0;
+      l.input_replicas = 1 << (rng() % 3);
       m.layers.push_back(l);
     }
     const auto cut = CutBytes(m);
-    const CellMemoryTable table(m, cut);
-    for (auto mode : {ir::RecomputeMode::kNone, ir::RecomputeMode::kFull, ir::RecomputeMode::kExceptLast}) {
-      for (const std::string schedule : {"gpipe", "1f1b"}) {
-        const auto peaks = StagePeaks(schedule, 2, 3, 0, mode);
-        const MemoryInputs in{12, 2, &peaks[0]};
-        for (int a = 0; a < L; ++a) {
-          for (int b = a; b < L; ++b) {
-            const CellMemory want = CellPeakMemory(m, cut, a, b, in), got = table.Peak(a, b, in);
-            EXPECT_NEAR(got.total_bytes, want.total_bytes, 1e-9 * want.total_bytes) << a << ".." << b;
-            EXPECT_NEAR(got.activation_bytes, want.activation_bytes, 1e-9 * want.total_bytes) << a << ".." << b;
+    for (const Checkpointing& checkpointing : {Checkpointing{}, layer, distributed}) {
+      const CellMemoryTable table(m, cut, checkpointing);
+      for (auto mode : {ir::RecomputeMode::kNone, ir::RecomputeMode::kFull, ir::RecomputeMode::kExceptLast}) {
+        for (const std::string schedule : {"gpipe", "1f1b"}) {
+          const auto peaks = StagePeaks(schedule, 2, 3, 0, mode);
+          const MemoryInputs in{12, 2, &peaks[0]};
+          for (int a = 0; a < L; ++a) {
+            for (int b = a; b < L; ++b) {
+              const CellMemory want = CellPeakMemory(m, cut, a, b, checkpointing, in), got = table.Peak(a, b, in);
+              const std::string what = fmt::format("trial {} {} {} cell {}..{}", trial,
+                                                   RecomputeGranularityName(checkpointing.granularity),
+                                                   ir::RecomputeModeName(mode), a, b);
+              EXPECT_NEAR(got.total_bytes, want.total_bytes, 1e-9 * want.total_bytes) << what;
+              EXPECT_NEAR(got.activation_bytes, want.activation_bytes, 1e-9 * want.total_bytes) << what;
+            }
           }
         }
       }

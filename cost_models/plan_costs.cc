@@ -87,6 +87,7 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
   costs.compute_s.assign(K, {});
   costs.activation_bytes.assign(K, 0.0);
   costs.input_bytes.assign(K, 0.0);
+  costs.rebuilt_bytes.assign(K, 0.0);
   costs.static_bytes.assign(D, 0.0);
   costs.step_s.assign(D, 0.0);
   costs.stage_buckets.assign(K, 1.0);
@@ -134,9 +135,11 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
       beside(ir::OpKind::kBackwardWeight, scatter);
       beside(ir::OpKind::kBackward, gather + scatter);
     }
-    const CellActivations held = CellActivationsOf(c.model, cut, cell.first_layer, cell.last_layer);
+    const CellActivations held =
+        CellActivationsOf(c.model, cut, cell.first_layer, cell.last_layer, c.pipeline.checkpointing);
     costs.activation_bytes[st] = held.stash * mb;
     costs.input_bytes[st] = held.kept * mb;
+    costs.rebuilt_bytes[st] = held.rebuilt * mb;
     costs.static_bytes[d] += cell.params * c.training.bytes_per_param;
     device_params[d] += cell.params;
   }
@@ -193,20 +196,21 @@ double StaticBytesPerGpu(const TrainingConfig& training, Dtype dtype, DataParall
   return all;
 }
 
-double MemoryAtStart(const PlanCosts& c, const ir::Op& op) {
-  if (op.kind == OpKind::kForward) return c.activation_bytes[op.stage];
-  if (op.kind == OpKind::kRecompute) return c.activation_bytes[op.stage] - c.input_bytes[op.stage];
+double MemoryAtStart(const ir::Dependencies& deps, const PlanCosts& c, const ir::Op& op) {
+  if (op.kind == OpKind::kForward) return c.HeldBytes(op.stage, deps.Recomputed(op.stage, op.micro_batch));
+  if (op.kind == OpKind::kRecompute) return c.RebuiltBytes(op.stage) - c.input_bytes[op.stage];
   return 0;
 }
 
 double MemoryAtEnd(const ir::Dependencies& deps, const PlanCosts& c, const ir::Op& op) {
   double delta = 0;
-  if (op.kind == OpKind::kForward && deps.Recomputed(op.stage, op.micro_batch)) {
-    delta += c.input_bytes[op.stage] - c.activation_bytes[op.stage];
+  const bool recomputed = ComputeSlot(op.kind) >= 0 && deps.Recomputed(op.stage, op.micro_batch);
+  if (op.kind == OpKind::kForward && recomputed) delta += c.input_bytes[op.stage] - c.RebuiltBytes(op.stage);
+  if (op.kind == OpKind::kBackward) delta -= c.HeldBytes(op.stage, recomputed);
+  if (op.kind == OpKind::kBackwardInput) {
+    delta -= c.HeldBytes(op.stage, recomputed) - c.PendingBytes(op.stage, recomputed);
   }
-  if (op.kind == OpKind::kBackward) delta -= c.activation_bytes[op.stage];
-  if (op.kind == OpKind::kBackwardInput) delta -= c.activation_bytes[op.stage] - c.PendingBytes(op.stage);
-  if (op.kind == OpKind::kBackwardWeight) delta -= c.PendingBytes(op.stage);
+  if (op.kind == OpKind::kBackwardWeight) delta -= c.PendingBytes(op.stage, recomputed);
   const int32_t recv = deps.InputRecv(op);
   if (recv >= 0) delta -= static_cast<double>(deps.OpOn(op.device, recv).bytes);  // the consumed receive buffer
   return delta;
@@ -232,28 +236,32 @@ double ComputeStreamPeak(const ir::Schedule& s, ir::RecomputeMode recompute, con
     double now = 0, most = 0;
     for (const ir::Op& op : s.programs[d]) {
       if (op.stage < 0) continue;  // STEP, all-reduce
-      const double act = c.activation_bytes[op.stage], input = c.input_bytes[op.stage];
+      const bool again = recomputed(op);
+      const double held = c.HeldBytes(op.stage, again), input = c.input_bytes[op.stage];
       switch (op.kind) {
         case OpKind::kForward:
-          now += act;
+          now += held;
           most = std::max(most, now);
-          if (recomputed(op)) now += input - act;
+          if (again) {
+            now += input - held;
+            most = std::max(most, now);  // a rise where the kept bytes exceed the rebuilt (a large input)
+          }
           break;
         case OpKind::kRecompute:
-          now += act - input;
+          now += held - input;
           most = std::max(most, now);
           break;
         case OpKind::kBackward:
         case OpKind::kBackwardInput:
-          if (recomputed(op) && (has_recompute.empty() ||
-                                 !has_recompute[static_cast<size_t>(op.stage) * M + op.micro_batch])) {
-            now += act - input;  // the R InsertRecompute puts before it
+          if (again && (has_recompute.empty() ||
+                        !has_recompute[static_cast<size_t>(op.stage) * M + op.micro_batch])) {
+            now += held - input;  // the R InsertRecompute puts before it
             most = std::max(most, now);
           }
-          now -= op.kind == OpKind::kBackward ? act : act - c.PendingBytes(op.stage);
+          now -= op.kind == OpKind::kBackward ? held : held - c.PendingBytes(op.stage, again);
           break;
         case OpKind::kBackwardWeight:
-          now -= c.PendingBytes(op.stage);
+          now -= c.PendingBytes(op.stage, again);
           break;
         default:
           break;
@@ -311,9 +319,10 @@ ir::AutoProblem AutoProblemFor(const Config& config, const Plan& skeleton, const
     p.weight_s.push_back(t[ComputeSlot(ir::OpKind::kBackwardWeight)]);
     const double boundary = skeleton.partition.cells[st].boundary_bytes;
     p.comm_s.push_back(st + 1 < s.num_stages ? c.TransferSeconds(device, s.placement[st + 1], boundary) : 0.0);
-    p.activation_bytes.push_back(c.activation_bytes[st]);
+    // A recomputed micro-batch holds at its most what its forward and R rebuild.
+    p.activation_bytes.push_back(c.HeldBytes(st, recompute));
     p.kept_bytes.push_back(recompute ? c.input_bytes[st] : c.activation_bytes[st]);
-    p.pending_bytes.push_back(c.PendingBytes(st));
+    p.pending_bytes.push_back(c.PendingBytes(st, recompute));
     p.boundary_bytes.push_back(boundary);
     const double own = config.cluster.devices[device].memory_bytes;
     const double cap = memory_cap_bytes > 0 ? std::min(memory_cap_bytes, own) : own;

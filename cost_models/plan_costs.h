@@ -10,6 +10,7 @@
 //   double f_s = costs.compute_s[0][ComputeSlot(ir::OpKind::kForward)];
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -77,12 +78,25 @@ struct PlanCosts {
   bool Unshared() const;
   std::vector<double> activation_bytes;          // [stage]: what F keeps per micro-batch without recompute
   std::vector<double> input_bytes;               // [stage]: what a recomputed micro-batch keeps (CellActivations)
+  // [stage]: what a recomputed micro-batch holds while its F runs and from
+  // its R to its backward (CellActivations::rebuilt: per layer, the kept
+  // inputs and one layer's activations). Empty: the whole activation, as a
+  // per-cell recompute rebuilds it.
+  std::vector<double> rebuilt_bytes;
+  double RebuiltBytes(int32_t stage) const {
+    return rebuilt_bytes.empty() ? activation_bytes[stage] : rebuilt_bytes[stage];
+  }
+  // What a micro-batch holds from its F (or R) until its backward frees it.
+  double HeldBytes(int32_t stage, bool recomputed) const {
+    return recomputed ? RebuiltBytes(stage) : activation_bytes[stage];
+  }
   // [stage]: what a micro-batch keeps from its I to its W (the weight
-  // gradients' inputs and output gradients; the Zero Bubble paper's M_W).
-  // Empty: the whole activation, as the executors keep it.
+  // gradients' inputs and output gradients; the Zero Bubble paper's M_W),
+  // never more than it held. Empty: all it held, as the executors keep it.
   std::vector<double> pending_bytes;
-  double PendingBytes(int32_t stage) const {
-    return pending_bytes.empty() ? activation_bytes[stage] : pending_bytes[stage];
+  double PendingBytes(int32_t stage, bool recomputed) const {
+    const double held = HeldBytes(stage, recomputed);
+    return pending_bytes.empty() ? held : std::min(pending_bytes[stage], held);
   }
   std::vector<double> static_bytes;              // [device]: parameters, gradients, optimizer state
   // The CPU executor's workers run their sends and receives themselves, in
@@ -117,15 +131,16 @@ double StaticBytesPerGpu(const TrainingConfig& training, Dtype dtype, DataParall
 // ---- The one memory model: per-op deltas (the cells' bytes: cost_models/memory_model.h) ----
 
 // Memory an op takes when it starts and gives back when it ends (bytes on
-// its device): F materialises the cell's activations and, when its
-// (stage, micro-batch) is recomputed, keeps only what CellActivations keeps
-// at its end; R rebuilds them; the last backward (B, or W after I) frees
-// them; the op that consumes a received boundary frees its buffer. (The
-// buffer itself is taken when its transfer starts: the engines charge it.)
-double MemoryAtStart(const PlanCosts& costs, const ir::Op& op);
+// its device): F materialises the cell's activations or, when its
+// (stage, micro-batch) is recomputed, what the recomputed forward holds at
+// its most (RebuiltBytes), and keeps only what CellActivations keeps at its
+// end; R rebuilds them; the last backward (B, or W after I) frees them; the
+// op that consumes a received boundary frees its buffer. (The buffer itself
+// is taken when its transfer starts: the engines charge it.)
+double MemoryAtStart(const ir::Dependencies& deps, const PlanCosts& costs, const ir::Op& op);
 double MemoryAtEnd(const ir::Dependencies& deps, const PlanCosts& costs, const ir::Op& op);
 inline double MemoryAtStart(const ir::Dependencies& deps, const PlanCosts& costs, int32_t id) {
-  return MemoryAtStart(costs, deps.op(id));
+  return MemoryAtStart(deps, costs, deps.op(id));
 }
 inline double MemoryAtEnd(const ir::Dependencies& deps, const PlanCosts& costs, int32_t id) {
   return MemoryAtEnd(deps, costs, deps.op(id));

@@ -39,6 +39,11 @@ Result<void> CheckExecutable(const cost::Config& c) {
                             "not executed: execute's replicas all-reduce whole gradients (set it to none)",
                             c.source));
   }
+  if (c.pipeline.checkpointing.granularity != cost::RecomputeGranularity::kCell &&
+      ir::InsertsRecompute(c.pipeline.recompute)) {
+    return Fail(fmt::format("{}: /pipeline/recompute_granularity: recompute per layer is planned and simulated, not "
+                            "executed: the executors recompute a cell from its boundary (set it to cell)", c.source));
+  }
   if (c.pipeline.recompute == ir::RecomputeMode::kSelective) {
     return Fail(fmt::format("{}: /pipeline/recompute: selective recompute is planned and simulated, not executed "
                             "(use none, full or except-last)", c.source));

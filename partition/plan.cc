@@ -137,7 +137,8 @@ PartitionProblem BuildProblem(const Config& c, const std::vector<cost::StagePeak
   }
   for (int k = 0; k < K; ++k) p.cut_class.push_back(CutLinkOf(c, k, placement));
   // Everything by value: the problem may outlive the config.
-  p.memory = [table = std::make_shared<const cost::CellMemoryTable>(c.model, cut), peaks = Peaks(c, given_peaks),
+  p.memory = [table = std::make_shared<const cost::CellMemoryTable>(c.model, cut, c.pipeline.checkpointing),
+              peaks = Peaks(c, given_peaks),
               bytes_per_param = c.training.bytes_per_param,
               micro_batch = static_cast<double>(c.training.MicroBatchSize())](int a, int b, int k) {
     return table->Peak(a, b, cost::MemoryInputs{bytes_per_param, micro_batch, &peaks[k]}).total_bytes;
@@ -186,7 +187,8 @@ PartitionReport DescribePartition(const Config& c, const std::vector<int>& first
     }
     if (!user) cell.cost = cell.time_s;
     const cost::MemoryInputs in{c.training.bytes_per_param, mb, &peaks[k]};
-    cell.peak_memory_bytes = cost::CellPeakMemory(c.model, cut, cell.first_layer, cell.last_layer, in).total_bytes;
+    cell.peak_memory_bytes =
+        cost::CellPeakMemory(c.model, cut, cell.first_layer, cell.last_layer, c.pipeline.checkpointing, in).total_bytes;
     r.bottleneck_s = std::max(r.bottleneck_s, cell.time_s);
     total += cell.time_s;
     r.cells.push_back(cell);

@@ -80,7 +80,8 @@ Bounds LowerBounds::Of(const Candidate& c) {
     }
     before += t[F] + (st + 1 < s.num_stages ? transfer(st, st + 1) : 0.0);
     prefix_forward[st + 1] = before;
-    const double act = costs.activation_bytes[st];
+    // The most one micro-batch holds (with recompute, what its forward and R rebuild).
+    const double act = costs.HeldBytes(st, ir::InsertsRecompute(c.recompute));
     const double held = !ir::InsertsRecompute(c.recompute) ? act : std::min(act, costs.input_bytes[st]);
     stash[d] = std::max(stash[d], (shape->least_in_flight[st] - 1) * held + act);
   }
@@ -92,7 +93,7 @@ Bounds LowerBounds::Of(const Candidate& c) {
   // fits holds no more than its memory allows) they take at least
   // ceil(M / n) round trips one after another.
   for (int st = 0; st < s.num_stages; ++st) {
-    const double act = costs.activation_bytes[st];
+    const double act = costs.HeldBytes(st, ir::InsertsRecompute(c.recompute));
     const double held = !ir::InsertsRecompute(c.recompute) ? act : std::min(act, costs.input_bytes[st]);
     const int d = s.placement[st];
     int64_t n = c.schedule == ir::kAutoSchedule ? c.micro_batches : std::max(1, shape->in_flight[st]);

@@ -54,7 +54,7 @@ const Shape* Evaluator::ShapeOf(const Candidate& c) {
     sh.peaks[mode] = cost::StagePeaks(sh.schedule, static_cast<ir::RecomputeMode>(mode));
     for (const cost::StagePeak& peak : sh.peaks[mode]) {
       terms.push_back(static_cast<int>(peak.terms.size()));
-      for (const auto& t : peak.terms) terms.insert(terms.end(), {t.whole, t.kept});
+      for (const auto& t : peak.terms) terms.insert(terms.end(), {t.whole, t.kept, t.rebuilt});
     }
   }
   sh.ops.assign(sh.schedule.num_stages, {});

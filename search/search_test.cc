@@ -187,7 +187,15 @@ TEST(Search, BestEqualsTheBestOfSimulatingEveryPointAlone) {
 TEST(Search, BoundsHoldForEveryPoint) {
   std::string blocking = kConfig;  // Megatron's transfers, which hold compute
   blocking.replace(blocking.find(R"("schedule": "1f1b")"), 18, R"("schedule": "1f1b", "p2p": "blocking")");
-  for (const char* schedule_config : {kConfig, blocking.c_str(), R"({
+  // Recompute per layer (Megatron's), its kept inputs distributed or not.
+  std::string layered = kConfig, distributed = kConfig;
+  const std::string one_f_one_b = R"("stages": 4, "schedule": "1f1b")";
+  layered.replace(layered.find(one_f_one_b), one_f_one_b.size(),
+                  R"("stages": 4, "schedule": "1f1b", "recompute_granularity": "layer")");
+  distributed.replace(distributed.find(one_f_one_b), one_f_one_b.size(),
+                      R"("stages": 2, "schedule": "1f1b", "tensor_parallel": 2, "recompute_granularity": "layer", )"
+                      R"("distribute_saved_activations": true)");
+  for (const char* schedule_config : {kConfig, blocking.c_str(), layered.c_str(), distributed.c_str(), R"({
     "model": {"generator": "cnn", "layers": 8, "channels": 16, "image": 32, "classes": 10},
     "training": {"batch": 16, "microbatches": 4},
     "pipeline": {"stages": 4},

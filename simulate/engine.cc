@@ -267,7 +267,7 @@ int32_t Simulator::StartNext(Engine& e) {
 void Simulator::TryCompute(int32_t device) {
   const int32_t id = StartNext(compute_[device]);
   if (id == kNone) return;
-  if (const double m = MemoryAtStart(c_, *op_[id]); m != 0) Memory(device, m, id);
+  if (const double m = MemoryAtStart(deps_, c_, *op_[id]); m != 0) Memory(device, m, id);
   const double d = Duration(*op_[id]);
   r_.devices[device].busy_s += d;
   TouchSpan(r_.devices[device], now_, now_ + d);
@@ -468,7 +468,8 @@ Result<SimResult> Checked(const ir::Schedule& schedule, const PlanCosts& costs, 
   if (static_cast<int32_t>(costs.compute_s.size()) != K || static_cast<int32_t>(costs.activation_bytes.size()) != K ||
       static_cast<int32_t>(costs.input_bytes.size()) != K || static_cast<int32_t>(costs.step_s.size()) != D ||
       static_cast<int32_t>(costs.static_bytes.size()) != D ||
-      (!costs.pending_bytes.empty() && static_cast<int32_t>(costs.pending_bytes.size()) != K)) {
+      (!costs.pending_bytes.empty() && static_cast<int32_t>(costs.pending_bytes.size()) != K) ||
+      (!costs.rebuilt_bytes.empty() && static_cast<int32_t>(costs.rebuilt_bytes.size()) != K)) {
     return Fail(fmt::format("costs describe the wrong shape: need {} stages and {} devices", K, D));
   }
   int32_t expected = 0;

@@ -552,6 +552,10 @@ TEST(Simulate, ComputeStreamPeakIsThePeakWithoutBuffers) {
                 c.input_bytes[st] = mode == ir::RecomputeMode::kNone ? c.activation_bytes[st]
                                                                       : c.activation_bytes[st] * frac(rng);
                 c.pending_bytes.push_back(c.activation_bytes[st] * frac(rng));
+                // Per layer: a recomputed micro-batch holds less than the whole at once.
+                if (mode != ir::RecomputeMode::kNone && M == 8) {
+                  c.rebuilt_bytes.push_back(c.activation_bytes[st] * frac(rng));
+                }
               }
               for (auto& b : c.static_bytes) b = u(rng) * 1e9;
               const double bound = ComputeStreamPeak(*shape, mode, c);
@@ -636,6 +640,13 @@ TEST(Simulate, AutoScheduleStaysUnderItsMemoryLimit) {
       // With recompute the I's time holds R; F keeps only its input.
       c.compute_s[st][4] = trial % 2 ? p.input_s[st] / 2 : p.forward_s[st];
       if (trial % 2) c.compute_s[st][2] = p.input_s[st] / 2;
+    }
+    if (trial % 4 == 3) {
+      // Per layer, as cost::AutoProblemFor poses it: the problem's
+      // activation is what a recomputed micro-batch holds at its most, less
+      // than the whole that one not recomputed would hold.
+      c.rebuilt_bytes = p.activation_bytes;
+      for (double& a : c.activation_bytes) a *= 1.5;
     }
     c.static_bytes.clear();
     for (int d = 0; d < D; ++d) c.static_bytes.push_back(u(rng) * kUnit);

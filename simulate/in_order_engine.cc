@@ -212,7 +212,7 @@ bool InOrderSimulator::Compute(int32_t d, const Op& op) {
   compute_free_[d] = end;
   r_.devices[d].busy_s += end - start;
   TouchSpan(r_.devices[d], start, end);
-  if (const double delta = MemoryAtStart(c_, op); delta != 0) compute_memory_[d].push_back({2 * id, delta});
+  if (const double delta = MemoryAtStart(deps_, c_, op); delta != 0) compute_memory_[d].push_back({2 * id, delta});
   if (const double delta = MemoryAtEnd(deps_, c_, op); delta != 0) compute_memory_[d].push_back({2 * id + 1, delta});
   in_flight_.Ended(op);
   return true;

@@ -1,5 +1,7 @@
 // The one memory model, held three ways, on random models (heads that
-// recompute does not re-run among them), cuts and micro-batch counts:
+// recompute does not re-run among them), cuts, micro-batch counts and
+// recompute granularities (per cell; per layer, with layers whose input a
+// tensor-parallel group holds whole, the kept inputs distributed or not):
 //   - the peak the simulator reaches by charging each op's deltas
 //     (cost::MemoryAtStart / MemoryAtEnd) on each device;
 //   - what the partitioner plans with (cost::CellPeakMemory over
@@ -28,10 +30,11 @@ namespace twinpipe::simulate {
 namespace {
 
 // A random explicit model of `layers` layers on `stages` CPU devices, the
-// schedule and recompute given, a random manual cut; heads (layers that
-// recompute does not re-run) at random.
+// schedule, recompute and granularity given, a random manual cut; heads
+// (layers that recompute does not re-run) at random and, per layer, inputs
+// held whole by 1, 2 or 4 GPUs and the kept inputs distributed or not.
 cost::Config RandomConfig(std::mt19937& rng, int layers, int stages, int micro_batches, const std::string& schedule,
-                          const std::string& recompute) {
+                          const std::string& recompute, const std::string& granularity = "cell") {
   std::uniform_int_distribution<int> bytes(1, 1 << 16);
   nlohmann::json model = {{"input_bytes", bytes(rng)}, {"layers", nlohmann::json::array()}};
   for (int i = 0; i < layers; ++i) {
@@ -39,7 +42,7 @@ cost::Config RandomConfig(std::mt19937& rng, int layers, int stages, int micro_b
                                {"fwd_flops", 1e6 * (1 + rng() % 8)},
                                {"params", bytes(rng)},
                                {"out_bytes", bytes(rng)},
-                               {"stash_bytes", bytes(rng)}});
+                               {"stash_bytes", bytes(rng) * (1 + static_cast<int>(rng() % 8))}});
   }
   // A random cut: stages - 1 distinct interior boundaries.
   std::vector<int> firsts{0};
@@ -54,26 +57,33 @@ cost::Config RandomConfig(std::mt19937& rng, int layers, int stages, int micro_b
       {"training", {{"batch", micro_batches * (1 + static_cast<int>(rng() % 3))}, {"microbatches", micro_batches}}},
       {"pipeline",
        {{"stages", stages}, {"schedule", schedule}, {"recompute", recompute}, {"partition", "manual"},
-        {"first_layers", firsts}}},
+        {"first_layers", firsts}, {"recompute_granularity", granularity}}},
       {"cluster", {{"device", "CPU"}, {"devices", stages}, {"link", "inproc"}}}};
   auto c = cost::LoadConfig(j.dump(), "random.json");
   EXPECT_TRUE(c) << c.error().message;
   for (auto& layer : c->model.layers) layer.rematerialized = rng() % 4 != 0;
+  if (granularity == "layer") {
+    for (auto& layer : c->model.layers) layer.input_replicas = 1 << (rng() % 3);
+    c->pipeline.checkpointing.distribute_saved_activations = rng() % 2;
+  }
   return *c;
 }
 
 // The activation peak of a stage holding n micro-batches at most (GPipe:
 // n = M; 1F1B: min(K - s, M)), each holding `whole` bytes from its forward
-// to its backward, or `kept` between them when recomputed. GPipe runs every
-// forward, then the backwards last first; 1F1B's stage runs n forwards, then
-// alternates, and its backwards go first first.
+// to its backward or, when recomputed, `rebuilt` while its forward runs and
+// from its recompute to its backward and `kept` between them (per cell,
+// `rebuilt` is the whole; per layer, the kept inputs and one layer's
+// activations, never more than the whole). GPipe runs every forward, then
+// the backwards last first; 1F1B's stage runs n forwards, then alternates,
+// and its backwards go first first.
 double ClosedFormPeak(const std::string& schedule, const std::string& recompute, int n, int micro_batches,
-                      double whole, double kept) {
+                      double whole, double kept, double rebuilt) {
   if (recompute == "none") return n * whole;
   // Full: every micro-batch keeps `kept` after its forward; a recompute
-  // rebuilds one whole while the n - 1 others keep theirs; when the kept
-  // bytes exceed the whole (a large input), n kept at once is the peak.
-  if (recompute == "full") return std::max(n * kept, (n - 1) * kept + whole);
+  // rebuilds one while the n - 1 others keep theirs; when the kept bytes
+  // exceed the rebuilt (a large input), n kept at once is the peak.
+  if (recompute == "full") return std::max(n * kept, (n - 1) * kept + rebuilt);
   // Except-last: the last micro-batch keeps its whole activation.
   if (micro_batches == 1) return whole;
   // GPipe: the last forward comes with the M - 1 others kept, and its
@@ -83,22 +93,23 @@ double ClosedFormPeak(const std::string& schedule, const std::string& recompute,
   // in flight, one of them rebuilt at a time; then the last forward beside
   // n - 1 kept, and the first of those rebuilt beside it.
   const int r = std::min(n, micro_batches - 1);
-  double peak = std::max({r * kept, (r - 1) * kept + whole, (n - 1) * kept + whole});
-  if (n >= 2) peak = std::max(peak, (n - 2) * kept + 2 * whole);
+  double peak = std::max({r * kept, (r - 1) * kept + rebuilt, (n - 1) * kept + whole});
+  if (n >= 2) peak = std::max(peak, (n - 2) * kept + whole + rebuilt);
   return peak;
 }
 
 TEST(MemoryModel, TheWalkEqualsBothEnginesAndTheClosedFormForGPipeAnd1F1B) {
   std::mt19937 rng(35);
-  int checked = 0;
-  for (int trial = 0; trial < 400; ++trial) {
+  int checked = 0, rebuilt_less = 0;
+  for (int trial = 0; trial < 800; ++trial) {
     const int stages = 1 + static_cast<int>(rng() % 4), layers = stages + static_cast<int>(rng() % 5);
     const int micro_batches = 1 + static_cast<int>(rng() % 7);
     const std::string schedule = std::vector<std::string>{"gpipe", "1f1b", "naive", "zb-h1", "zb-h2"}[rng() % 5];
     const std::string recompute = std::vector<std::string>{"none", "full", "except-last"}[rng() % 3];
-    SCOPED_TRACE(fmt::format("trial {}: K={} L={} M={} {} recompute {}", trial, stages, layers, micro_batches, schedule,
-                             recompute));
-    const cost::Config c = RandomConfig(rng, layers, stages, micro_batches, schedule, recompute);
+    const std::string granularity = trial % 2 ? "layer" : "cell";
+    SCOPED_TRACE(fmt::format("trial {}: K={} L={} M={} {} recompute {} per {}", trial, stages, layers, micro_batches,
+                             schedule, recompute, granularity));
+    const cost::Config c = RandomConfig(rng, layers, stages, micro_batches, schedule, recompute, granularity);
     auto plan = partition::PlanFromConfig(c);
     ASSERT_TRUE(plan) << plan.error().message;
     // Received boundaries are held from their transfer to their consumer,
@@ -121,7 +132,8 @@ TEST(MemoryModel, TheWalkEqualsBothEnginesAndTheClosedFormForGPipeAnd1F1B) {
       const auto& cell = plan->partition.cells[st];
       const cost::MemoryInputs in{c.training.bytes_per_param, static_cast<double>(c.training.MicroBatchSize()),
                                   &peaks[st]};
-      const cost::CellMemory closed = cost::CellPeakMemory(c.model, cut, cell.first_layer, cell.last_layer, in);
+      const cost::CellMemory closed =
+          cost::CellPeakMemory(c.model, cut, cell.first_layer, cell.last_layer, c.pipeline.checkpointing, in);
       const double simulated = sim->devices[plan->schedule.placement[st]].peak_memory_bytes;
       const std::string where = fmt::format("stage {} (layers {}..{}, {} in flight)", st, cell.first_layer,
                                             cell.last_layer, in_flight[st]);
@@ -129,13 +141,18 @@ TEST(MemoryModel, TheWalkEqualsBothEnginesAndTheClosedFormForGPipeAnd1F1B) {
       EXPECT_NEAR(event_driven->devices[plan->schedule.placement[st]].peak_memory_bytes, simulated, 1e-9 * simulated)
           << where << " (event-driven engine)";
       ++checked;
+      // Per layer, a recompute holds less than the whole cell at once.
+      if (recompute != "none" && costs.RebuiltBytes(st) < costs.activation_bytes[st] * (1 - 1e-9)) ++rebuilt_less;
       if (schedule != "gpipe" && schedule != "1f1b") continue;
-      const double formula = closed.params_bytes + ClosedFormPeak(schedule, recompute, in_flight[st], micro_batches,
-                                                                  costs.activation_bytes[st], costs.input_bytes[st]);
+      const double formula =
+          closed.params_bytes + ClosedFormPeak(schedule, recompute, in_flight[st], micro_batches,
+                                               costs.activation_bytes[st], costs.input_bytes[st],
+                                               costs.RebuiltBytes(st));
       EXPECT_NEAR(simulated, formula, 1e-9 * simulated) << where;
     }
   }
-  EXPECT_GT(checked, 800);
+  EXPECT_GT(checked, 1600);
+  EXPECT_GT(rebuilt_less, 100);
 }
 
 // The `memory` partition plans every cell within the devices' memory by the
@@ -143,14 +160,15 @@ TEST(MemoryModel, TheWalkEqualsBothEnginesAndTheClosedFormForGPipeAnd1F1B) {
 TEST(MemoryModel, AMemoryPartitionIsSimulatedWithinItsCap) {
   std::mt19937 rng(36);
   int planned = 0;
-  for (int trial = 0; trial < 200; ++trial) {
+  for (int trial = 0; trial < 400; ++trial) {
     const int stages = 2 + static_cast<int>(rng() % 3), layers = stages + 2 + static_cast<int>(rng() % 6);
     const int micro_batches = 2 + static_cast<int>(rng() % 6);
     const std::string schedule = rng() % 2 ? "gpipe" : "1f1b";
     const std::string recompute = std::vector<std::string>{"none", "full", "except-last"}[rng() % 3];
-    SCOPED_TRACE(fmt::format("trial {}: K={} L={} M={} {} recompute {}", trial, stages, layers, micro_batches, schedule,
-                             recompute));
-    cost::Config c = RandomConfig(rng, layers, stages, micro_batches, schedule, recompute);
+    const std::string granularity = trial % 2 ? "layer" : "cell";
+    SCOPED_TRACE(fmt::format("trial {}: K={} L={} M={} {} recompute {} per {}", trial, stages, layers, micro_batches,
+                             schedule, recompute, granularity));
+    cost::Config c = RandomConfig(rng, layers, stages, micro_batches, schedule, recompute, granularity);
     c.pipeline.partition = cost::PartitionAlgorithm::kMemory;
     // A cap between the fullest cell of an even cut and twice that: some
     // trials cannot fit (a runtime failure), the others must.
@@ -161,7 +179,7 @@ TEST(MemoryModel, AMemoryPartitionIsSimulatedWithinItsCap) {
       const int first = st * layers / stages, last = (st + 1) * layers / stages - 1;
       const cost::MemoryInputs in{c.training.bytes_per_param, static_cast<double>(c.training.MicroBatchSize()),
                                   &peaks[st]};
-      even = std::max(even, cost::CellPeakMemory(c.model, cut, first, last, in).total_bytes);
+      even = std::max(even, cost::CellPeakMemory(c.model, cut, first, last, c.pipeline.checkpointing, in).total_bytes);
     }
     const double cap = even * (0.7 + 0.6 * (rng() % 100) / 100.0);
     for (auto& d : c.cluster.devices) d.memory_bytes = cap;
@@ -176,6 +194,44 @@ TEST(MemoryModel, AMemoryPartitionIsSimulatedWithinItsCap) {
     for (size_t d = 0; d < sim->devices.size(); ++d) {
       EXPECT_LE(sim->devices[d].peak_memory_bytes, cap) << "device " << d;
       EXPECT_LE(sim->devices[d].peak_memory_bytes, plan->partition.cells[d].peak_memory_bytes) << "device " << d;
+    }
+  }
+  EXPECT_GT(planned, 100);
+}
+
+// The `auto` schedule plans with the memory the engines charge, per cell
+// and per layer: planned to a cap below what it holds uncapped, it either
+// says it cannot fit (a runtime failure) or is simulated within the cap,
+// received buffers included.
+TEST(MemoryModel, AnAutoScheduleIsSimulatedWithinItsCap) {
+  std::mt19937 rng(37);
+  int planned = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const int stages = 2 + static_cast<int>(rng() % 3), layers = stages + 2 + static_cast<int>(rng() % 6);
+    const int micro_batches = 2 + static_cast<int>(rng() % 8);
+    const std::string recompute = trial % 4 == 0 ? "none" : "full";
+    const std::string granularity = trial % 2 ? "layer" : "cell";
+    SCOPED_TRACE(fmt::format("trial {}: K={} L={} M={} recompute {} per {}", trial, stages, layers, micro_batches,
+                             recompute, granularity));
+    cost::Config c = RandomConfig(rng, layers, stages, micro_batches, "auto", recompute, granularity);
+    auto uncapped = partition::PlanFromConfig(c);
+    ASSERT_TRUE(uncapped) << uncapped.error().message;
+    auto free = Simulate(uncapped->schedule, cost::CostsFromPlan(c, *uncapped));
+    ASSERT_TRUE(free) << free.error().message;
+    double most = 0;
+    for (const auto& d : free->devices) most = std::max(most, d.peak_memory_bytes);
+    const double cap = most * (0.7 + 0.3 * (rng() % 100) / 100.0);
+    c.pipeline.memory_cap = cap;
+    auto plan = partition::PlanFromConfig(c);
+    if (!plan) {
+      EXPECT_EQ(plan.error().kind, ErrorKind::kRuntime) << plan.error().message;
+      continue;
+    }
+    ++planned;
+    auto sim = Simulate(plan->schedule, cost::CostsFromPlan(c, *plan));
+    ASSERT_TRUE(sim) << sim.error().message;
+    for (size_t d = 0; d < sim->devices.size(); ++d) {
+      EXPECT_LE(sim->devices[d].peak_memory_bytes, cap * (1 + 1e-12)) << "device " << d;
     }
   }
   EXPECT_GT(planned, 50);
