@@ -10,9 +10,14 @@
 #include <cstdlib>
 #include <new>
 
+#include <fmt/format.h>
+
 #include "cli/process.h"
+#include "cost_models/config.h"
+#include "cost_models/plan_costs.h"
 #include "ir/builders.h"
 #include "ir/passes.h"
+#include "partition/pipeline_plan.h"
 #include "simulate/engine.h"
 
 namespace {
@@ -80,6 +85,49 @@ BENCHMARK(BM_Simulate1F1B)->Args({8, 32})->Args({64, 512})->Args({512, 4096})->U
 // reused (as in `search`, which simulates many configs in one process); the
 // first call's cost is mostly the kernel zeroing fresh pages.
 BENCHMARK(BM_Simulate1F1B)->Name("BM_Simulate1F1B_warm")->Args({512, 4096})->Iterations(3)->Unit(benchmark::kMillisecond);
+
+// Issue 36: MLPerf Training's GPT-3 175B run on 11,616 H100s (NVIDIA's
+// submission: t = 4 with sequence parallelism and its overlap, 6 pipeline
+// devices of 8 interleaved chunks each, 484 replicas of 6 micro-batches of 1
+// sequence (a global batch of 2,904), FP8 with FP8 weights, the distributed
+// optimizer; 2,048 tokens, vocabulary 51,200, fused causal attention), as
+// `twinpipe simulate` runs it: the config loaded, cut, planned, costed and
+// simulated. Target: under 1 s.
+void BM_SimulateMlperfGpt3On11616(benchmark::State& state) {
+  const std::string text = R"({
+    "model": {"generator": "transformer", "layers": 96, "d_model": 12288, "heads": 96, "seq": 2048, "vocab": 51200,
+              "dtype": "fp8", "causal": true, "attention": "fused"},
+    "training": {"batch": 6, "microbatches": 6, "optimizer": "adam", "bytes_per_param": 18,
+                 "data_parallel_sharding": "optimizer", "fp8_params": true},
+    "pipeline": {"stages": 6, "schedule": "interleaved", "chunks": 8, "recompute": "none", "tensor_parallel": 4,
+                 "sequence_parallel": true, "tp_comm_overlap": true},
+    "cluster": {"device": "H100-SXM", "devices": 11616, "gpus_per_node": 8, "link": "nvlink4",
+                "inter_node_link": "ib-ndr"}})";
+  double step_time_s = 0, ops = 0;
+  for (auto _ : state) {
+    auto c = cost::LoadConfig(text, "mlperf_gpt3_175b.json");
+    if (!c) {
+      state.SkipWithError(c.error().message.c_str());
+      return;
+    }
+    auto plan = partition::PlanFromConfig(*c);
+    if (!plan) {
+      state.SkipWithError(plan.error().message.c_str());
+      return;
+    }
+    auto sim = simulate::Simulate(plan->schedule, cost::CostsFromPlan(*c, *plan), {.timeline = false});
+    if (!sim) {
+      state.SkipWithError(sim.error().message.c_str());
+      return;
+    }
+    step_time_s = sim->step_time_s;
+    ops = static_cast<double>(plan->schedule.NumOps());
+  }
+  state.counters["ops"] = ops;
+  state.counters["predicted_step_s"] = step_time_s;
+  state.counters["tokens_per_s"] = 2904.0 * 2048 / step_time_s;  // the global batch's
+}
+BENCHMARK(BM_SimulateMlperfGpt3On11616)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -1,7 +1,8 @@
-// `twinpipe search`: simulate every stages / replicas / micro-batches /
-// schedule / chunks / recompute / partition point, drop those over the memory
-// cap, rank the rest, print the Pareto front and write the best as a config;
-// or, with --max-layers, how deep a generator model can grow per K.
+// `twinpipe search`: simulate every tensor- / context-parallel / stages /
+// replicas / micro-batches / schedule / chunks / recompute / sharding /
+// partition point, drop those over the memory cap, rank the rest, print the
+// Pareto front and write the best as a config; or, with --max-layers, how
+// deep a generator model can grow per K.
 #include <unistd.h>
 
 #include <chrono>
@@ -29,6 +30,12 @@ struct SearchCmdOptions {
   bool max_layers = false;
   std::string output;
   std::string calibration;
+  // The grid's newer knobs (SearchOptions).
+  int max_context_parallel = 0;
+  int min_context_tokens = 4096;
+  std::vector<std::string> shardings{"none", "optimizer", "full"};
+  std::string tp_comm_overlap = "both";
+  int max_chunks = 0;
 };
 
 nlohmann::ordered_json CandidateJson(const search::Candidate& c) {
@@ -45,7 +52,10 @@ nlohmann::ordered_json CandidateJson(const search::Candidate& c) {
           {"step_time_s", c.step_time_s},
           {"throughput_samples_per_s", c.throughput},
           {"bubble_fraction", c.bubble_fraction},
-          {"peak_memory_bytes", c.peak_memory_bytes}};
+          {"peak_memory_bytes", c.peak_memory_bytes},
+          {"context_parallel", c.context_parallel},
+          {"data_parallel_sharding", std::string(ir::NameOf(cost::kDataParallelShardingNames, c.sharding))},
+          {"tp_comm_overlap", c.tp_comm_overlap}};
 }
 
 // A bar on stderr once the search has run for a second.
@@ -109,6 +119,13 @@ int Run(const SearchCmdOptions& o) {
   so.devices = o.devices;
   so.memory_cap_bytes = o.memory_cap;
   so.objective = o.objective == "memory" ? search::Objective::kMemory : search::Objective::kThroughput;
+  so.max_context_parallel = o.max_context_parallel;
+  so.min_context_tokens = o.min_context_tokens;
+  so.shardings.clear();
+  for (const std::string& name : o.shardings) so.shardings.push_back(*ir::FromName(cost::kDataParallelShardingNames, name));
+  so.tp_comm_overlap = o.tp_comm_overlap == "both" ? std::vector<bool>{false, true}
+                                                   : std::vector<bool>{o.tp_comm_overlap == "on"};
+  so.max_chunks = o.max_chunks;
   auto progress = std::make_shared<Progress>();
   so.progress = [progress](int64_t done, int64_t total) { (*progress)(done, total); };
   if (o.max_layers) return RunMaxLayers(o, *config, so);
@@ -144,24 +161,34 @@ int Run(const SearchCmdOptions& o) {
                result->wall_s > 0 ? static_cast<double>(result->configs_evaluated) / result->wall_s : 0.0,
                result->configs_simulated, result->configs_bounded, result->over_cap);
     fmt::print("Pareto front, throughput against peak memory:\n");
-    fmt::print("{:>4} {:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>11} {:>13} {:>7} {:>12}\n", "t", "K", "R", "M",
-               "schedule", "v", "recompute", "cut", "step", "samples/s", "bubble", "peak memory");
+    // t: "s" with sequence parallelism, "o" with its overlap; c: context-parallel GPUs.
+    fmt::print("{:>4} {:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>11} {:>13} {:>7} {:>12} {:>4}  {:<9}\n", "t",
+               "K", "R", "M", "schedule", "v", "recompute", "cut", "step", "samples/s", "bubble", "peak memory", "c",
+               "sharding");
     for (const auto& c : result->pareto) {
-      fmt::print("{:>4} {:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>8.3f} ms {:>13.4g} {:>6.2f}% {:>12}\n",
-                 fmt::format("{}{}", c.tensor_parallel, c.sequence_parallel ? "s" : ""), c.stages, c.replicas,
-                 c.micro_batches, c.schedule, c.chunks, ir::RecomputeModeName(c.recompute),
-                 cost::PartitionAlgorithmName(c.partition),
-                 c.step_time_s * 1e3, c.throughput, c.bubble_fraction * 100, GiB(c.peak_memory_bytes));
+      fmt::print("{:>4} {:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>8.3f} ms {:>13.4g} {:>6.2f}% {:>12} {:>4}  {:<9}\n",
+                 fmt::format("{}{}{}", c.tensor_parallel, c.sequence_parallel ? "s" : "", c.tp_comm_overlap ? "o" : ""),
+                 c.stages, c.replicas, c.micro_batches, c.schedule, c.chunks, ir::RecomputeModeName(c.recompute),
+                 cost::PartitionAlgorithmName(c.partition), c.step_time_s * 1e3, c.throughput,
+                 c.bubble_fraction * 100, GiB(c.peak_memory_bytes), c.context_parallel,
+                 ir::NameOf(cost::kDataParallelShardingNames, c.sharding));
     }
     if (!result->best) {
       fmt::print("nothing fits: every configuration exceeds the memory cap\n");
     } else {
       const auto& b = *result->best;
-      fmt::print("best for {}: {}K={} R={} M={} {}{} recompute {} partition {}{}\n", o.objective,
-                 b.tensor_parallel > 1 ? fmt::format("t={}{} ", b.tensor_parallel, b.sequence_parallel ? " (sequence parallel)" : "") : "",
-                 b.stages, b.replicas,
+      fmt::print("best for {}: {}{}K={} R={} M={} {}{} recompute {} partition {}{}{}\n", o.objective,
+                 b.tensor_parallel > 1 ? fmt::format("t={}{} ", b.tensor_parallel,
+                                                     b.tp_comm_overlap     ? " (sequence parallel, overlapped)"
+                                                     : b.sequence_parallel ? " (sequence parallel)"
+                                                                           : "")
+                                       : "",
+                 b.context_parallel > 1 ? fmt::format("c={} ", b.context_parallel) : "", b.stages, b.replicas,
                  b.micro_batches, b.schedule, b.chunks > 1 ? fmt::format(" v={}", b.chunks) : "",
                  ir::RecomputeModeName(b.recompute), cost::PartitionAlgorithmName(b.partition),
+                 b.sharding != cost::DataParallelSharding::kNone
+                     ? fmt::format(" sharding {}", ir::NameOf(cost::kDataParallelShardingNames, b.sharding))
+                     : "",
                  o.output.empty() ? "" : " (written to " + o.output + ")");
     }
   }
@@ -186,6 +213,22 @@ void AddSearch(CLI::App& app, int& exit_code) {
   cmd->add_option("-o,--output", o->output, "write the best configuration as a runnable config");
   cmd->add_option("--calibration", o->calibration, "cost-model coefficients fitted by `twinpipe calibrate` (the "
                                                    "config's device) in place of the catalogue's");
+  cmd->add_option("--max-context-parallel", o->max_context_parallel,
+                  "most context-parallel GPUs c to try (fused attention; default: no limit but --min-context-tokens)")
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--min-context-tokens", o->min_context_tokens,
+                  "least tokens of a sample each context-parallel GPU keeps, seq / c (default 4096; 0: any)")
+      ->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--sharding", o->shardings,
+                  "data-parallel sharding modes to try where a gradient spans GPUs (default: none optimizer full)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(ir::Names(cost::kDataParallelShardingNames)));
+  cmd->add_option("--tp-comm-overlap", o->tp_comm_overlap,
+                  "tensor-parallel overlap with sequence parallelism: off, on or both (default)")
+      ->check(CLI::IsMember({"off", "on", "both"}));
+  cmd->add_option("--max-chunks", o->max_chunks, "most chunks per device of the interleaved schedule (default: "
+                                                 "every v dividing the blocks per device)")
+      ->check(CLI::Range(0, 1 << 16));
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });
 }
 

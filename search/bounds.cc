@@ -15,7 +15,13 @@ bool LowerBounds::OverCapWhateverTheCut(const Candidate& c) const {
   double params = 0, stash = 0;
   for (const auto& layer : work.model.layers) params += layer.params, stash += layer.stash_bytes;
   const double micro_batch = static_cast<double>(c.batch) / c.micro_batches;
-  const double least = (params * work.training.bytes_per_param + stash * micro_batch / c.chunks) / c.stages;
+  // What the devices hold for good, summed: the costs' static bytes (sharded
+  // over the gradient's ranks where they are), less the FP8 copies and
+  // FSDP's gathered layers, which only add to them.
+  const int ranks = c.replicas * c.context_parallel;
+  const auto sharding = ranks > 1 ? c.sharding : cost::DataParallelSharding::kNone;
+  const double held = cost::StaticBytesPerGpu(work.training, work.model.dtype, sharding, ranks, params, 0, 0);
+  const double least = (held + stash * micro_batch / c.chunks) / c.stages;
   double limit = 0;
   for (int d = 0; d < c.stages; ++d) limit = std::max(limit, evaluator_.Limit(d));
   return least > limit * (1 + 1e-9);  // beyond the rounding of sums taken in another order

@@ -54,7 +54,8 @@ class LowerBounds {
  private:
   // Whatever the cut, the fullest device holds at least the mean over the
   // devices of what they hold for good (every parameter's bytes, the
-  // optimizer's included) and of the activation a forward of one of its
+  // optimizer's included, sharded over the gradient's ranks where the point
+  // shards them) and of the activation a forward of one of its
   // stages allocates while it runs (one micro-batch's; a device with v
   // stages, at least 1/v of theirs): a point over the cap by that needs no
   // partition, shape or cost table (Use(c) first).

@@ -10,9 +10,14 @@
 
 namespace twinpipe::search {
 
+ModelKey ModelOf(const Candidate& c) {
+  return ModelKey{c.tensor_parallel, c.sequence_parallel, c.tp_comm_overlap, c.context_parallel,
+                  c.recompute == ir::RecomputeMode::kSelective};
+}
+
 PlanKey KeyOf(const Candidate& c, const Cut& cut) {
-  PlanKey key{c.stages, c.replicas, c.micro_batches, c.schedule, c.chunks, static_cast<int>(c.recompute),
-              c.tensor_parallel, c.sequence_parallel, {}};
+  PlanKey key{c.stages,   c.replicas,  c.micro_batches, c.schedule, c.chunks, static_cast<int>(c.recompute),
+              ModelOf(c), static_cast<int>(c.sharding), {}};
   for (const auto& cell : cut.skeleton.partition.cells) std::get<8>(key).push_back(cell.first_layer);
   return key;
 }
@@ -23,12 +28,17 @@ double Evaluator::Limit(int d) const {
 
 void Evaluator::ForgetTheModel() {
   memo_.clear();
+  firsts_.clear();
   cuts_.clear();
   time_cuts_.clear();
   described_.clear();
 }
 
 void Evaluator::Use(const Candidate& c) {
+  // SetParallelism reads the context parallelism and the overlap.
+  work_.pipeline.context_parallel = c.context_parallel;
+  work_.pipeline.tp_comm_overlap = c.tp_comm_overlap;
+  work_.training.sharding = c.sharding;
   cost::SetParallelism(work_, c.tensor_parallel, c.sequence_parallel, c.recompute);
   work_.pipeline.stages = c.stages;
   work_.pipeline.schedule = c.schedule;
@@ -80,30 +90,35 @@ const Shape* Evaluator::ShapeOf(const Candidate& c) {
 }
 
 const Cut* Evaluator::CutOf(const Candidate& c, const Shape& shape) {
-  auto [it, fresh] = cuts_.try_emplace(CutKey{c.tensor_parallel, c.sequence_parallel, static_cast<int>(c.recompute),
-                                              c.batch, c.micro_batches, c.partition, shape.cut_class});
+  const ModelKey model = ModelOf(c);
+  const FirstsKey firsts_key{model, static_cast<int>(c.recompute), c.batch, c.micro_batches, c.partition,
+                             shape.cut_class};
+  auto [it, fresh] = cuts_.try_emplace(CutKey{firsts_key, static_cast<int>(c.sharding)});
   if (!fresh) return it->second.get();
   const ir::Schedule& s = shape.schedule;
   const std::vector<cost::StagePeak>& peaks = shape.peaks[static_cast<int>(c.recompute)];
-  std::optional<std::vector<int>> firsts;
-  if (c.partition == cost::PartitionAlgorithm::kGpipe || c.partition == cost::PartitionAlgorithm::kMinMax) {
-    const int runs_r = c.recompute == ir::RecomputeMode::kSelective ? 2 : ir::InsertsRecompute(c.recompute) ? 1 : 0;
-    auto [cut, solve] = time_cuts_.try_emplace(TimeCutKey{c.tensor_parallel, c.sequence_parallel, runs_r,
-                                                          c.batch / c.micro_batches, c.partition, s.placement});
-    if (solve) {
-      if (auto f = partition::CutForSchedule(work_, s, peaks, calibration)) cut->second = std::move(*f);
+  auto [f, cut_now] = firsts_.try_emplace(firsts_key);
+  if (cut_now) {
+    if (c.partition == cost::PartitionAlgorithm::kGpipe || c.partition == cost::PartitionAlgorithm::kMinMax) {
+      const int runs_r = c.recompute == ir::RecomputeMode::kSelective ? 2 : ir::InsertsRecompute(c.recompute) ? 1 : 0;
+      auto [cut, solve] =
+          time_cuts_.try_emplace(TimeCutKey{model, runs_r, c.batch / c.micro_batches, c.partition, s.placement});
+      if (solve) {
+        if (auto found = partition::CutForSchedule(work_, s, peaks, calibration)) cut->second = std::move(*found);
+      }
+      f->second = cut->second;
+    } else if (auto found = partition::CutForSchedule(work_, s, peaks, calibration)) {
+      f->second = std::move(*found);
     }
-    firsts = cut->second;
-  } else if (auto f = partition::CutForSchedule(work_, s, peaks, calibration)) {
-    firsts = std::move(*f);
   }
-  if (!firsts) return nullptr;
-  auto [d, describe] = described_.try_emplace(DescribedKey{c.tensor_parallel, c.sequence_parallel,
-                                                           static_cast<int>(c.recompute), c.batch, c.micro_batches,
-                                                           shape.cut_class, *firsts});
+  if (!f->second) return nullptr;
+  const std::vector<int>& firsts = *f->second;
+  auto [d, describe] = described_.try_emplace(DescribedKey{model, static_cast<int>(c.recompute), c.batch,
+                                                           c.micro_batches, shape.cut_class,
+                                                           static_cast<int>(c.sharding), firsts});
   if (describe) {
     // The costs need the placement only: a shape without programs.
-    cost::Plan skeleton{partition::DescribeForSchedule(work_, s, peaks, *firsts, calibration),
+    cost::Plan skeleton{partition::DescribeForSchedule(work_, s, peaks, firsts, calibration),
                         ir::Schedule{s.num_stages, s.num_micro_batches, s.num_devices, c.replicas, s.placement, {}}};
     simulate::PlanCosts costs = cost::CostsFromPlan(work_, skeleton, calibration);
     d->second = std::make_shared<const Cut>(Cut{std::move(skeleton), std::move(costs)});

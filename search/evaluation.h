@@ -53,9 +53,21 @@ struct Cut {
   simulate::PlanCosts costs;
 };
 
-// The schedule-shape part of a grid point plus its cut: points with equal
-// keys have the same plan, costs and so simulation.
-using PlanKey = std::tuple<int, int, int, std::string, int, int, int, bool, std::vector<int>>;
+// The model's costs a grid point sets (SetParallelism's inputs): points
+// with equal ones share the generated model.
+struct ModelKey {
+  int tensor_parallel = 1;
+  bool sequence_parallel = false;
+  bool tp_comm_overlap = false;
+  int context_parallel = 1;
+  bool selective = false;
+  auto operator<=>(const ModelKey&) const = default;
+};
+ModelKey ModelOf(const Candidate& c);
+
+// The schedule-shape part of a grid point, its model, sharding and its cut:
+// points with equal keys have the same plan, costs and so simulation.
+using PlanKey = std::tuple<int, int, int, std::string, int, int, ModelKey, int, std::vector<int>>;
 PlanKey KeyOf(const Candidate& c, const Cut& cut);
 
 class Evaluator {
@@ -81,8 +93,9 @@ class Evaluator {
   // chunks); null when the schedule refuses it.
   const Shape* ShapeOf(const Candidate& c);
   // The point's partition and costs (Use(c) first), computed once per cut
-  // key (a time-balancing cut once per TimeCutKey, a report and costs once
-  // per DescribedKey); null when no partition exists.
+  // key (a partition once per FirstsKey, a time-balancing one once per
+  // TimeCutKey, a report and costs once per DescribedKey); null when no
+  // partition exists.
   const Cut* CutOf(const Candidate& c, const Shape& shape);
   // Plans and simulates the point (once per distinct plan): its step time,
   // throughput, bubble, peak and whether it fits. Nothing that fails here is
@@ -95,18 +108,23 @@ class Evaluator {
   void ForgetTheModel();
 
  private:
-  // What a cut depends on: tensor and sequence parallelism, recompute, the
-  // replica's batch and micro-batches, the algorithm, and the shape's class
-  // (its placement and activation peaks: see Shape).
-  using CutKey = std::tuple<int, bool, int, int64_t, int, cost::PartitionAlgorithm, int>;
+  // Where a partition cuts depends on the model (tensor, sequence and
+  // context parallelism, overlap), recompute, the replica's batch and
+  // micro-batches, the algorithm, and the shape's class (its placement and
+  // activation peaks: see Shape); not on sharding, which the partitioner
+  // does not read.
+  using FirstsKey = std::tuple<ModelKey, int, int64_t, int, cost::PartitionAlgorithm, int>;
+  // What a cut (its partition and costs) depends on: a FirstsKey's and the
+  // sharding (the costs' static bytes, step and FSDP's gathers).
+  using CutKey = std::tuple<FirstsKey, int>;
   // What a time-balancing cut (gpipe, minmax) depends on: the layers' times
-  // and the cuts' transfers, that is tensor and sequence parallelism, whether
-  // R runs (none, full or except-last, selective), the micro-batch size and
-  // the placement; not the in-flight counts or the memory.
-  using TimeCutKey = std::tuple<int, bool, int, int64_t, cost::PartitionAlgorithm, std::vector<int>>;
+  // and the cuts' transfers, that is the model, whether R runs (none, full
+  // or except-last, selective), the micro-batch size and the placement; not
+  // the in-flight counts or the memory.
+  using TimeCutKey = std::tuple<ModelKey, int, int64_t, cost::PartitionAlgorithm, std::vector<int>>;
   // What a cut's report and costs read: a CutKey's but the algorithm, and the
   // cells (algorithms that cut alike share them).
-  using DescribedKey = std::tuple<int, bool, int, int64_t, int, int, std::vector<int>>;
+  using DescribedKey = std::tuple<ModelKey, int, int64_t, int, int, int, std::vector<int>>;
   // What the search keeps from simulating a plan.
   struct Outcome {
     double step_time_s = 0, bubble_fraction = 0;
@@ -116,6 +134,7 @@ class Evaluator {
   cost::Config work_;
   std::map<std::tuple<std::string, int, int, int>, std::optional<Shape>> shapes_;  // by (schedule, K, M, chunks)
   std::map<std::pair<std::vector<int>, std::vector<int>>, int> cut_classes_;      // (placement, in flight)
+  std::map<FirstsKey, std::optional<std::vector<int>>> firsts_;  // first layers; nothing: no partition exists
   std::map<CutKey, std::shared_ptr<const Cut>> cuts_;  // null: no partition exists
   std::map<TimeCutKey, std::optional<std::vector<int>>> time_cuts_;  // first layers; nothing: none
   std::map<DescribedKey, std::shared_ptr<const Cut>> described_;

@@ -49,7 +49,42 @@ std::vector<int> TensorParallelDegrees(const cost::Config& c, int devices) {
   return out;
 }
 
-std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_batch) {
+std::vector<int> ContextParallelDegrees(const cost::Config& c, int devices, int t, const SearchOptions& o) {
+  std::vector<int> out{1};
+  if (!c.transformer || c.transformer->attention != cost::AttentionKind::kFused || devices % t != 0) return out;
+  const auto& d = c.cluster.devices;
+  if (!std::all_of(d.begin(), d.end(), [&](const cost::Device& x) { return x.name == d[0].name; })) return out;
+  const int seq = c.transformer->seq, pieces_per_gpu = c.transformer->causal ? 2 : 1;
+  for (int cp = 2; cp <= devices / t; ++cp) {
+    if ((devices / t) % cp != 0 || seq % (pieces_per_gpu * cp) != 0) continue;
+    if (o.max_context_parallel > 0 && cp > o.max_context_parallel) break;
+    if (o.min_context_tokens > 0 && seq / cp < o.min_context_tokens) break;
+    out.push_back(cp);
+  }
+  return out;
+}
+
+std::vector<int> ChunkChoices(const cost::Config& c, const std::string& schedule, int K, const SearchOptions& o) {
+  std::vector<int> out;
+  for (int v : ir::ChunkChoices(schedule)) out.push_back(v);
+  const int L = static_cast<int>(c.model.layers.size());
+  if (schedule == "interleaved") {
+    const int blocks = c.transformer ? c.transformer->layers : L;
+    if (blocks % K == 0) {
+      for (int v = 2; v <= blocks / K; ++v) {
+        if ((blocks / K) % v == 0) out.push_back(v);
+      }
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    std::erase_if(out, [&](int v) { return o.max_chunks > 0 && v > o.max_chunks; });
+  }
+  // More chunks than layers leave a stage empty.
+  std::erase_if(out, [&](int v) { return v > 1 && (K == 1 || static_cast<int64_t>(K) * v > L); });
+  return out;
+}
+
+std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_batch, const SearchOptions& o) {
   const int L = static_cast<int>(c.model.layers.size());
   std::vector<cost::PartitionAlgorithm> partitions;
   for (const auto& [name, a] : cost::kPartitionAlgorithmNames) {
@@ -58,39 +93,69 @@ std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_b
   std::vector<ir::RecomputeMode> modes{ir::RecomputeMode::kNone, ir::RecomputeMode::kFull,
                                        ir::RecomputeMode::kExceptLast};
   if (c.transformer) modes.push_back(ir::RecomputeMode::kSelective);
+  std::vector<cost::DataParallelSharding> sharded;  // beyond none, in the options' order
+  for (auto s : o.shardings) {
+    if (s != cost::DataParallelSharding::kNone && std::find(sharded.begin(), sharded.end(), s) == sharded.end()) {
+      sharded.push_back(s);
+    }
+  }
+  const bool unsharded = o.shardings.empty() ||
+                         std::find(o.shardings.begin(), o.shardings.end(), cost::DataParallelSharding::kNone) !=
+                             o.shardings.end();
+  std::vector<bool> overlaps;
+  for (bool overlap : {false, true}) {
+    if (std::find(o.tp_comm_overlap.begin(), o.tp_comm_overlap.end(), overlap) != o.tp_comm_overlap.end()) {
+      overlaps.push_back(overlap);
+    }
+  }
+  if (overlaps.empty()) overlaps.push_back(false);
   std::vector<Candidate> grid;
   for (int t : TensorParallelDegrees(c, devices)) {
   for (bool sp : t > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
-  const int groups = devices / t;
+  for (bool overlap : sp ? overlaps : std::vector<bool>{false}) {
+  for (int cp : ContextParallelDegrees(c, devices, t, o)) {
+  const int groups = devices / (t * cp);
   for (int K = 1; K <= groups; ++K) {
     const int R = groups / K;
     if (groups % K != 0 || K > L || global_batch % R != 0) continue;
     const int64_t batch = global_batch / R;
+    // Sharding needs a gradient over more than one GPU (R c of them).
+    std::vector<cost::DataParallelSharding> shardings;
+    if (unsharded || R * cp == 1) shardings.push_back(cost::DataParallelSharding::kNone);
+    if (R * cp > 1) shardings.insert(shardings.end(), sharded.begin(), sharded.end());
+    std::vector<std::pair<std::string, std::vector<int>>> schedules;
+    for (const std::string& name : ir::ScheduleNames()) schedules.emplace_back(name, ChunkChoices(c, name, K, o));
     // Many micro-batches first: small bubbles, good bounds early.
     for (int64_t M : Divisors(batch) | std::views::reverse) {
-      for (const std::string& name : ir::ScheduleNames()) {
-        for (int v : ir::ChunkChoices(name)) {
-          if (v > 1 && (K == 1 || static_cast<int64_t>(K) * v > L)) continue;
+      for (const auto& [name, chunks] : schedules) {
+        for (int v : chunks) {
           if (!ir::CheckShape(name, K, static_cast<int32_t>(M), v)) continue;  // the schedule's own rules
           for (auto mode : modes) {
-            for (const auto& algorithm : partitions) {
-              Candidate cand;
-              cand.tensor_parallel = t;
-              cand.sequence_parallel = sp;
-              cand.stages = K;
-              cand.replicas = R;
-              cand.micro_batches = static_cast<int>(M);
-              cand.schedule = name;
-              cand.chunks = v;
-              cand.recompute = mode;
-              cand.partition = algorithm;
-              cand.batch = batch;
-              grid.push_back(std::move(cand));
+            for (auto sharding : shardings) {
+              for (const auto& algorithm : partitions) {
+                Candidate cand;
+                cand.tensor_parallel = t;
+                cand.sequence_parallel = sp;
+                cand.tp_comm_overlap = overlap;
+                cand.context_parallel = cp;
+                cand.stages = K;
+                cand.replicas = R;
+                cand.micro_batches = static_cast<int>(M);
+                cand.schedule = name;
+                cand.chunks = v;
+                cand.recompute = mode;
+                cand.sharding = sharding;
+                cand.partition = algorithm;
+                cand.batch = batch;
+                grid.push_back(std::move(cand));
+              }
             }
           }
         }
       }
     }
+  }
+  }
   }
   }
   }

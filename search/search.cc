@@ -24,19 +24,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Pass 1: every point's bounds (cheap: no comm, no simulation), visited by
-// the model's costs (tensor and sequence parallelism, selective recompute),
-// which change only between groups, so that each is generated once.
+// the model's costs (tensor, sequence and context parallelism, overlap,
+// selective recompute), which change only between groups, so that each is
+// generated once.
 Result<std::vector<Bounds>> BoundEveryPoint(const std::vector<Candidate>& grid, LowerBounds& lower,
                                             const SearchOptions& o) {
   const auto total = static_cast<int64_t>(grid.size());
   std::vector<Bounds> bounds(grid.size());
   std::vector<size_t> visit(grid.size());
   std::iota(visit.begin(), visit.end(), size_t{0});
-  auto model_key = [&](size_t i) {
-    return std::tuple(grid[i].tensor_parallel, grid[i].sequence_parallel,
-                      grid[i].recompute == ir::RecomputeMode::kSelective);
-  };
-  std::stable_sort(visit.begin(), visit.end(), [&](size_t a, size_t b) { return model_key(a) < model_key(b); });
+  std::stable_sort(visit.begin(), visit.end(),
+                   [&](size_t a, size_t b) { return ModelOf(grid[a]) < ModelOf(grid[b]); });
   for (size_t k = 0; k < visit.size(); ++k) {
     if (o.progress && k % 256 == 0) o.progress(static_cast<int64_t>(k) / 2, total);
     const Bounds& b = bounds[visit[k]] = lower.Of(grid[visit[k]]);
@@ -90,10 +88,12 @@ Result<std::vector<Candidate>> SimulateTheUnbeaten(const std::vector<Candidate>&
         ((c->fits && c->throughput > bounds[i].most_throughput * (1 + 1e-12)) ||
          c->peak_memory_bytes < bounds[i].least_peak * (1 - 1e-12))) {
       return FailRuntime(fmt::format(
-          "point {} (t={}{} K={} R={} M={} {} v={} recompute {} {}) beats its bounds: {} samples/s (bound {}), "
-          "peak {} (bound {})",
-          i, c->tensor_parallel, c->sequence_parallel ? " sp" : "", c->stages, c->replicas, c->micro_batches,
-          c->schedule, c->chunks, ir::RecomputeModeName(c->recompute), cost::PartitionAlgorithmName(c->partition),
+          "point {} (t={}{}{} c={} K={} R={} M={} {} v={} recompute {} sharding {} {}) beats its bounds: {} "
+          "samples/s (bound {}), peak {} (bound {})",
+          i, c->tensor_parallel, c->sequence_parallel ? " sp" : "", c->tp_comm_overlap ? " overlap" : "",
+          c->context_parallel, c->stages, c->replicas, c->micro_batches, c->schedule, c->chunks,
+          ir::RecomputeModeName(c->recompute), ir::NameOf(cost::kDataParallelShardingNames, c->sharding),
+          cost::PartitionAlgorithmName(c->partition),
           c->throughput, bounds[i].most_throughput, c->peak_memory_bytes, bounds[i].least_peak));
     }
     if (!c || !c->fits) {
@@ -115,7 +115,7 @@ Result<SearchResult> Search(const cost::Config& config, const SearchOptions& o) 
   LowerBounds lower(evaluator, o.check_bounds);
   const int devices = evaluator.work().cluster.NumDevices();
   const int64_t global_batch = config.training.batch * config.Replicas();
-  const std::vector<Candidate> grid = Grid(evaluator.work(), devices, global_batch);
+  const std::vector<Candidate> grid = Grid(evaluator.work(), devices, global_batch, o);
   const auto total = static_cast<int64_t>(grid.size());
   SearchResult r;
   r.configs_evaluated = total;
@@ -153,6 +153,13 @@ nlohmann::ordered_json CandidateConfig(const nlohmann::ordered_json& original, c
   if (c.tensor_parallel > 1 || pipeline.contains("tensor_parallel")) pipeline["tensor_parallel"] = c.tensor_parallel;
   if (c.sequence_parallel || pipeline.contains("sequence_parallel")) {
     pipeline["sequence_parallel"] = c.sequence_parallel;
+  }
+  if (c.tp_comm_overlap || pipeline.contains("tp_comm_overlap")) pipeline["tp_comm_overlap"] = c.tp_comm_overlap;
+  if (c.context_parallel > 1 || pipeline.contains("context_parallel")) {
+    pipeline["context_parallel"] = c.context_parallel;
+  }
+  if (c.sharding != cost::DataParallelSharding::kNone || j["training"].contains("data_parallel_sharding")) {
+    j["training"]["data_parallel_sharding"] = std::string(ir::NameOf(cost::kDataParallelShardingNames, c.sharding));
   }
   pipeline["schedule"] = c.schedule;
   if (c.chunks != ir::DefaultChunks(c.schedule) || pipeline.contains("chunks")) pipeline["chunks"] = c.chunks;

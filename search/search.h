@@ -1,8 +1,9 @@
 // `twinpipe search`: which tensor-parallel degree (and sequence
-// parallelism), stages, replicas, micro-batches, schedule, chunks, recompute
-// mode (selective too, for transformers) and partition algorithm to run, by
-// simulating every point of the grid; and how deep a generator model can grow before it no longer
-// fits (GPipe's Table 1).
+// parallelism, and its overlap with the GEMMs), context-parallel degree,
+// stages, replicas, micro-batches, schedule, chunks, recompute mode
+// (selective too, for transformers), data-parallel sharding and partition
+// algorithm to run, by simulating every point of the grid; and how deep a
+// generator model can grow before it no longer fits (GPipe's Table 1).
 //
 //   SearchOptions o{.devices = 8};
 //   Result<SearchResult> r = Search(config, o);
@@ -37,14 +38,37 @@ struct SearchOptions {
   // Fitted costs (`twinpipe calibrate`) in place of the catalogue's, for the
   // bounds and the simulations alike; not owned.
   const simulate::Calibration* calibration = nullptr;
+
+  // What the grid spans of the newer knobs (each also limited by the model
+  // and the cluster: see Grid).
+  // Context-parallel degrees c: at most max_context_parallel (0: no limit),
+  // and each GPU keeping at least min_context_tokens of a sample's sequence
+  // (seq / c; 0: no limit). The default tries c only where the sequence is
+  // long (c = 2 from 8,192 tokens), as it is run, and keeps the searches of
+  // short sequences as they were.
+  int max_context_parallel = 0;
+  int min_context_tokens = 4096;
+  // Data-parallel sharding modes, tried where a gradient has more than one
+  // rank (replicas x c > 1).
+  std::vector<cost::DataParallelSharding> shardings{cost::DataParallelSharding::kNone,
+                                                    cost::DataParallelSharding::kOptimizer,
+                                                    cost::DataParallelSharding::kFull};
+  // Tensor-parallel overlap settings, tried where sequence parallelism runs.
+  std::vector<bool> tp_comm_overlap{false, true};
+  // The most chunks per device an interleaved schedule takes (0: every v
+  // that divides the blocks per device, up to the layers).
+  int max_chunks = 0;
 };
 
 // One point of the grid and what the simulator predicts for it.
 struct Candidate {
-  int stages = 1;          // K: pipeline devices (each a tensor-parallel group of t GPUs)
-  int replicas = 1;        // data-parallel copies: GPUs / (t K)
+  int stages = 1;          // K: pipeline devices (each t x c GPUs)
+  int replicas = 1;        // data-parallel copies: GPUs / (t c K)
   int tensor_parallel = 1; // t (transformers)
   bool sequence_parallel = false;
+  bool tp_comm_overlap = false;  // sequence parallelism's collectives beside their GEMMs
+  int context_parallel = 1;      // c (fused attention)
+  cost::DataParallelSharding sharding = cost::DataParallelSharding::kNone;
   int micro_batches = 1;   // M
   std::string schedule;
   int chunks = 1;          // stages per device

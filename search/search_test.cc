@@ -48,46 +48,78 @@ struct Point {
 
 // The oracle: every grid point written out as a config, loaded, planned and
 // simulated on its own, the way a user would run it. For a transformer the
-// grid spans tensor parallelism t (dividing the GPUs of its one node, the
-// heads, the FFN width and the vocabulary), with and without sequence
-// parallelism, and selective recompute.
+// grid spans tensor parallelism t (dividing the GPUs of a node, the heads,
+// the K/V heads, the FFN width and the vocabulary), with and without
+// sequence parallelism (and, with it, with and without its overlap),
+// context parallelism c (fused attention: c splitting the sequence in 2c
+// chunks when causal), and selective recompute; with more than one gradient
+// rank (R c > 1), the three shardings; the interleaved schedule takes 2, 4
+// and 8 chunks and every v dividing the blocks per device. `knobs` narrows
+// them as the search's options do.
 std::vector<Point> SimulateEveryPoint(const std::string& text, double cap,
-                                      const simulate::Calibration* calibration = nullptr) {
+                                      const simulate::Calibration* calibration = nullptr,
+                                      const SearchOptions& knobs = {}) {
   const auto original = nlohmann::ordered_json::parse(text);
   const cost::Config base = Load(text);
   const int GPUs = base.cluster.NumDevices(), L = static_cast<int>(base.model.layers.size());
+  const int blocks = base.transformer ? base.transformer->layers : L;
   const int64_t global = base.training.batch * base.Replicas();
+  const auto* tf = base.transformer ? &*base.transformer : nullptr;
+  auto tried = [](const auto& list, auto value) { return std::find(list.begin(), list.end(), value) != list.end(); };
   std::vector<Point> points;
   std::vector<const char*> modes{"none", "full", "except-last"};
   if (base.transformer) modes.push_back("selective");
   for (int t = 1; t <= GPUs; ++t) {
-    if (t > 1 && (!base.transformer || GPUs % t || base.transformer->heads % t || base.transformer->ffn % t ||
-                  base.transformer->vocab % t)) {
+    if (t > 1 && (!tf || GPUs % t || base.cluster.gpus_per_node % t || tf->heads % t || tf->kv_heads % t ||
+                  tf->ffn % t || tf->vocab % t)) {
       continue;
     }
   for (bool sp : {false, true}) {
     if (sp && t == 1) continue;
-  const int D = GPUs / t;
+  for (bool overlap : {false, true}) {
+    if (overlap && (!sp || !tried(knobs.tp_comm_overlap, true))) continue;
+    if (!overlap && sp && !tried(knobs.tp_comm_overlap, false)) continue;
+  for (int cp = 1; cp <= GPUs / t; ++cp) {
+    if ((GPUs / t) % cp) continue;
+    if (cp > 1 && (!tf || tf->attention != cost::AttentionKind::kFused || tf->seq % ((tf->causal ? 2 : 1) * cp) ||
+                   (knobs.max_context_parallel > 0 && cp > knobs.max_context_parallel) ||
+                   (knobs.min_context_tokens > 0 && tf->seq < knobs.min_context_tokens * cp))) {
+      continue;
+    }
+  const int D = GPUs / (t * cp);
   for (int K = 1; K <= D; ++K) {
-    if (D % K || global % (D / K)) continue;
-    const int64_t batch = global / (D / K);
+    if (D % K || K > L || global % (D / K)) continue;
+    const int R = D / K;
+    const int64_t batch = global / R;
     for (int64_t M = 1; M <= batch; ++M) {
       if (batch % M) continue;
       for (const std::string& name : ir::ScheduleNames()) {
-        for (int v : {1, 2, 4, 8}) {
+        for (int v = 1; v <= L; ++v) {
           const bool chunked = name == "interleaved" || name == "zb-v" || name == "dualpipev";
-          if (chunked != (v > 1) || (name != "interleaved" && chunked && v != 2) || (chunked && (K == 1 || K * v > L))) {
+          if (chunked != (v > 1) || (chunked && (K == 1 || K * v > L))) continue;
+          if (name == "interleaved") {
+            const bool divides = blocks % K == 0 && (blocks / K) % v == 0;
+            if ((v != 2 && v != 4 && v != 8 && !divides) || (knobs.max_chunks > 0 && v > knobs.max_chunks)) continue;
+            if (M % K) continue;
+          } else if (chunked && v != 2) {
             continue;
           }
-          if (name == "interleaved" && M % K) continue;
           if (name == "dualpipev" && M < 2 * K) continue;
           for (const char* recompute : modes) {
+            for (auto sharding : {cost::DataParallelSharding::kNone, cost::DataParallelSharding::kOptimizer,
+                                  cost::DataParallelSharding::kFull}) {
+              if (sharding != cost::DataParallelSharding::kNone && R * cp == 1) continue;
+              if (!tried(knobs.shardings, sharding) && !(sharding == cost::DataParallelSharding::kNone && R * cp == 1)) {
+                continue;
+              }
             for (const char* cut : {"gpipe", "minmax", "memory"}) {
               auto j = original;
               j["pipeline"] = {{"stages", K}, {"schedule", name}, {"chunks", v}, {"recompute", recompute},
-                               {"partition", cut}, {"tensor_parallel", t}, {"sequence_parallel", sp}};
+                               {"partition", cut}, {"tensor_parallel", t}, {"sequence_parallel", sp},
+                               {"tp_comm_overlap", overlap}, {"context_parallel", cp}};
               j["training"]["batch"] = batch;
               j["training"]["microbatches"] = M;
+              j["training"]["data_parallel_sharding"] = std::string(ir::NameOf(cost::kDataParallelShardingNames, sharding));
               const cost::Config c = Load(j.dump());
               Point p{j};
               partition::PlanOverrides own;
@@ -97,7 +129,7 @@ std::vector<Point> SimulateEveryPoint(const std::string& text, double cap,
               if (plan) {
                 auto sim = simulate::Simulate(plan->schedule, cost::CostsFromPlan(c, *plan, calibration));
                 EXPECT_TRUE(sim);
-                p.throughput = static_cast<double>(batch) * (D / K) / sim->step_time_s;
+                p.throughput = static_cast<double>(batch) * R / sim->step_time_s;
                 for (const auto& d : sim->devices) p.peak = std::max(p.peak, d.peak_memory_bytes);
                 bool fits = true;
                 for (size_t d = 0; d < sim->devices.size(); ++d) {
@@ -109,6 +141,7 @@ std::vector<Point> SimulateEveryPoint(const std::string& text, double cap,
               }
               points.push_back(p);
             }
+            }
           }
         }
       }
@@ -116,20 +149,26 @@ std::vector<Point> SimulateEveryPoint(const std::string& text, double cap,
   }
   }
   }
+  }
+  }
   return points;
 }
 
-TEST(Search, BestEqualsTheBestOfSimulatingEveryPointAlone) {
-  // Uncapped, then capped at the median peak so that the cap bites.
+// The search's best and front against the oracle's (search options `knobs`
+// narrowing both alike), uncapped, then capped at the median peak so that
+// the cap bites.
+void ExpectTheOraclesBestAndFront(const std::string& text, SearchOptions knobs) {
+  const int devices = Load(text).cluster.NumDevices();
+  const std::vector<Point> uncapped = SimulateEveryPoint(text, 1e18, nullptr, knobs);
   std::vector<double> peaks;
-  for (const auto& p : SimulateEveryPoint(kConfig, 1e18)) peaks.push_back(p.peak);
+  for (const auto& p : uncapped) peaks.push_back(p.peak);
   std::sort(peaks.begin(), peaks.end());
   for (double cap : {1e18, peaks[peaks.size() / 2]}) {
     SCOPED_TRACE(fmt::format("cap {}", cap));
-    const auto points = SimulateEveryPoint(kConfig, cap);
-    SearchOptions o;
+    const auto points = cap == 1e18 ? uncapped : SimulateEveryPoint(text, cap, nullptr, knobs);
+    SearchOptions o = knobs;
     o.memory_cap_bytes = cap;
-    auto r = Search(Load(kConfig), o);
+    auto r = Search(Load(text), o);
     ASSERT_TRUE(r) << r.error().message;
     EXPECT_EQ(r->configs_evaluated, static_cast<int64_t>(points.size()));
     const Point* best = nullptr;
@@ -155,7 +194,7 @@ TEST(Search, BestEqualsTheBestOfSimulatingEveryPointAlone) {
     EXPECT_NEAR(r->best->throughput, best->throughput, 1e-9 * best->throughput);
     EXPECT_EQ(r->best->peak_memory_bytes, best->peak);
     // The best, written as a config, is a point the oracle simulated alike.
-    const auto written = CandidateConfig(nlohmann::ordered_json::parse(kConfig), *r->best, 4, cap);
+    const auto written = CandidateConfig(nlohmann::ordered_json::parse(text), *r->best, devices, cap);
     const cost::Config c = Load(written.dump());
     auto plan = partition::PlanFromConfig(c);  // the written config's cap
     ASSERT_TRUE(plan);
@@ -180,6 +219,72 @@ TEST(Search, BestEqualsTheBestOfSimulatingEveryPointAlone) {
       EXPECT_TRUE(covered) << p.config.dump();
     }
   }
+}
+
+TEST(Search, BestEqualsTheBestOfSimulatingEveryPointAlone) { ExpectTheOraclesBestAndFront(kConfig, {}); }
+
+// A Llama-class block (GQA, SwiGLU, RMSNorm, RoPE, no bias, fused causal
+// attention) in FP8 on 2 nodes of 4 H100s: the grid spans t, sequence
+// parallelism and its overlap, context parallelism (up to 4: 2c chunks of
+// the 256 tokens), stages, replicas, chunks beyond 2, 4 and 8 (6 blocks: v =
+// 3 on two devices), and the three shardings.
+const char* kLlamaFp8 = R"({
+  "model": {"generator": "transformer", "layers": 6, "d_model": 256, "ffn": 512, "heads": 8, "kv_heads": 2,
+            "seq": 256, "vocab": 1024, "dtype": "fp8", "causal": true, "mlp": "swiglu", "norm": "rmsnorm",
+            "position": "rope", "bias": false, "attention": "fused"},
+  "training": {"batch": 4, "microbatches": 2, "bytes_per_param": 18, "fp8_params": true},
+  "pipeline": {"stages": 2, "schedule": "1f1b"},
+  "cluster": {"device": "H100-SXM", "devices": 8, "gpus_per_node": 4, "link": "nvlink4", "inter_node_link": "ib-ndr"}
+})";
+
+SearchOptions LlamaKnobs() {
+  SearchOptions o;
+  o.min_context_tokens = 0;
+  o.max_context_parallel = 4;
+  return o;
+}
+
+TEST(Search, NewKnobsBestEqualsTheBestOfSimulatingEveryPointAlone) {
+  ExpectTheOraclesBestAndFront(kLlamaFp8, LlamaKnobs());
+}
+
+// The grid of kLlamaFp8 holds every new knob, and each restriction takes it out.
+TEST(Grid, SpansTheNewKnobsAndTheOptionsNarrowThem) {
+  const cost::Config c = Load(kLlamaFp8);
+  auto count = [&](const SearchOptions& o, auto&& pred) {
+    int64_t n = 0;
+    for (const Candidate& p : Grid(c, 8, 4, o)) n += pred(p);
+    return n;
+  };
+  auto cp = [](const Candidate& p) { return p.context_parallel > 1; };
+  auto overlap = [](const Candidate& p) { return p.tp_comm_overlap; };
+  auto full = [](const Candidate& p) { return p.sharding == cost::DataParallelSharding::kFull; };
+  auto v3 = [](const Candidate& p) { return p.chunks == 3; };
+  auto bad = [](const Candidate& p) {
+    return (p.tp_comm_overlap && !p.sequence_parallel) ||
+           (p.sharding != cost::DataParallelSharding::kNone && p.replicas * p.context_parallel == 1) ||
+           p.tensor_parallel * p.context_parallel * p.stages * p.replicas != 8 || 256 % (2 * p.context_parallel) ||
+           (p.chunks == 3 && p.stages != 2) || p.chunks == 6;
+  };
+  SearchOptions o = LlamaKnobs();
+  EXPECT_EQ(count(o, bad), 0);
+  EXPECT_GT(count(o, cp), 0);
+  EXPECT_GT(count(o, overlap), 0);
+  EXPECT_GT(count(o, full), 0);
+  EXPECT_GT(count(o, v3), 0);
+  EXPECT_EQ(count(o, [](const Candidate& p) { return p.context_parallel > 4; }), 0);
+  o.max_context_parallel = 0;
+  EXPECT_GT(count(o, [](const Candidate& p) { return p.context_parallel == 8; }), 0);
+  o.min_context_tokens = 64;  // 256 tokens: c up to 4
+  EXPECT_EQ(count(o, [](const Candidate& p) { return p.context_parallel > 4; }), 0);
+  o.tp_comm_overlap = {false};
+  o.shardings = {cost::DataParallelSharding::kNone, cost::DataParallelSharding::kOptimizer};
+  o.max_chunks = 2;
+  EXPECT_EQ(count(o, overlap), 0);
+  EXPECT_EQ(count(o, full), 0);
+  EXPECT_EQ(count(o, v3), 0);
+  // The default keeps short sequences' searches without c.
+  EXPECT_EQ(count(SearchOptions{}, cp), 0);
 }
 
 // The bounds that let the search skip simulations hold for every point:
@@ -210,6 +315,20 @@ TEST(Search, BoundsHoldForEveryPoint) {
     ASSERT_TRUE(r) << r.error().message;
     EXPECT_EQ(r->configs_bounded, 0);
     EXPECT_GT(r->configs_simulated, 100);
+  }
+  // FP8, context parallelism, overlap and sharding (the sharded static
+  // bytes, the sharded step, FSDP's gathers beside compute).
+  {
+    SearchOptions o = LlamaKnobs();
+    o.check_bounds = true;
+    auto r = Search(Load(kLlamaFp8), o);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_GT(r->configs_simulated, 100);
+    // and under a cap that bites
+    o.memory_cap_bytes = r->pareto.back().peak_memory_bytes * 1.5;
+    auto capped = Search(Load(kLlamaFp8), o);
+    ASSERT_TRUE(capped) << capped.error().message;
+    EXPECT_GT(capped->over_cap, 0);
   }
   // Under caps that bite, where the throughput bound counts on a fitting
   // point holding few micro-batches at once (the auto schedule's case).

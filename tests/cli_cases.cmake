@@ -217,10 +217,19 @@ cli_case(execute_torch_zero_bubble 0 "parameter norm"
 # search: the grid, its Pareto front, the best as a runnable config, Table 1.
 cli_case(search_table 0 "Pareto front, throughput against peak memory" ${TP} search ${SRC}/examples/transformer_h100.json)
 cli_case(search_json 0 "\"configs_evaluated\"" ${TP} search ${SRC}/examples/transformer_h100.json --devices 8 --json)
-# On a CPU cluster the best has replicas (K=2 R=2), and execute runs what search wrote.
+# On a CPU cluster the best unsharded point has replicas (K=2 R=2), and execute runs what search wrote
+# (the executor runs replicas unsharded).
 cli_case(search_best_executes_with_replicas 0 "parameter norm"
-         bash -c "${TP} search ${SRC}/examples/mlp_cpu.json --devices 4 -o \"$0\" | grep -q ' R=2 ' && ${TP} execute \"$0\" --steps 2"
+         bash -c "${TP} search ${SRC}/examples/mlp_cpu.json --devices 4 --sharding none -o \"$0\" | grep -q ' R=2 ' && ${TP} execute \"$0\" --steps 2"
          ${CMAKE_CURRENT_BINARY_DIR}/search_best_cpu.json)
+# Llama 3 8B at 8,192 tokens: the best shards (sharding full) and may split the sequence (c = 2); simulate runs
+# the config search wrote, and the JSON names the new knobs.
+cli_case(search_best_sharded_runs 0 "step time"
+         bash -c "${TP} search ${SRC}/examples/llama3_8b_h100.json -o \"$0\" | grep -q 'sharding full' && ${TP} simulate \"$0\""
+         ${CMAKE_CURRENT_BINARY_DIR}/search_best_llama.json)
+cli_case(search_json_new_knobs 0 "\"data_parallel_sharding\": \"full\""
+         ${TP} search ${SRC}/examples/llama3_8b_h100.json --json --sharding none,full --tp-comm-overlap on)
+cli_case(search_bad_sharding 2 "--sharding" ${TP} search ${SRC}/examples/llama3_8b_h100.json --sharding zero3)
 cli_case(search_best_runs 0 "step time"
          bash -c "${TP} search ${SRC}/examples/transformer_h100.json --memory-cap 4e9 -o \"$0\" > /dev/null && ${TP} simulate \"$0\""
          ${CMAKE_CURRENT_BINARY_DIR}/search_best.json)
