@@ -4,6 +4,7 @@
 // billions of parameters, pipeline depth, precision, tensor-parallel degree;
 // simulate/runs.h states the rules).
 #include <memory>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -40,10 +41,14 @@ int Run(const ValidateOptions& o) {
     for (const auto& g : v->groups) {
       j["groups"].push_back({{"key", g.key}, {"value", g.value}, {"runs", g.runs}, {"mape", g.mape}, {"bias", g.bias}});
     }
-    j["worst"] = nlohmann::ordered_json::array();
-    for (const auto& w : v->worst) {
-      j["worst"].push_back({{"line", w.line}, {"measured_s", w.measured_s}, {"predicted_s", w.predicted_s},
-                            {"error", w.error}});
+    // The ten worst, then every run in table order (a study over the
+    // predictions, as scripts/fp8_ratio.py makes, reads them here).
+    for (const auto& [key, list] : {std::pair{"worst", &v->worst}, std::pair{"rows", &v->rows}}) {
+      j[key] = nlohmann::ordered_json::array();
+      for (const auto& w : *list) {
+        j[key].push_back({{"line", w.line}, {"measured_s", w.measured_s}, {"predicted_s", w.predicted_s},
+                          {"error", w.error}});
+      }
     }
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
@@ -69,7 +74,7 @@ void AddValidate(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("validate", "Predict a table of measured runs (JSONL) and report the error");
   cmd->add_option("runs", o->runs, "runs, one {\"config\": {...}, \"step_time_s\": t} per line")->required();
   cmd->add_option("--calibration", o->calibration, "a calibration file (calibrate --runs, or from traces)");
-  cmd->add_flag("--json", o->json, "print runs, mape, bias, groups[], worst[] as JSON");
+  cmd->add_flag("--json", o->json, "print runs, mape, bias, groups[], worst[] and rows[] (every run, in table order) as JSON");
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });
 }
 

@@ -264,6 +264,9 @@ cli_case(validate_published_tensor_parallel 0 "tensor_parallel         8"
          ${TP} validate ${SRC}/traces/published/vtrain-a100/runs_tp.jsonl)
 cli_case(validate_published_json 0 "\"worst\""
          ${TP} validate ${SRC}/traces/published/vtrain-a100/runs.jsonl --json)
+# Every run's prediction, in table order.
+cli_case(validate_published_json_rows 0 "\"rows\""
+         ${TP} validate ${SRC}/traces/published/vtrain-a100/runs.jsonl --json)
 cli_case(validate_bad_line 2 "runs_bad.jsonl:2: /step_time_s: expected a positive number of seconds"
          ${TP} validate ${IN}/runs_bad.jsonl)
 cli_case(calibrate_runs_bad_line 2 "runs_bad.jsonl:2: /step_time_s"
