@@ -21,13 +21,22 @@ namespace {
 double GemmPeak(const Device& d, Dtype dtype, double m, double n, double k) {
   const auto divides = [&](double a) { return std::fmod(m, a) == 0 && std::fmod(n, a) == 0 && std::fmod(k, a) == 0; };
   if (dtype == Dtype::kTf32) return divides(4) ? d.PeakFlops(dtype) : d.fp32_flops;
-  if (dtype == Dtype::kFp8) dtype = Dtype::kBf16;  // the GEMMs KernelTime does not run in FP8
+  if (dtype == Dtype::kFp8) return d.fp8_flops;  // GemmDtype chose FP8: the shape fits it
   if (divides(8)) return d.PeakFlops(dtype);
   if ((dtype == Dtype::kFp16 || dtype == Dtype::kBf16) && d.simt_half_flops > 0) {
     const double elements = divides(4) ? 4 : divides(2) ? 2 : 1;
     return std::min(d.PeakFlops(dtype), elements * d.simt_half_flops);
   }
   return d.PeakFlops(dtype);
+}
+
+// The precision a GEMM runs in: an fp8 model's GEMMs marked fp8 run in FP8
+// where the device has FP8 tensor cores and every dimension is a multiple
+// of 16 (Transformer Engine's requirement); its other GEMMs run in BF16.
+Dtype GemmDtype(const Kernel& kn, const Device& d, Dtype dtype, double m, double n, double k) {
+  if (dtype != Dtype::kFp8) return dtype;
+  const bool aligned = std::fmod(m, 16) == 0 && std::fmod(n, 16) == 0 && std::fmod(k, 16) == 0;
+  return kn.fp8 && d.fp8_flops > 0 && aligned ? Dtype::kFp8 : Dtype::kBf16;
 }
 
 // cuBLAS's large half-precision tiles on Ampere and Hopper: 128 x 128
@@ -94,11 +103,10 @@ double KernelTime(const Kernel& kn, double samples, const Device& d, Dtype dtype
     fill = tiles / (waves * d.sm_count);
   }
   const double flops = 2 * m * n * k * batch;
-  const auto aligned16 = [&] { return std::fmod(m, 16) == 0 && std::fmod(n, 16) == 0 && std::fmod(k, 16) == 0; };
-  const bool fp8 = dtype == Dtype::kFp8 && kn.fp8 && d.fp8_flops > 0 && aligned16();
-  const double peak = fp8 ? d.fp8_flops : GemmPeak(d, dtype, m, n, k);
+  const Dtype gemm = GemmDtype(kn, d, dtype, m, n, k);
+  const double peak = GemmPeak(d, gemm, m, n, k);
   const double compute_s = flops / (peak * efficiency * fill * (k / (k + kTileOverheadK)));
-  const double operand = fp8 ? 1 : e;  // FP8 operands, a BF16 result
+  const double operand = gemm == Dtype::kFp8 ? 1 : e;  // FP8 operands, a BF16 result
   const double memory_s = ((m * k + k * n) * operand + m * n * e) * batch / bandwidth;
   return std::max(compute_s, memory_s);
 }
