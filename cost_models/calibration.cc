@@ -1,6 +1,7 @@
 #include "cost_models/calibration.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
@@ -93,6 +94,60 @@ double CalibratedOpTimes::Cell(ir::OpKind kind, int first, int last) const {
   return fits_[k] ? t + fits_[k]->overhead_s : t;
 }
 
+namespace {
+
+// {"parameters": [least, most], ..., "precisions": ["bf16"]}: the ranges in
+// kQuantities' order, whole numbers as integers.
+nlohmann::ordered_json CoverageJson(const Coverage& coverage) {
+  auto number = [](double v) {
+    return v == std::trunc(v) && std::abs(v) < 0x1p53 ? nlohmann::ordered_json(static_cast<int64_t>(v))
+                                                      : nlohmann::ordered_json(v);
+  };
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const QuantityNames& q : kQuantities) {
+    auto r = coverage.ranges.find(q.quantity);
+    if (r != coverage.ranges.end()) j[std::string(q.key)] = {number(r->second.least), number(r->second.most)};
+  }
+  j["precisions"] = coverage.precisions;
+  return j;
+}
+
+// The "coverage" object at /coverage: each range [least, most], two numbers
+// >= 0 in order, and those every run has present; precisions by name.
+Coverage ReadCoverage(const ir::json::Reader& r, const ir::json::Json& j) {
+  const std::string path = "/coverage";
+  std::vector<std::string_view> keys{"precisions"};
+  for (const QuantityNames& q : kQuantities) keys.push_back(q.key);
+  r.Keys(j, path, keys);
+  Coverage coverage;
+  for (const QuantityNames& q : kQuantities) {
+    const std::string key(q.key);
+    if (!j.contains(key)) {
+      if (q.every_run) r.Fail(path, fmt::format("missing key '{}' (an array [least, most])", key));
+      continue;
+    }
+    const ir::json::Json& range = r.Array(j, key, path);
+    const std::string at = path + "/" + key;
+    if (range.size() != 2) r.Fail(at, fmt::format("expected [least, most], got {}", range.dump()));
+    const double least = r.NumberAt(range, 0, at, 0, std::numeric_limits<double>::max());
+    const double most = r.NumberAt(range, 1, at, 0, std::numeric_limits<double>::max());
+    if (least > most) r.Fail(at, fmt::format("expected [least, most] with least <= most, got {}", range.dump()));
+    coverage.ranges[q.quantity] = Range{least, most};
+  }
+  const ir::json::Json& precisions = r.Array(j, "precisions", path);
+  for (size_t i = 0; i < precisions.size(); ++i) {
+    const ir::json::Json& p = precisions[i];
+    if (!p.is_string() || !DtypeFromName(p.get<std::string>())) {
+      r.Fail(fmt::format("{}/precisions/{}", path, i),
+             fmt::format("expected a precision (fp32, tf32, fp16, bf16, fp8), got {}", p.dump()));
+    }
+    coverage.precisions.insert(p.get<std::string>());
+  }
+  return coverage;
+}
+
+}  // namespace
+
 std::string WriteCalibration(const Calibration& cal) {
   nlohmann::ordered_json j;
   j["format"] = "twinpipe-calibration";
@@ -120,6 +175,7 @@ std::string WriteCalibration(const Calibration& cal) {
     j["profile"]["kernel_floor_s"] = cal.profile->kernel_floor_s;
     j["profile"]["runs"] = cal.profile->runs;
   }
+  if (cal.coverage) j["coverage"] = CoverageJson(*cal.coverage);
   return j.dump(2) + "\n";
 }
 
@@ -129,7 +185,8 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
     const ir::json::Reader r{std::string(source)};
     const Json j = r.Parse(text);
     r.Format(j, "twinpipe-calibration");
-    r.Keys(j, "", {"format", "version", "device", "commit", "command", "compute", "link", "step", "profile"});
+    r.Keys(j, "", {"format", "version", "device", "commit", "command", "compute", "link", "step", "profile",
+                   "coverage"});
     Calibration cal;
     cal.device = r.String(j, "device", "", {}, "");
     cal.commit = r.String(j, "commit", "", {}, "");
@@ -178,6 +235,8 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
       fit.runs = static_cast<int>(r.Int(p, "runs", "/profile", 0, std::numeric_limits<int>::max(), 0));
       cal.profile = fit;
     }
+    // Calibrations written before the coverage was recorded have none.
+    if (j.contains("coverage")) cal.coverage = ReadCoverage(r, r.Object(j, "coverage", ""));
     return cal;
   });
 }

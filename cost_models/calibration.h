@@ -3,7 +3,8 @@
 // layer kind's predicted roofline time plus a fixed overhead per op; the
 // link's latency and bandwidth; the optimizer step's overhead and time per
 // parameter; or a device profile (GEMM and bandwidth fractions, host time
-// and GPU floor per framework op) fitted to a table of runs. Fitting lives in
+// and GPU floor per framework op) fitted to a table of runs, with the range
+// of runs it was fitted on (cost_models/coverage.h). Fitting lives in
 // simulate/ (simulate/calibration.h); everything that prices a plan reads it
 // here, so the partitioner, the auto builder and both engines charge alike.
 //
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "cost_models/config.h"
+#include "cost_models/coverage.h"
 #include "ir/result.h"
 
 namespace twinpipe::cost {
@@ -48,6 +50,10 @@ struct Calibration {
   std::optional<double> latency_s, bandwidth;   // the link, bytes/s
   std::optional<double> step_overhead_s, step_seconds_per_param;
   std::optional<ProfileFit> profile;
+  // What the runs it was fitted on span (`calibrate --runs`), so that a
+  // prediction outside it says it extrapolates; none in files written
+  // before it was recorded, or fitted from traces.
+  std::optional<Coverage> coverage;
 };
 
 // The config with the calibration's device profile (if any) in place of the

@@ -89,13 +89,7 @@ double KernelTime(const Kernel& kn, double samples, const Device& d, Dtype dtype
                            .inter = links.inter ? links.inter : links.intra});
   }
   if (!kn.gemm) return kn.bytes * samples / bandwidth;
-  double m = kn.m, n = kn.n, k = kn.k, batch = kn.batch;
-  switch (kn.scaled) {
-    case Kernel::Scaled::kM: m *= samples; break;
-    case Kernel::Scaled::kN: n *= samples; break;
-    case Kernel::Scaled::kK: k *= samples; break;
-    case Kernel::Scaled::kBatch: batch *= samples; break;
-  }
+  const auto [m, n, k, batch] = ShapeFor(kn, samples);
   double fill = 1;
   if (d.sm_count > 0) {
     const double tiles = std::ceil(m / kTile) * std::ceil(n / kTile) * batch;

@@ -546,6 +546,19 @@ CollectiveLinks LinksOf(const Config& c) {
                          .data_nodes = static_cast<double>(c.GradientNodes(0))};
 }
 
+double ModelParameters(const Config& config) {
+  auto sum = [](const Model& m) {
+    double params = 0;
+    for (const Layer& l : m.layers) params += l.params;
+    return params;
+  };
+  if (!config.transformer || config.transformer->tensor_parallel == 1) return sum(config.model);
+  TransformerSpec whole = *config.transformer;
+  whole.tensor_parallel = 1;
+  whole.sequence_parallel = false;
+  return sum(GenerateTransformer(whole));
+}
+
 bool Regenerate(Config& c, int layers) {
   if (c.transformer) {
     c.transformer->layers = layers;

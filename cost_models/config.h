@@ -178,6 +178,13 @@ Result<Config> LoadConfigFile(const std::string& path);
 // layer list.
 bool Regenerate(Config& config, int layers);
 
+// The model's parameter count: the sum of its layers' parameters as its
+// generator builds it on one GPU. A generated transformer's layers describe
+// one GPU of a tensor-parallel group (1/t of the split weights, all of the
+// norms and the biases every rank keeps), so it is counted as built at
+// tensor_parallel 1, its padded vocabulary included; another model as it is.
+double ModelParameters(const Config& config);
+
 // Where the config's layers' collectives run (its links, and the nodes its
 // context- and data-parallel groups span).
 CollectiveLinks LinksOf(const Config& config);

@@ -73,6 +73,22 @@ struct Kernel {
 // Whether the kernel runs for a micro-batch of `samples` (its variant's rule).
 bool RunsFor(const Kernel& kernel, double samples);
 
+// A GEMM's shape for a micro-batch of `samples`: its per-sample shape with
+// the dimension `scaled` multiplied by them (what the kernel computes).
+struct GemmShape {
+  double m = 0, n = 0, k = 0, batch = 1;
+};
+inline GemmShape ShapeFor(const Kernel& kn, double samples) {
+  GemmShape s{kn.m, kn.n, kn.k, kn.batch};
+  switch (kn.scaled) {
+    case Kernel::Scaled::kM: s.m *= samples; break;
+    case Kernel::Scaled::kN: s.n *= samples; break;
+    case Kernel::Scaled::kK: s.k *= samples; break;
+    case Kernel::Scaled::kBatch: s.batch *= samples; break;
+  }
+  return s;
+}
+
 // A layer's kernels: a read-only list that the layers generated alike share,
 // so that copying a model copies pointers and comparing two such layers'
 // kernels is one comparison.

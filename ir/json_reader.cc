@@ -36,10 +36,10 @@ const Json& Reader::Object(const Json& parent, const std::string& key, const std
   return *it;
 }
 
-void Reader::Keys(const Json& obj, const std::string& path, std::initializer_list<std::string_view> allowed) const {
+void Reader::Keys(const Json& obj, const std::string& path, std::span<const std::string_view> allowed) const {
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     if (std::find(allowed.begin(), allowed.end(), it.key()) != allowed.end()) continue;
-    std::vector<std::string_view> names(allowed);
+    std::vector<std::string_view> names(allowed.begin(), allowed.end());
     std::sort(names.begin(), names.end());
     Fail(path + "/" + it.key(), fmt::format("unknown key (expected one of {})", fmt::join(names, ", ")));
   }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -57,7 +58,10 @@ class Reader {
   const Json& Object(const Json& parent, const std::string& key, const std::string& path) const;
 
   // Refuses a member not listed in `allowed` (the message lists them sorted).
-  void Keys(const Json& obj, const std::string& path, std::initializer_list<std::string_view> allowed) const;
+  void Keys(const Json& obj, const std::string& path, std::span<const std::string_view> allowed) const;
+  void Keys(const Json& obj, const std::string& path, std::initializer_list<std::string_view> allowed) const {
+    Keys(obj, path, std::span<const std::string_view>(allowed.begin(), allowed.size()));
+  }
 
   // An integer in [lo, hi]; `fallback` when absent (required without one).
   int64_t Int(const Json& obj, const std::string& key, const std::string& path, int64_t lo, int64_t hi,

@@ -164,8 +164,8 @@ TEST(Calibration, FileRoundTripsAndBadFilesNameThePath) {
   EXPECT_EQ(message(R"({"format": "twinpipe-calibration", "step": 3})"),
             "cal.json: /step: expected an object, got number");
   EXPECT_EQ(message(R"({"format": "twinpipe-calibration", "stpe": {}})"),
-            "cal.json: /stpe: unknown key (expected one of command, commit, compute, device, format, link, profile, "
-            "step, version)");
+            "cal.json: /stpe: unknown key (expected one of command, commit, compute, coverage, device, format, link, "
+            "profile, step, version)");
   // A profile written before the kernel floor was fitted reads as none.
   const std::string profile = R"({"format": "twinpipe-calibration", "profile": {"gemm_efficiency": 0.9,
       "bandwidth_efficiency": 0.8, "launch_overhead_s": 1e-5)";

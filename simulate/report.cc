@@ -42,7 +42,8 @@ traces::Trace ToTrace(const ir::Schedule& s, const SimResult& r, const std::stri
   return t;
 }
 
-std::string SummaryJson(const ir::Schedule& s, const SimResult& r, double samples) {
+std::string SummaryJson(const ir::Schedule& s, const SimResult& r, double samples,
+                        const std::vector<std::string>* extrapolation) {
   const auto ops = OpsById(s);
   nlohmann::ordered_json j;
   j["step_time_s"] = r.step_time_s;
@@ -71,6 +72,7 @@ std::string SummaryJson(const ir::Schedule& s, const SimResult& r, double sample
                                   {"start_s", r.start_s[id]},
                                   {"end_s", r.end_s[id]}});
   }
+  if (extrapolation) j["extrapolation"] = *extrapolation;
   return j.dump(2) + "\n";
 }
 

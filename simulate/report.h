@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "ir/schedule.h"
 #include "simulate/engine.h"
@@ -17,7 +18,10 @@ namespace twinpipe::simulate {
 traces::Trace ToTrace(const ir::Schedule& schedule, const SimResult& result, const std::string& source);
 
 // `samples_per_step`: samples trained per step by all replicas together.
-std::string SummaryJson(const ir::Schedule& schedule, const SimResult& result, double samples_per_step);
+// `extrapolation`, when given (a calibration that records its coverage),
+// becomes "extrapolation": [...], what the config has outside it ([] inside).
+std::string SummaryJson(const ir::Schedule& schedule, const SimResult& result, double samples_per_step,
+                        const std::vector<std::string>* extrapolation = nullptr);
 std::string SummaryTable(const ir::Schedule& schedule, const SimResult& result, double samples_per_step);
 
 }  // namespace twinpipe::simulate

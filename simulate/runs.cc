@@ -179,20 +179,11 @@ Result<Calibration> FitRuns(const std::vector<Run>& runs) {
   // Two restarts from the best point: Nelder-Mead's simplex can collapse.
   for (int round = 0; round < 3; ++round) x = NelderMead(objective, x, 0.5, 120);
   if (failed) return FailRuntime("a run could not be simulated while fitting");
-  return unpack(x);
-}
-
-double ModelParameters(const cost::Config& config) {
-  auto sum = [](const cost::Model& m) {
-    double params = 0;
-    for (const cost::Layer& l : m.layers) params += l.params;
-    return params;
-  };
-  if (!config.transformer || config.transformer->tensor_parallel == 1) return sum(config.model);
-  cost::TransformerSpec whole = *config.transformer;
-  whole.tensor_parallel = 1;
-  whole.sequence_parallel = false;
-  return sum(cost::GenerateTransformer(whole));
+  Calibration fitted = unpack(x);
+  std::vector<const cost::Config*> configs;  // what the fit saw, so that predictions beyond it say so
+  for (const Run& r : runs) configs.push_back(&r.config);
+  fitted.coverage = cost::CoverageOf(configs);
+  return fitted;
 }
 
 namespace {

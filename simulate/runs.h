@@ -70,12 +70,9 @@ struct Validation {
   std::vector<RunError> worst;    // the ten largest |error|
 };
 
-// The model's parameter count: the sum of its layers' parameters as its
-// generator builds it on one GPU. A generated transformer's layers describe
-// one GPU of a tensor-parallel group (1/t of the split weights, all of the
-// norms and the biases every rank keeps), so it is counted as built at
-// tensor_parallel 1, its padded vocabulary included; another model as it is.
-double ModelParameters(const cost::Config& config);
+// The model's parameter count (the summary's size groups; a calibration's
+// coverage counts it alike): cost_models/config.h.
+using cost::ModelParameters;
 
 // The summary's size group of a model of `params` parameters: "<10" below
 // 10e9, "10-100" from 10e9 to below 100e9, ">=100" from 100e9 (the

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -141,6 +142,36 @@ TEST(Runs, ModelSizeGroups) {
   for (const auto& g : v->groups) groups += fmt::format("{} {}, ", g.key, g.value);
   EXPECT_EQ(groups, "data_parallel 1, gpus 8, micro_batch 1, params_billions <10, pipeline_parallel 2, "
                     "precision bf16, tensor_parallel 4, ");
+}
+
+// The fit records the range of runs it saw, written with the calibration:
+// its own runs lie inside it, and a run of more stages, GPUs and blocks
+// than any of them does not.
+TEST(Runs, TheFitRecordsTheRunsItCovers) {
+  auto runs = ReadRuns(RunLine(2, 512, 1, 1, 4, 1, 0.05) + "\n" + RunLine(2, 1024, 2, 1, 8, 2, 0.1) + "\n", "r.jsonl");
+  ASSERT_TRUE(runs) << runs.error().message;
+  auto fit = FitRuns(*runs);
+  ASSERT_TRUE(fit) << fit.error().message;
+  ASSERT_TRUE(fit->coverage);
+  const cost::Coverage& c = *fit->coverage;
+  EXPECT_EQ(c, cost::CoverageOf(std::vector<const cost::Config*>{&(*runs)[0].config, &(*runs)[1].config}));
+  EXPECT_EQ(c.ranges.at(cost::Quantity::kStages), (cost::Range{1, 2}));
+  EXPECT_EQ(c.ranges.at(cost::Quantity::kMicroBatch), (cost::Range{1, 2}));
+  EXPECT_EQ(c.ranges.at(cost::Quantity::kDModel), (cost::Range{512, 1024}));
+  EXPECT_EQ(c.precisions, std::set<std::string>{"fp16"});
+  for (const simulate::Run& r : *runs) {
+    EXPECT_EQ(cost::Extrapolations(c, r.config), std::vector<std::string>{}) << r.line;
+  }
+  auto beyond = ReadRuns(RunLine(4, 1024, 4, 1, 8, 2, 0.1) + "\n", "b.jsonl");
+  ASSERT_TRUE(beyond) << beyond.error().message;
+  const std::vector<std::string> lines = cost::Extrapolations(c, beyond->front().config);
+  ASSERT_EQ(lines.size(), 3u) << fmt::format("{}", fmt::join(lines, "\n"));
+  EXPECT_EQ(lines[0].substr(0, 17), "model parameters ");
+  EXPECT_EQ(lines[1], "GPUs 4 outside the fitted 1..2");
+  EXPECT_EQ(lines[2], "pipeline stages 4 outside the fitted 1..2");
+  auto again = cost::ReadCalibration(cost::WriteCalibration(*fit), "cal.json");
+  ASSERT_TRUE(again && again->coverage);
+  EXPECT_EQ(*again->coverage, c);
 }
 
 // scripts/published_runs.py writes where each run came from beside its
