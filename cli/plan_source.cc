@@ -76,4 +76,12 @@ Result<std::optional<simulate::Calibration>> LoadCalibration(const std::string& 
   return std::optional<simulate::Calibration>(std::move(*cal));
 }
 
+void WarnExtrapolation(std::string_view command, const std::string& path, std::string_view what,
+                       const std::vector<std::string>& lines) {
+  if (lines.empty()) return;
+  fmt::print(stderr, "twinpipe {}: warning: the calibration ({}) was fitted on runs that do not cover {}:\n", command,
+             path, what);
+  for (const std::string& line : lines) fmt::print(stderr, "  {}\n", line);
+}
+
 }  // namespace twinpipe::cli

@@ -7,6 +7,8 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -46,6 +48,13 @@ Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& source,
 // search): none for an empty path; bad input when it cannot be read, is
 // malformed, or was fitted on another device than the config's.
 Result<std::optional<simulate::Calibration>> LoadCalibration(const std::string& path, const cost::Config& config);
+
+// Prints on stderr "twinpipe <command>: warning: the calibration (<path>)
+// was fitted on runs that do not cover <what>:" and then each of `lines`,
+// indented (simulate, validate and search with a calibration that records
+// its coverage); nothing when `lines` is empty.
+void WarnExtrapolation(std::string_view command, const std::string& path, std::string_view what,
+                       const std::vector<std::string>& lines);
 
 // A table of runs (`calibrate --runs`, `validate`): bad input when the file
 // cannot be read or a line is malformed (naming the line and JSON path).

@@ -130,9 +130,15 @@ int Run(const SearchCmdOptions& o) {
   so.progress = [progress](int64_t done, int64_t total) { (*progress)(done, total); };
   if (o.max_layers) return RunMaxLayers(o, *config, so);
 
+  const int devices = o.devices > 0 ? o.devices : config->cluster.NumDevices();
+  if (*calibration && (*calibration)->coverage) {
+    // The candidates share the model and the GPUs; their parallelism varies.
+    WarnExtrapolation("search", o.calibration,
+                      "this model or GPU count, which every candidate shares; each prediction extrapolates",
+                      cost::Extrapolations(*(*calibration)->coverage, cost::ModelCoverage(*config, devices)));
+  }
   auto result = search::Search(*config, so);
   if (!result) return Fail("search", result.error());
-  const int devices = o.devices > 0 ? o.devices : config->cluster.NumDevices();
   nlohmann::ordered_json best_config;
   if (result->best) {
     auto text = ReadFile(o.config);

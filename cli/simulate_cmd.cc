@@ -1,6 +1,9 @@
 // `twinpipe simulate`: predict one training step of a config's pipeline (or
 // of a schedule file run with a config's model and cluster), op by op.
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -36,6 +39,12 @@ int Run(const SimulateOptions& o) {
   if (!calibration) return Fail("simulate", calibration.error());
   auto plan = MakePlan(*config, o.source, *calibration ? &**calibration : nullptr);
   if (!plan) return Fail("simulate", plan.error());
+  // What the config has outside the runs the calibration was fitted on.
+  std::optional<std::vector<std::string>> extrapolation;
+  if (*calibration && (*calibration)->coverage) {
+    extrapolation = cost::Extrapolations(*(*calibration)->coverage, *config);
+    WarnExtrapolation("simulate", o.calibration, "this config; its prediction extrapolates", *extrapolation);
+  }
   const simulate::PlanCosts costs = cost::CostsFromPlan(*config, *plan, *calibration ? &**calibration : nullptr);
   auto result = simulate::Simulate(plan->schedule, costs);
   if (!result) return Fail("simulate", result.error());
@@ -49,7 +58,8 @@ int Run(const SimulateOptions& o) {
       if (auto ok = WriteOutput(path, text(trace)); !ok) return Fail("simulate", ok.error());
     }
   }
-  fmt::print("{}", o.json ? simulate::SummaryJson(plan->schedule, *result, samples)
+  fmt::print("{}", o.json ? simulate::SummaryJson(plan->schedule, *result, samples,
+                                                  extrapolation ? &*extrapolation : nullptr)
                           : simulate::SummaryTable(plan->schedule, *result, samples));
   if (!o.json && config->pipeline.tensor_parallel > 1) {
     // Megatron's placement: tensor-parallel groups inside a node, then stages, then replicas.

@@ -2,11 +2,15 @@
 // runs and report the error (mean absolute, signed bias, worst rows, and by
 // group: data-parallel degree, GPU count, micro-batch size, model size in
 // billions of parameters, pipeline depth, precision, tensor-parallel degree;
-// simulate/runs.h states the rules).
+// simulate/runs.h states the rules). With a calibration that records the
+// runs it was fitted on, a warning on stderr names the runs outside them.
+#include <map>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -17,6 +21,9 @@
 
 namespace twinpipe::cli {
 namespace {
+
+// Runs outside a calibration's coverage that the warning names one by one.
+constexpr size_t kShownRuns = 10;
 
 struct ValidateOptions {
   std::string runs;
@@ -32,11 +39,31 @@ int Run(const ValidateOptions& o) {
   if (!cal) return Fail("validate", cal.error());
   auto v = simulate::ValidateRuns(*runs, *cal ? &**cal : nullptr);
   if (!v) return Fail("validate", v.error());
+  // With a calibration that records its coverage: what each run (by line)
+  // has outside it.
+  const bool covered = *cal && (*cal)->coverage;
+  std::map<int, std::vector<std::string>> outside;
+  if (covered) {
+    for (const simulate::Run& r : *runs) {
+      auto lines = cost::Extrapolations(*(*cal)->coverage, r.config);
+      if (!lines.empty()) outside[r.line] = std::move(lines);
+    }
+    std::vector<std::string> shown;
+    for (const auto& [line, why] : outside) {
+      if (shown.size() == kShownRuns) break;
+      shown.push_back(fmt::format("line {}: {}", line, fmt::join(why, "; ")));
+    }
+    if (outside.size() > kShownRuns) shown.push_back(fmt::format("and {} more", outside.size() - kShownRuns));
+    WarnExtrapolation("validate", o.calibration,
+                      fmt::format("{} of these {} runs; their predictions extrapolate", outside.size(), runs->size()),
+                      shown);
+  }
   if (o.json) {
     nlohmann::ordered_json j;
     j["runs"] = v->rows.size();
     j["mape"] = v->mape;
     j["bias"] = v->bias;
+    if (covered) j["extrapolated_runs"] = outside.size();
     j["groups"] = nlohmann::ordered_json::array();
     for (const auto& g : v->groups) {
       j["groups"].push_back({{"key", g.key}, {"value", g.value}, {"runs", g.runs}, {"mape", g.mape}, {"bias", g.bias}});
@@ -48,6 +75,10 @@ int Run(const ValidateOptions& o) {
       for (const auto& w : *list) {
         j[key].push_back({{"line", w.line}, {"measured_s", w.measured_s}, {"predicted_s", w.predicted_s},
                           {"error", w.error}});
+        if (covered) {  // [] inside the calibration's coverage
+          auto why = outside.find(w.line);
+          j[key].back()["extrapolated"] = why != outside.end() ? why->second : std::vector<std::string>{};
+        }
       }
     }
     fmt::print("{}\n", j.dump(2));
@@ -74,7 +105,9 @@ void AddValidate(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("validate", "Predict a table of measured runs (JSONL) and report the error");
   cmd->add_option("runs", o->runs, "runs, one {\"config\": {...}, \"step_time_s\": t} per line")->required();
   cmd->add_option("--calibration", o->calibration, "a calibration file (calibrate --runs, or from traces)");
-  cmd->add_flag("--json", o->json, "print runs, mape, bias, groups[], worst[] and rows[] (every run, in table order) as JSON");
+  cmd->add_flag("--json", o->json,
+                "print runs, mape, bias, groups[], worst[] and rows[] (every run, in table order) as JSON; with a "
+                "calibration that records its coverage, extrapolated_runs and each row's extrapolated[]");
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });
 }
 

@@ -277,6 +277,38 @@ cli_case(validate_other_device 2 "/device: fitted on 'CPU', but"
          ${TP} validate ${SRC}/traces/published/vtrain-a100/runs_layers20.jsonl
          --calibration ${IN}/cpu_quickstart.calibration.json)
 
+# A calibration records the runs it was fitted on (issue 37): simulate,
+# validate and search warn, on stderr, exactly where a config lies outside
+# them; a config at the fitted ends, or a calibration without coverage (an
+# older file), gets no warning and no "extrapolation" key.
+set(COVERAGE_CAL "${TP} calibrate --runs ${IN}/runs_coverage.jsonl -o \"$0.cal\" 2>/dev/null")
+cli_case(coverage_written_and_inside 0 "inside, no warning"
+         bash -c "${COVERAGE_CAL} && grep -q '\"coverage\"' \"$0.cal\" && ${TP} simulate ${IN}/coverage_inside.json --calibration \"$0.cal\" --json 2>\"$0.err\" | grep -q '\"extrapolation\": \\[\\]' && ! grep -q warning \"$0.err\" && echo 'inside, no warning'"
+         ${CMAKE_CURRENT_BINARY_DIR}/coverage_inside)
+cli_case(coverage_simulate_beyond 0 "warned: tensor-parallel degree 2 outside the fitted 1..1"
+         bash -c "${COVERAGE_CAL} && ${TP} simulate ${IN}/coverage_beyond.json --calibration \"$0.cal\" 2>\"$0.err\" >/dev/null && grep -q 'twinpipe simulate: warning: the calibration (.*) was fitted on runs that do not cover this config. its prediction extrapolates:$' \"$0.err\" && grep -qx '  smallest GEMM dimension m 512 outside the fitted 1024..4096' \"$0.err\" && grep -x '  tensor-parallel degree 2 outside the fitted 1..1' \"$0.err\" | sed 's/^ */warned: /'"
+         ${CMAKE_CURRENT_BINARY_DIR}/coverage_beyond)
+cli_case(coverage_simulate_json_beyond 0 "\"tensor-parallel degree 2 outside the fitted 1..1\","
+         bash -c "${COVERAGE_CAL} && ${TP} simulate ${IN}/coverage_beyond.json --calibration \"$0.cal\" --json 2>/dev/null"
+         ${CMAKE_CURRENT_BINARY_DIR}/coverage_beyond_json)
+cli_case(coverage_none_in_older_calibration 0 "no warning, no extrapolation"
+         bash -c "${TP} simulate ${IN}/coverage_beyond.json --calibration ${SRC}/traces/published/vtrain-a100/calibration_layers12.json --json >\"$0.out\" 2>\"$0.err\" && ! grep -q warning \"$0.err\" && ! grep -q extrapolation \"$0.out\" && echo 'no warning, no extrapolation'"
+         ${CMAKE_CURRENT_BINARY_DIR}/coverage_older)
+# (Each "; " of the line is matched as ". ": a CMake argument splits at ";".)
+cli_case(coverage_validate 0 "named line 3"
+         bash -c "${COVERAGE_CAL} && ${TP} validate ${IN}/runs_coverage_beyond.jsonl --calibration \"$0.cal\" 2>&1 >/dev/null | grep -A1 'do not cover 1 of these 3 runs. their predictions extrapolate:$' | grep -x '  line 3: model parameters 255.18M outside the fitted 255.182M..255.182M. tensor-parallel degree 2 outside the fitted 1..1. smallest GEMM dimension m 512 outside the fitted 1024..4096' && echo 'named line 3'"
+         ${CMAKE_CURRENT_BINARY_DIR}/coverage_validate)
+cli_case(coverage_validate_json 0 "counted and listed"
+         bash -c "${COVERAGE_CAL} && ${TP} validate ${IN}/runs_coverage_beyond.jsonl --calibration \"$0.cal\" --json 2>/dev/null > \"$0.out\" && grep -q '\"extrapolated_runs\": 1,' \"$0.out\" && [ $(grep -c '\"extrapolated\": \\[\\]' \"$0.out\") = 4 ] && grep -q '\"tensor-parallel degree 2 outside the fitted 1..1\",' \"$0.out\" && echo 'counted and listed'"
+         ${CMAKE_CURRENT_BINARY_DIR}/coverage_validate_json)
+# 400 runs outside: the first ten named, then how many more.
+cli_case(coverage_validate_capped 0 "  and 390 more"
+         bash -c "${COVERAGE_CAL} && ${TP} validate ${SRC}/traces/published/vtrain-a100/runs_tp.jsonl --calibration \"$0.cal\""
+         ${CMAKE_CURRENT_BINARY_DIR}/coverage_validate_capped)
+cli_case(coverage_search_gpus 0 "search: warned once: GPUs 16 outside the fitted 2..4"
+         bash -c "${COVERAGE_CAL} && ${TP} search ${IN}/coverage_inside.json --devices 16 --calibration \"$0.cal\" 2>\"$0.err\" >/dev/null && [ $(grep -c warning \"$0.err\") = 1 ] && grep -x '  GPUs 16 outside the fitted 2..4' \"$0.err\" | sed 's/^ */search: warned once: /' && ${TP} search ${IN}/coverage_inside.json --calibration \"$0.cal\" 2>&1 >/dev/null | (! grep warning)"
+         ${CMAKE_CURRENT_BINARY_DIR}/coverage_search)
+
 # Tensor and sequence parallelism (issue 18): planned and simulated, refused by execute.
 cli_case(simulate_tensor_parallel 0 "tensor parallel: each device is a group of 4 GPUs, sequence parallel"
          ${TP} simulate ${IN}/tp_h100.json)
