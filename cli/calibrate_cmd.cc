@@ -58,6 +58,17 @@ int RunTable(const CalibrateOptions& o) {
              "efficiency {:.3f}, launch overhead {:.1f} us, kernel floor {:.2f} us\n",
              100 * before->mape, 100 * after->mape, 100 * before->bias, 100 * after->bias, p.gemm_efficiency,
              p.bandwidth_efficiency, 1e6 * p.launch_overhead_s, 1e6 * p.kernel_floor_s);
+  // Per coefficient: its value, the physical range it was held to, how far
+  // the runs move with it across that range, its standard error.
+  fmt::print(stderr, "{:<22} {:>12} {:>24} {:>15} {:>12}  {}\n", "coefficient", "value", "range", "sensitivity",
+             "std error", "status");
+  for (size_t i = 0; i < p.coefficients.size(); ++i) {
+    const cost::CoefficientFit& c = p.coefficients[i];
+    fmt::print(stderr, "{:<22} {:>12.4g} {:>24} {:>14.2f}% {:>12.3g}  {}\n", cost::ProfileRanges()[i].name, c.value,
+               fmt::format("[{:.3g}, {:.3g}]", c.low, c.high), 100 * c.sensitivity, c.std_error,
+               cost::StatusName(c.status));
+  }
+  for (const std::string& w : p.warnings) fmt::print(stderr, "twinpipe calibrate: warning: {}\n", w);
   return Write(*cal, o);
 }
 

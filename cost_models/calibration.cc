@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -148,6 +149,57 @@ Coverage ReadCoverage(const ir::json::Reader& r, const ir::json::Json& j) {
 
 }  // namespace
 
+std::string_view StatusName(CoefficientFit::Status status) {
+  switch (status) {
+    case CoefficientFit::Status::kFitted: return "fitted";
+    case CoefficientFit::Status::kAtLowerBound: return "at lower bound";
+    case CoefficientFit::Status::kAtUpperBound: return "at upper bound";
+    case CoefficientFit::Status::kHeld: return "held";
+  }
+  return "fitted";
+}
+
+namespace {
+
+std::optional<CoefficientFit::Status> StatusFromName(std::string_view name) {
+  for (auto s : {CoefficientFit::Status::kFitted, CoefficientFit::Status::kAtLowerBound,
+                 CoefficientFit::Status::kAtUpperBound, CoefficientFit::Status::kHeld}) {
+    if (StatusName(s) == name) return s;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+// The physical ranges `calibrate --runs` holds a profile's coefficients to.
+// A fit that ends at an end of one says so: the runs ask for something the
+// model lacks, and the coefficient is no longer the quantity it names.
+const std::array<CoefficientRange, 4>& ProfileRanges() {
+  static const std::array<CoefficientRange, 4> ranges{{
+      // Large cuBLAS GEMMs of random operands reach 0.66 (H100 PCIe) to 0.87
+      // (A100 SXM) of the dense tensor-core peak (catalogue.cc's sources);
+      // 0.95 only on all-zero data, which draws less power (H. He 2024).
+      {"gemm_efficiency", 0.5, 0.92,
+       "large cuBLAS GEMMs reach 0.66 (H100 PCIe) to 0.87 (A100 SXM) of the dense peak on random data"},
+      // Copy and saxpy reach 0.84 and 0.82 of an A100's HBM bandwidth
+      // (GPUInspector.jl's A100-SXM4-40GB figures); STREAM-class kernels 0.8
+      // to 0.9 on HBM GPUs.
+      {"bandwidth_efficiency", 0.6, 0.92, "streaming kernels reach 0.8 to 0.9 of an HBM GPU's bandwidth"},
+      // Host time per framework op: about 1 to 2 us for a bare PyTorch op
+      // (pytorch/pytorch issue 41383), 20 us from the call to the kernel's
+      // start for one PyTorch op (NVIDIA, "Understanding the Visualization of
+      // Overhead and Latency in Nsight Systems"), 37 us through a Python
+      // wrapper layer (FlagGems issue 4812).
+      {"launch_overhead_s", 1e-6, 50e-6, "a framework op costs its host 1 to about 40 us"},
+      // GPU time per framework op beyond its work: the gap between
+      // back-to-back kernels, 0.9 us on a V100 (NVIDIA, "Getting Started with
+      // CUDA Graphs") and 1.3 us on an H100 (Hazy Research, "Look Ma, No
+      // Bubbles!", 2025), and the small side kernel an op may issue.
+      {"kernel_floor_s", 0, 5e-6, "between kernels a GPU idles about 1 us, a small side kernel a few us"},
+  }};
+  return ranges;
+}
+
 std::string WriteCalibration(const Calibration& cal) {
   nlohmann::ordered_json j;
   j["format"] = "twinpipe-calibration";
@@ -174,6 +226,18 @@ std::string WriteCalibration(const Calibration& cal) {
     j["profile"]["launch_overhead_s"] = cal.profile->launch_overhead_s;
     j["profile"]["kernel_floor_s"] = cal.profile->kernel_floor_s;
     j["profile"]["runs"] = cal.profile->runs;
+    for (size_t i = 0; i < cal.profile->coefficients.size() && i < ProfileRanges().size(); ++i) {
+      const CoefficientFit& c = cal.profile->coefficients[i];
+      nlohmann::ordered_json f;
+      f["value"] = c.value;
+      f["range"] = {c.low, c.high};
+      f["status"] = StatusName(c.status);
+      f["sensitivity"] = c.sensitivity;
+      f["std_error"] = c.std_error;
+      if (!c.note.empty()) f["note"] = c.note;
+      j["profile"]["coefficients"][std::string(ProfileRanges()[i].name)] = f;
+    }
+    if (!cal.profile->warnings.empty()) j["profile"]["warnings"] = cal.profile->warnings;
   }
   if (cal.coverage) j["coverage"] = CoverageJson(*cal.coverage);
   return j.dump(2) + "\n";
@@ -225,7 +289,8 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
     }
     if (j.contains("profile")) {
       const Json& p = r.Object(j, "profile", "");
-      r.Keys(p, "/profile", {"gemm_efficiency", "bandwidth_efficiency", "launch_overhead_s", "kernel_floor_s", "runs"});
+      r.Keys(p, "/profile", {"gemm_efficiency", "bandwidth_efficiency", "launch_overhead_s", "kernel_floor_s", "runs",
+                             "coefficients", "warnings"});
       ProfileFit fit;
       fit.gemm_efficiency = r.Number(p, "gemm_efficiency", "/profile", 0, 1, {}, true);
       fit.bandwidth_efficiency = r.Number(p, "bandwidth_efficiency", "/profile", 0, 1, {}, true);
@@ -233,6 +298,41 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
       // Calibrations written before the kernel floor was fitted have none.
       fit.kernel_floor_s = r.Number(p, "kernel_floor_s", "/profile", 0, 1, 0.0);
       fit.runs = static_cast<int>(r.Int(p, "runs", "/profile", 0, std::numeric_limits<int>::max(), 0));
+      if (p.contains("coefficients")) {
+        const Json& cs = r.Object(p, "coefficients", "/profile");
+        r.Keys(cs, "/profile/coefficients",
+               {"gemm_efficiency", "bandwidth_efficiency", "launch_overhead_s", "kernel_floor_s"});
+        for (const CoefficientRange& range : ProfileRanges()) {
+          const std::string path = "/profile/coefficients/" + std::string(range.name);
+          const Json& c = r.Object(cs, std::string(range.name), "/profile/coefficients");
+          r.Keys(c, path, {"value", "range", "status", "sensitivity", "std_error", "note"});
+          CoefficientFit f;
+          f.value = r.Number(c, "value", path, 0, 1);
+          const auto bounds = c.find("range");
+          if (bounds == c.end() || !bounds->is_array() || bounds->size() != 2 || !(*bounds)[0].is_number() ||
+              !(*bounds)[1].is_number() || !((*bounds)[0].get<double>() <= (*bounds)[1].get<double>())) {
+            r.Fail(path + "/range", "expected [low, high], two numbers, low <= high");
+          }
+          f.low = (*bounds)[0].get<double>();
+          f.high = (*bounds)[1].get<double>();
+          const std::string status = r.String(c, "status", path, {}, std::nullopt);
+          const auto parsed = StatusFromName(status);
+          if (!parsed) r.Fail(path + "/status", "expected fitted, at lower bound, at upper bound or held");
+          f.status = *parsed;
+          f.sensitivity = r.Number(c, "sensitivity", path, 0, kMost, 0.0);
+          f.std_error = r.Number(c, "std_error", path, 0, kMost, 0.0);
+          f.note = r.String(c, "note", path, {}, "");
+          fit.coefficients.push_back(f);
+        }
+      }
+      if (p.contains("warnings")) {
+        const auto w = p.find("warnings");
+        if (!w->is_array()) r.Fail("/profile/warnings", "expected an array of strings");
+        for (size_t i = 0; i < w->size(); ++i) {
+          if (!(*w)[i].is_string()) r.Fail(fmt::format("/profile/warnings/{}", i), "expected a string");
+          fit.warnings.push_back((*w)[i].get<std::string>());
+        }
+      }
       cal.profile = fit;
     }
     // Calibrations written before the coverage was recorded have none.

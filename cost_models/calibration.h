@@ -34,12 +34,43 @@ struct OpFit {
 // A device profile's coefficients fitted to a table of runs' iteration
 // times (`calibrate --runs`, simulate/runs.h): they replace the catalogue's
 // figures for every device of the calibrated kind.
+// How one coefficient of a profile came out of a fit: its value, the
+// physical range the fit held it to, and how well the runs determine it.
+struct CoefficientFit {
+  enum class Status { kFitted, kAtLowerBound, kAtUpperBound, kHeld };
+  double value = 0;
+  double low = 0, high = 0;  // the physical range (ProfileRanges)
+  Status status = Status::kFitted;
+  // RMS over the runs of the change of ln(step time) as the coefficient
+  // crosses its whole range (d ln t / d u, u the position in the range):
+  // below kLeastSensitivity the runs do not determine it.
+  double sensitivity = 0;
+  double std_error = 0;  // from the fit's covariance, in the coefficient's unit (0: held)
+  std::string note;      // why it was held, or what its bound means
+};
+std::string_view StatusName(CoefficientFit::Status status);
+
+// A profile coefficient's physical range and where it comes from.
+struct CoefficientRange {
+  std::string_view name;  // "gemm_efficiency", as in the file
+  double low, high;
+  std::string_view why;
+};
+// The four fitted coefficients in order: gemm_efficiency, bandwidth_efficiency,
+// launch_overhead_s, kernel_floor_s (their sources in calibration.cc).
+const std::array<CoefficientRange, 4>& ProfileRanges();
+
 struct ProfileFit {
   double gemm_efficiency = 0;       // achievable fraction of GEMM peak
   double bandwidth_efficiency = 0;  // achievable fraction of memory bandwidth
   double launch_overhead_s = 0;     // host time per framework op
   double kernel_floor_s = 0;        // GPU time per framework op beyond its bytes and FLOPs
   int runs = 0;                     // fitted on
+  // Per coefficient, in ProfileRanges' order (empty in files written before
+  // fits reported them), and the fit's warnings (a bound reached, a
+  // coefficient held).
+  std::vector<CoefficientFit> coefficients;
+  std::vector<std::string> warnings;
 };
 
 struct Calibration {

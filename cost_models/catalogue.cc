@@ -39,8 +39,10 @@ constexpr double kGpuLaunch = 10 * kUs;
 // of launch, GEMM and bandwidth fractions for a given framework and machine.
 // P100s have no tensor cores: GPipe's fp32 convolutions there are taken at
 // half of peak (the catalogue's figure before kernel profiles; calibrate).
-Device Gpu(Device d, int sms, double simt_half, double gemm_efficiency = 0.8, double fp8_flops = 0) {
+Device Gpu(Device d, int sms, double simt_half, double gemm_efficiency = 0.8, double fp8_flops = 0,
+           double fp8_gemm_ratio = 1) {
   d.fp8_flops = fp8_flops;
+  d.fp8_gemm_ratio = fp8_gemm_ratio;
   d.sm_count = sms;
   d.simt_half_flops = simt_half;
   d.gemm_efficiency = gemm_efficiency;
@@ -105,7 +107,7 @@ bool SameTiming(const Device& a, const Device& b) {
   auto timing = [](const Device& d) {
     return std::tie(d.name, d.fp32_flops, d.tf32_flops, d.half_flops, d.memory_bandwidth, d.launch_overhead_s,
                     d.kernel_floor_s, d.sm_count, d.simt_half_flops, d.gemm_efficiency, d.bandwidth_efficiency,
-                    d.fp8_flops);
+                    d.fp8_flops, d.fp8_gemm_ratio);
   };
   return timing(a) == timing(b);
 }
@@ -143,14 +145,27 @@ const std::vector<Device>& DeviceCatalogue() {
       // with sparsity; halved here): SXM 67 TFLOPS fp32, 494.5 TF32, 989.5
       // bf16, 1,979 fp8, 3.35 TB/s, 80 GB; PCIe 51 / 378 / 756 / 1,513, 2.0
       // TB/s, 80 GB.
+      //
+      // Large GEMMs (cuBLAS through torch.matmul, the best shape of a sweep
+      // of random operands: S. Bekman, "Machine Learning Engineering",
+      // compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS",
+      // github.com/stas00/ml-engineering at 744d01e): H100 SXM BF16 794.5
+      // TFLOP/s (0.80 of 989.5), FP8 1,402.6 (0.71 of 1,979: 0.883 of the
+      // BF16 fraction); H200 BF16 as the H100, FP8 1,453.4 (0.73: 0.914);
+      // H100 PCIe 499.5 BF16 (0.66 of 756; github.com/mag-/gpu_benchmark),
+      // its FP8 taken at the SXM's ratio. The A100's sweep reaches 271.2
+      // (0.87), but at its 400 W limit an 8192^3 GEMM of random data holds
+      // 258 (0.83; H. He, "Strangely, Matrix Multiplications on GPUs Run
+      // Faster When Given Predictable Data", 2024) and the A100 PCIe 0.81:
+      // the catalogue keeps 0.8, the low end of that band.
       Gpu({"H100-SXM", 67 * kT, 494.5 * kT, 989.5 * kT, 3350 * kG, 80 * kGiB, kGpuLaunch}, 132, 133.8 * kT, 0.8,
-          1979 * kT),
-      Gpu({"H100-PCIe", 51 * kT, 378 * kT, 756 * kT, 2000 * kG, 80 * kGiB, kGpuLaunch}, 114, 102.4 * kT, 0.8,
-          1513 * kT),
+          1979 * kT, 0.883),
+      Gpu({"H100-PCIe", 51 * kT, 378 * kT, 756 * kT, 2000 * kG, 80 * kGiB, kGpuLaunch}, 114, 102.4 * kT, 0.66,
+          1513 * kT, 0.883),
       // NVIDIA H200 data sheet: the H100 SXM's compute (1,979 TFLOPS fp8
       // dense), 141 GB at 4.8 TB/s.
       Gpu({"H200", 67 * kT, 494.5 * kT, 989.5 * kT, 4800 * kG, 141 * kG, kGpuLaunch}, 132, 133.8 * kT, 0.8,
-          1979 * kT),
+          1979 * kT, 0.914),
       // Cloud TPU docs (cloud.google.com/tpu/docs/v2, /v3): a v2 chip has two
       // cores, 45 TFLOPS bf16, 16 GiB HBM at 600 GB/s; a v3 chip 123 TFLOPS,
       // 32 GiB at 900 GB/s. Per core: half. The MXU multiplies in bf16; fp32

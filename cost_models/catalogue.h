@@ -53,6 +53,11 @@ struct Device {
   bool comm_on_compute = false;
   // Dense FP8 tensor-core peak, FLOP/s (0: no FP8 tensor cores: Ampere and older).
   double fp8_flops = 0;
+  // A large FP8 GEMM's achievable fraction of the FP8 peak, relative to a
+  // large BF16 GEMM's of the BF16 peak (gemm_efficiency): the FP8 GEMM's
+  // fraction is gemm_efficiency x fp8_gemm_ratio, so that a calibration's
+  // GEMM efficiency moves both.
+  double fp8_gemm_ratio = 1;
 
   // Peak FLOP/s of a GEMM in `dtype`: fp8 is the FP8 peak (the half peak on a
   // device without FP8), the rest their own.

@@ -1,7 +1,9 @@
 #include "cost_models/compute_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -39,12 +41,27 @@ Dtype GemmDtype(const Kernel& kn, const Device& d, Dtype dtype, double m, double
   return kn.fp8 && d.fp8_flops > 0 && aligned ? Dtype::kFp8 : Dtype::kBf16;
 }
 
-// cuBLAS's large half-precision tiles on Ampere and Hopper: 128 x 128
-// outputs per thread block, one block per SM at a time.
-constexpr double kTile = 128;
+// cuBLAS's tensor-core tiles on Ampere and Hopper (NVIDIA, "Matrix
+// Multiplication Background User's Guide", 2023, section 2.3: 256 x 128 and
+// 128 x 256 the most efficient, then 128 x 128, down to 64 x 64 the least;
+// a heuristic picks one per shape). Each tile's rate per SM, relative to the
+// large tiles': a tile of TM x TN outputs loads TM + TN operand rows per K
+// step for its TM x TN multiply-adds, and below 128 x 128's 64 per row the
+// SM waits on those loads, so rate = min(1, TM TN / (TM + TN) / 64). One
+// tile per SM at a time: a wave is sm_count tiles (the guide's example: 108
+// tiles of 256 x 128 on an A100).
+struct Tile {
+  double m, n, rate;
+};
+constexpr std::array<Tile, 6> kTiles{{{256, 128, 1.0}, {128, 256, 1.0}, {128, 128, 1.0},
+                                      {128, 64, 2.0 / 3}, {64, 128, 2.0 / 3}, {64, 64, 0.5}}};
 // Each output tile's prologue and epilogue (loading the first operands,
 // writing C) cost about as much as 16 steps of its K loop: an estimate.
 constexpr double kTileOverheadK = 16;
+// Split-K: a GEMM whose tiles leave SMs idle may cut K into slices, one tile
+// per slice, each at least this long, then add the slices' fp32 partial
+// outputs in one more pass over memory.
+constexpr double kMinSliceK = 256;
 
 bool IsBackward(ir::OpKind kind) {
   return kind == ir::OpKind::kBackward || kind == ir::OpKind::kBackwardInput || kind == ir::OpKind::kBackwardWeight;
@@ -62,6 +79,25 @@ bool RunsIn(ir::OpKind kind, Kernel::Pass pass) {
 }
 
 }  // namespace
+
+double TiledGemmSeconds(double m, double n, double k, double batch, int sm_count, double rate, double bandwidth) {
+  if (sm_count <= 0) return 2 * m * n * k * batch / rate;
+  const double per_sm = rate / sm_count;
+  double best = std::numeric_limits<double>::infinity();
+  for (const Tile& t : kTiles) {
+    const double tiles = std::ceil(m / t.m) * std::ceil(n / t.n) * batch;
+    const auto tile_s = [&](double depth) { return 2 * t.m * t.n * (depth + kTileOverheadK) / (per_sm * t.rate); };
+    best = std::min(best, std::ceil(tiles / sm_count) * tile_s(k));
+    // Split-K where one wave leaves SMs idle: s slices of K, then a pass
+    // that reads the s fp32 partial outputs and writes the result.
+    const double slices = std::min(std::floor(sm_count / tiles), std::floor(k / kMinSliceK));
+    if (slices >= 2) {
+      const double reduce_s = m * n * batch * (4 * slices + 4 * slices + 2) / bandwidth;
+      best = std::min(best, tile_s(k / slices) + reduce_s);
+    }
+  }
+  return best;
+}
 
 double LayerOpFlops(const Layer& l, ir::OpKind kind) {
   switch (kind) {
@@ -90,16 +126,15 @@ double KernelTime(const Kernel& kn, double samples, const Device& d, Dtype dtype
   }
   if (!kn.gemm) return kn.bytes * samples / bandwidth;
   const auto [m, n, k, batch] = ShapeFor(kn, samples);
-  double fill = 1;
-  if (d.sm_count > 0) {
-    const double tiles = std::ceil(m / kTile) * std::ceil(n / kTile) * batch;
-    const double waves = std::ceil(tiles / d.sm_count);
-    fill = tiles / (waves * d.sm_count);
-  }
   const double flops = 2 * m * n * k * batch;
   const Dtype gemm = GemmDtype(kn, d, dtype, m, n, k);
   const double peak = GemmPeak(d, gemm, m, n, k);
-  const double compute_s = flops / (peak * efficiency * fill * (k / (k + kTileOverheadK)));
+  // Off the tensor cores (an unaligned half-precision shape) the GEMM runs
+  // at kSimtEfficiency of its CUDA-core rate; on them at `efficiency`.
+  const double rate = peak * (peak < d.PeakFlops(gemm)   ? kSimtEfficiency
+                               : gemm == Dtype::kFp8 ? efficiency * d.fp8_gemm_ratio
+                                                     : efficiency);
+  const double compute_s = TiledGemmSeconds(m, n, k, batch, d.sm_count, rate, bandwidth);
   const double operand = gemm == Dtype::kFp8 ? 1 : e;  // FP8 operands, a BF16 result
   const double memory_s = ((m * k + k * n) * operand + m * n * e) * batch / bandwidth;
   return std::max(compute_s, memory_s);

@@ -41,6 +41,22 @@ struct CollectiveLinks {
   double data_nodes = 1;
 };
 
+// The achievable fraction of its CUDA-core rate a half-precision GEMM
+// reaches off the tensor cores (a shape not aligned to 8 elements): vTrain's
+// A100 runs put an odd vocabulary projection (50,257 columns) at about 71 of
+// the 78 TFLOP/s fp16 CUDA-core peak (traces/published/README.md). A constant,
+// not a fitted coefficient: the GEMM efficiency is the tensor cores' alone.
+inline constexpr double kSimtEfficiency = 0.9;
+
+// Seconds of a GEMM's math (batch x m x n x k multiply-adds) on a GPU of
+// `sm_count` SMs whose large GEMMs reach `rate` FLOP/s: cuBLAS's tile
+// choice, the fastest of its tile shapes (256 x 128 to 64 x 64) in waves of
+// one tile per SM, with split-K where one wave leaves SMs idle (its fp32
+// partial outputs reduced at `bandwidth` bytes/s). Each tile pays a
+// prologue and epilogue worth 16 K steps. As the shape grows the time
+// approaches 2 m n k batch / rate; sm_count 0 (no wave model): exactly that.
+double TiledGemmSeconds(double m, double n, double k, double batch, int sm_count, double rate, double bandwidth);
+
 // Seconds of one kernel over `samples` samples on the device's GPU alone
 // (no launch): `efficiency` is the GEMM's achievable fraction of peak. With
 // an fp8 model, a kernel marked fp8 whose dimensions are multiples of 16

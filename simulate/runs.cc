@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -77,14 +78,6 @@ std::vector<double> NelderMead(const std::function<double(const std::vector<doub
   return p[std::min_element(v.begin(), v.end()) - v.begin()];
 }
 
-Calibration ProfileCalibration(const std::string& device, double gemm, double bandwidth, double launch, double floor,
-                               int runs) {
-  Calibration cal;
-  cal.device = device;
-  cal.profile = ProfileFit{gemm, bandwidth, launch, floor, runs};
-  return cal;
-}
-
 }  // namespace
 
 namespace {
@@ -145,45 +138,218 @@ Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Cali
   return out;
 }
 
-// The most of its memory bandwidth a streaming kernel reaches: the fit
-// keeps the bandwidth fraction below it (STREAM-class copy and triad kernels
-// reach 80 to 90% of an HBM GPU's peak; the catalogue assumes 80%).
-constexpr double kMostBandwidthFraction = 0.9;
+namespace {
+
+// Below this, moving a coefficient across its whole range changes the runs'
+// step times by less than 0.5% (RMS of d ln t / d u): they do not determine it.
+constexpr double kLeastSensitivity = 0.005;
+// Two coefficients whose effects on the runs correlate this closely (the
+// cosine of their columns of d ln t / d u) cannot be told apart.
+constexpr double kMostCorrelation = 0.98;
+// A value within this share of its range's width of an end is at that bound.
+constexpr double kBoundShare = 0.005;
+
+using Values = std::array<double, 4>;  // in ProfileRanges' order
+
+Calibration ProfileCalibration(const std::string& device, const Values& v, int runs) {
+  Calibration cal;
+  cal.device = device;
+  cal.profile = ProfileFit{v[0], v[1], v[2], v[3], runs};
+  return cal;
+}
+
+double Width(size_t i) { return cost::ProfileRanges()[i].high - cost::ProfileRanges()[i].low; }
+double Position(size_t i, double value) { return (value - cost::ProfileRanges()[i].low) / Width(i); }
+double ValueAt(size_t i, double u) { return cost::ProfileRanges()[i].low + Width(i) * u; }
+
+// The catalogue's values, each brought into its range.
+Values CatalogueValues(const cost::Device& d) {
+  const Values v{d.gemm_efficiency, d.bandwidth_efficiency, d.launch_overhead_s, d.kernel_floor_s};
+  Values out;
+  for (size_t i = 0; i < v.size(); ++i) out[i] = std::clamp(v[i], cost::ProfileRanges()[i].low, cost::ProfileRanges()[i].high);
+  return out;
+}
+
+// Inverse of a small symmetric positive matrix (Gauss-Jordan with partial
+// pivoting); nullopt where it is singular.
+std::optional<std::vector<std::vector<double>>> Inverse(std::vector<std::vector<double>> a) {
+  const size_t n = a.size();
+  std::vector<std::vector<double>> inv(n, std::vector<double>(n, 0.0));
+  for (size_t i = 0; i < n; ++i) inv[i][i] = 1;
+  for (size_t c = 0; c < n; ++c) {
+    size_t p = c;
+    for (size_t r = c + 1; r < n; ++r) {
+      if (std::abs(a[r][c]) > std::abs(a[p][c])) p = r;
+    }
+    if (std::abs(a[p][c]) < 1e-300) return std::nullopt;
+    std::swap(a[p], a[c]);
+    std::swap(inv[p], inv[c]);
+    const double pivot = a[c][c];
+    for (size_t j = 0; j < n; ++j) a[c][j] /= pivot, inv[c][j] /= pivot;
+    for (size_t r = 0; r < n; ++r) {
+      if (r == c) continue;
+      const double f = a[r][c];
+      for (size_t j = 0; j < n; ++j) a[r][j] -= f * a[c][j], inv[r][j] -= f * inv[c][j];
+    }
+  }
+  return inv;
+}
+
+}  // namespace
 
 Result<Calibration> FitRuns(const std::vector<Run>& runs) {
   const cost::Device& d = runs.front().config.cluster.devices.front();
+  const auto& ranges = cost::ProfileRanges();
+  const int count = static_cast<int>(runs.size());
+  const Values catalogue = CatalogueValues(d);
   bool failed = false;
-  auto unpack = [&](const std::vector<double>& x) {
-    return ProfileCalibration(d.name, Sigmoid(x[0]), kMostBandwidthFraction * Sigmoid(x[1]), std::exp(x[2]),
-                              std::exp(x[3]), static_cast<int>(runs.size()));
-  };
-  auto objective = [&](const std::vector<double>& x) {
-    const Calibration cal = unpack(x);
-    auto predicted = PredictRuns(runs, &cal);
-    if (!predicted) {
+  auto predict = [&](const Values& v) {
+    const Calibration cal = ProfileCalibration(d.name, v, count);
+    auto p = PredictRuns(runs, &cal);
+    if (!p) {
       failed = true;
-      return 1e300;
+      return std::vector<double>(runs.size(), 1e300);
     }
-    double sum = 0;
-    for (size_t i = 0; i < runs.size(); ++i) {
-      const double e = ((*predicted)[i] - runs[i].step_time_s) / runs[i].step_time_s;
-      sum += e * e;
-    }
-    return sum / static_cast<double>(runs.size());
+    return *p;
   };
-  const double launch = d.launch_overhead_s > 0 ? d.launch_overhead_s : 1e-6;
-  const double floor = d.kernel_floor_s > 0 ? d.kernel_floor_s : 1e-7;
-  std::vector<double> x{Logit(std::clamp(d.gemm_efficiency, 0.05, 0.95)),
-                        Logit(std::clamp(d.bandwidth_efficiency / kMostBandwidthFraction, 0.05, 0.95)),
-                        std::log(launch), std::log(floor)};
-  // Two restarts from the best point: Nelder-Mead's simplex can collapse.
-  for (int round = 0; round < 3; ++round) x = NelderMead(objective, x, 0.5, 120);
-  if (failed) return FailRuntime("a run could not be simulated while fitting");
-  Calibration fitted = unpack(x);
+  Values values = catalogue;
+  std::array<bool, 4> held{};
+  std::array<std::string, 4> notes;
+  std::array<std::vector<double>, 4> columns;  // d ln t / d u per run
+  std::array<double, 4> sensitivity{};
+  for (size_t round = 0; round <= values.size(); ++round) {
+    std::vector<size_t> free;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (!held[i]) free.push_back(i);
+    }
+    // Each free coefficient at its position u in its range, as logit(u):
+    // the fit cannot leave the range.
+    auto unpack = [&](const std::vector<double>& x) {
+      Values v = values;
+      for (size_t f = 0; f < free.size(); ++f) v[free[f]] = ValueAt(free[f], Sigmoid(x[f]));
+      return v;
+    };
+    auto objective = [&](const std::vector<double>& x) {
+      const std::vector<double> p = predict(unpack(x));
+      if (failed) return 1e300;
+      double sum = 0;
+      for (size_t i = 0; i < runs.size(); ++i) {
+        const double e = (p[i] - runs[i].step_time_s) / runs[i].step_time_s;
+        sum += e * e;
+      }
+      return sum / static_cast<double>(runs.size());
+    };
+    if (!free.empty()) {
+      std::vector<double> x;
+      for (size_t i : free) x.push_back(Logit(std::clamp(Position(i, catalogue[i]), 0.02, 0.98)));
+      // Two restarts from the best point: Nelder-Mead's simplex can collapse.
+      for (int restart = 0; restart < 3; ++restart) x = NelderMead(objective, x, 0.5, 120);
+      values = unpack(x);
+    }
+    if (failed) return FailRuntime("a run could not be simulated while fitting");
+    // How each coefficient moves the runs: central differences in u (one-
+    // sided at an end of the range).
+    for (size_t i = 0; i < values.size(); ++i) {
+      const double u = Position(i, values[i]), h = 0.01;
+      const double up = std::min(1.0, u + h), down = std::max(0.0, u - h);
+      Values a = values, b = values;
+      a[i] = ValueAt(i, up);
+      b[i] = ValueAt(i, down);
+      const std::vector<double> pa = predict(a), pb = predict(b);
+      columns[i].assign(runs.size(), 0.0);
+      double sum = 0;
+      for (size_t r = 0; r < runs.size(); ++r) {
+        columns[i][r] = (std::log(pa[r]) - std::log(pb[r])) / (up - down);
+        sum += columns[i][r] * columns[i][r];
+      }
+      sensitivity[i] = std::sqrt(sum / static_cast<double>(runs.size()));
+    }
+    if (failed) return FailRuntime("a run could not be simulated while fitting");
+    // Hold one coefficient the runs do not determine, or the less telling of
+    // two they cannot tell apart, at the catalogue's value; then refit.
+    std::optional<size_t> hold;
+    for (size_t i : free) {
+      if (sensitivity[i] < kLeastSensitivity && (!hold || sensitivity[i] < sensitivity[*hold])) {
+        hold = i;
+        notes[i] = fmt::format(
+            "held at the catalogue's {:.4g}: across its range [{:.4g}, {:.4g}] it moves these runs' step times by "
+            "{:.2f}% (RMS); they do not determine it",
+            catalogue[i], ranges[i].low, ranges[i].high, 100 * sensitivity[i]);
+      }
+    }
+    if (!hold) {
+      double most = kMostCorrelation;
+      for (size_t a = 0; a < free.size(); ++a) {
+        for (size_t b = a + 1; b < free.size(); ++b) {
+          const size_t i = free[a], j = free[b];
+          double dot = 0;
+          for (size_t r = 0; r < runs.size(); ++r) dot += columns[i][r] * columns[j][r];
+          const double n = static_cast<double>(runs.size());
+          const double cosine = dot / (n * sensitivity[i] * sensitivity[j]);
+          if (std::abs(cosine) < most) continue;
+          most = std::abs(cosine);
+          const size_t weaker = sensitivity[i] < sensitivity[j] ? i : j, other = weaker == i ? j : i;
+          hold = weaker;
+          notes[weaker] = fmt::format(
+              "held at the catalogue's {:.4g}: on these runs its effect and {}'s correlate at {:.3f}; they cannot "
+              "be told apart",
+              catalogue[weaker], ranges[other].name, cosine);
+        }
+      }
+    }
+    if (!hold) break;
+    held[*hold] = true;
+    values[*hold] = catalogue[*hold];
+  }
+  // Standard errors from the covariance of the free coefficients:
+  // s^2 (J^T J)^-1, J in u, s^2 the residuals' variance.
+  std::vector<size_t> free;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!held[i]) free.push_back(i);
+  }
+  const std::vector<double> predicted = predict(values);
+  double residuals = 0;
+  for (size_t r = 0; r < runs.size(); ++r) residuals += std::pow(std::log(predicted[r] / runs[r].step_time_s), 2);
+  const double variance = residuals / std::max<double>(1, static_cast<double>(runs.size() - free.size()));
+  std::vector<std::vector<double>> normal(free.size(), std::vector<double>(free.size(), 0.0));
+  for (size_t a = 0; a < free.size(); ++a) {
+    for (size_t b = 0; b < free.size(); ++b) {
+      for (size_t r = 0; r < runs.size(); ++r) normal[a][b] += columns[free[a]][r] * columns[free[b]][r];
+    }
+  }
+  const auto inverse = Inverse(normal);
+  Calibration cal = ProfileCalibration(d.name, values, count);
+  ProfileFit& fit = *cal.profile;
+  for (size_t i = 0; i < values.size(); ++i) {
+    cost::CoefficientFit c;
+    c.value = values[i];
+    c.low = ranges[i].low;
+    c.high = ranges[i].high;
+    c.sensitivity = sensitivity[i];
+    const double u = Position(i, values[i]);
+    if (held[i]) {
+      c.status = cost::CoefficientFit::Status::kHeld;
+      c.note = notes[i];
+    } else {
+      const size_t at = std::find(free.begin(), free.end(), i) - free.begin();
+      c.std_error = inverse ? std::sqrt(std::max(0.0, variance * (*inverse)[at][at])) * Width(i) : Width(i);
+      if (u <= kBoundShare || u >= 1 - kBoundShare) {
+        const bool upper = u >= 1 - kBoundShare;
+        c.status = upper ? cost::CoefficientFit::Status::kAtUpperBound : cost::CoefficientFit::Status::kAtLowerBound;
+        c.note = fmt::format(
+            "ends at its {} bound, {:.4g} of [{:.4g}, {:.4g}] ({}): the runs ask for {} than that, so the model "
+            "lacks a cost they show, or counts one they do not; the value is not the physical figure its name says",
+            upper ? "upper" : "lower", values[i], ranges[i].low, ranges[i].high, ranges[i].why,
+            upper ? "more" : "less");
+      }
+    }
+    if (!c.note.empty()) fit.warnings.push_back(fmt::format("{} {}", ranges[i].name, c.note));
+    fit.coefficients.push_back(std::move(c));
+  }
   std::vector<const cost::Config*> configs;  // what the fit saw, so that predictions beyond it say so
   for (const Run& r : runs) configs.push_back(&r.config);
-  fitted.coverage = cost::CoverageOf(configs);
-  return fitted;
+  cal.coverage = cost::CoverageOf(configs);
+  return cal;
 }
 
 namespace {

@@ -52,7 +52,7 @@ TEST(Runs, TheFitRecoversTheProfileThatMadeTheRuns) {
   // Step times predicted with a known profile become the "measurements".
   Calibration truth;
   truth.device = "A100-80GB";
-  truth.profile = ProfileFit{0.62, 0.55, 25e-6, 3e-6, 0};
+  truth.profile = ProfileFit{0.62, 0.7, 25e-6, 3e-6, 0};
   auto predicted = PredictRuns(*runs, &truth);
   ASSERT_TRUE(predicted);
   for (size_t i = 0; i < runs->size(); ++i) (*runs)[i].step_time_s = (*predicted)[i];
@@ -60,7 +60,7 @@ TEST(Runs, TheFitRecoversTheProfileThatMadeTheRuns) {
   ASSERT_TRUE(fit) << fit.error().message;
   ASSERT_TRUE(fit->profile);
   EXPECT_NEAR(fit->profile->gemm_efficiency, 0.62, 0.62 * 0.02);
-  EXPECT_NEAR(fit->profile->bandwidth_efficiency, 0.55, 0.55 * 0.02);
+  EXPECT_NEAR(fit->profile->bandwidth_efficiency, 0.7, 0.7 * 0.02);
   EXPECT_NEAR(fit->profile->launch_overhead_s, 25e-6, 25e-6 * 0.02);
   EXPECT_NEAR(fit->profile->kernel_floor_s, 3e-6, 3e-6 * 0.05);
   auto v = ValidateRuns(*runs, &*fit);
@@ -71,6 +71,112 @@ TEST(Runs, TheFitRecoversTheProfileThatMadeTheRuns) {
   ASSERT_TRUE(again && again->profile);
   EXPECT_DOUBLE_EQ(again->profile->launch_overhead_s, fit->profile->launch_overhead_s);
   EXPECT_DOUBLE_EQ(again->profile->kernel_floor_s, fit->profile->kernel_floor_s);
+  // Every coefficient fitted inside its range, none held, no warning; each
+  // with its range, how much the runs move with it, and its standard error.
+  ASSERT_EQ(fit->profile->coefficients.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    const cost::CoefficientFit& c = fit->profile->coefficients[i];
+    SCOPED_TRACE(cost::ProfileRanges()[i].name);
+    EXPECT_EQ(c.status, cost::CoefficientFit::Status::kFitted);
+    EXPECT_EQ(c.low, cost::ProfileRanges()[i].low);
+    EXPECT_EQ(c.high, cost::ProfileRanges()[i].high);
+    EXPECT_GT(c.sensitivity, 0.005);
+    EXPECT_GE(c.std_error, 0);
+    EXPECT_EQ(again->profile->coefficients.at(i).value, c.value);
+    EXPECT_EQ(again->profile->coefficients.at(i).status, c.status);
+  }
+  EXPECT_TRUE(fit->profile->warnings.empty());
+}
+
+// Runs made with a profile near and beyond the GEMM fraction's upper end
+// (0.92): near it, the fit recovers it and calls it fitted; beyond it, the
+// fit stops at the bound and says so, in the file too.
+TEST(Runs, TheFitRecoversACoefficientNearItsBoundAndNamesOneBeyond) {
+  for (const double gemm : {0.9, 0.99}) {
+    SCOPED_TRACE(gemm);
+    auto runs = ReadRuns(Table(1.0), "made.jsonl");
+    ASSERT_TRUE(runs) << runs.error().message;
+    Calibration truth;
+    truth.device = "A100-80GB";
+    truth.profile = ProfileFit{gemm, 0.8, 20e-6, 2e-6, 0};
+    auto predicted = PredictRuns(*runs, &truth);
+    ASSERT_TRUE(predicted);
+    for (size_t i = 0; i < runs->size(); ++i) (*runs)[i].step_time_s = (*predicted)[i];
+    auto fit = FitRuns(*runs);
+    ASSERT_TRUE(fit && fit->profile) << fit.error().message;
+    const cost::CoefficientFit& g = fit->profile->coefficients.at(0);
+    if (gemm < 0.92) {
+      EXPECT_NEAR(g.value, gemm, gemm * 0.01);
+      EXPECT_EQ(g.status, cost::CoefficientFit::Status::kFitted);
+      EXPECT_TRUE(fit->profile->warnings.empty());
+    } else {
+      EXPECT_NEAR(g.value, 0.92, 0.92 * 0.005);
+      EXPECT_EQ(g.status, cost::CoefficientFit::Status::kAtUpperBound);
+      ASSERT_FALSE(fit->profile->warnings.empty());
+      EXPECT_NE(fit->profile->warnings[0].find("gemm_efficiency ends at its upper bound"), std::string::npos)
+          << fit->profile->warnings[0];
+      const std::string file = cost::WriteCalibration(*fit);
+      EXPECT_NE(file.find("\"status\": \"at upper bound\""), std::string::npos);
+      auto again = cost::ReadCalibration(file, "cal.json");
+      ASSERT_TRUE(again && again->profile);
+      EXPECT_EQ(again->profile->warnings, fit->profile->warnings);
+    }
+  }
+}
+
+// A table that cannot tell two coefficients apart: one model, one micro-
+// batch size, only the number of micro-batches varies, so the GEMMs' time
+// and the per-kernel floor grow together in every run. The fit holds the
+// less telling one at the catalogue's value and says why; a tiny model
+// bound by its host does not determine the GEMM fraction at all.
+TEST(Runs, AFitHoldsWhatTheRunsCannotDetermine) {
+  std::string same;
+  for (int m : {2, 4, 8, 16}) same += RunLine(4, 1024, 1, 1, 4 * m, 4, 1.0) + "\n";
+  auto runs = ReadRuns(same, "same.jsonl");
+  ASSERT_TRUE(runs) << runs.error().message;
+  Calibration truth;
+  truth.device = "A100-80GB";
+  truth.profile = ProfileFit{0.7, 0.8, 20e-6, 2e-6, 0};
+  auto predicted = PredictRuns(*runs, &truth);
+  ASSERT_TRUE(predicted);
+  for (size_t i = 0; i < runs->size(); ++i) (*runs)[i].step_time_s = (*predicted)[i];
+  auto fit = FitRuns(*runs);
+  ASSERT_TRUE(fit && fit->profile) << fit.error().message;
+  int held = 0;
+  const cost::Device& a100 = *cost::FindDevice("A100-80GB");
+  const std::array<double, 4> catalogue{a100.gemm_efficiency, a100.bandwidth_efficiency, a100.launch_overhead_s,
+                                        std::max(0.0, a100.kernel_floor_s)};
+  for (size_t i = 0; i < 4; ++i) {
+    const cost::CoefficientFit& c = fit->profile->coefficients.at(i);
+    if (c.status != cost::CoefficientFit::Status::kHeld) continue;
+    ++held;
+    EXPECT_DOUBLE_EQ(c.value, std::clamp(catalogue[i], c.low, c.high)) << cost::ProfileRanges()[i].name;
+    EXPECT_NE(c.note.find("held at the catalogue's"), std::string::npos) << c.note;
+  }
+  EXPECT_GE(held, 1);
+  bool apart = false;
+  for (const std::string& w : fit->profile->warnings) apart |= w.find("cannot be told apart") != std::string::npos;
+  EXPECT_TRUE(apart) << fmt::format("{}", fmt::join(fit->profile->warnings, "\n"));
+  // What it kept still reproduces the runs.
+  auto v = ValidateRuns(*runs, &*fit);
+  ASSERT_TRUE(v);
+  EXPECT_LT(v->mape, 0.01);
+
+  // Two layers of a narrow model on one GPU: the host issues every kernel
+  // long after the GPU finished the last, so the GEMM fraction moves nothing.
+  std::string tiny;
+  for (int m : {1, 2, 4}) tiny += RunLine(2, 64, 1, 1, m, 1, 1.0) + "\n";
+  auto small = ReadRuns(tiny, "tiny.jsonl");
+  ASSERT_TRUE(small) << small.error().message;
+  predicted = PredictRuns(*small, &truth);
+  ASSERT_TRUE(predicted);
+  for (size_t i = 0; i < small->size(); ++i) (*small)[i].step_time_s = (*predicted)[i];
+  fit = FitRuns(*small);
+  ASSERT_TRUE(fit && fit->profile) << fit.error().message;
+  const cost::CoefficientFit& g = fit->profile->coefficients.at(0);
+  EXPECT_EQ(g.status, cost::CoefficientFit::Status::kHeld);
+  EXPECT_LT(g.sensitivity, 0.005);
+  EXPECT_NE(g.note.find("they do not determine it"), std::string::npos) << g.note;
 }
 
 TEST(Runs, ValidationGroupsAndWorstRows) {
