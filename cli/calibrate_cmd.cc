@@ -17,6 +17,7 @@ namespace {
 struct CalibrateOptions {
   std::vector<std::string> measured;
   std::string runs;  // a table of runs instead of traces
+  bool keep_bounds = false;  // --runs: leave coefficients at their range's ends
   std::vector<std::string> configs;  // one for every trace, or one for all
   PlanSource source;
   std::string output;
@@ -40,7 +41,7 @@ int RunTable(const CalibrateOptions& o) {
   if (!runs) return Fail("calibrate", runs.error());
   fmt::print(stderr, "twinpipe calibrate: fitting {} runs on {} ...\n", runs->size(),
              runs->front().config.cluster.devices.front().name);
-  auto cal = simulate::FitRuns(*runs);
+  auto cal = simulate::FitRuns(*runs, {.keep_bounds = o.keep_bounds});
   if (!cal) return Fail("calibrate", cal.error());
   auto before = simulate::ValidateRuns(*runs, nullptr);
   auto after = simulate::ValidateRuns(*runs, &*cal);
@@ -73,6 +74,9 @@ int RunTable(const CalibrateOptions& o) {
 }
 
 int Run(const CalibrateOptions& o) {
+  if (o.keep_bounds && o.runs.empty()) {
+    return Fail("calibrate", {"--keep-bounds goes with --runs (a fit to a table of runs)"});
+  }
   if (!o.runs.empty()) {
     if (!o.measured.empty() || !o.configs.empty()) {
       return Fail("calibrate", {"--runs fits a table of runs; give it without traces or --config"});
@@ -130,6 +134,9 @@ void AddCalibrate(CLI::App& app, int& exit_code) {
   cmd->add_option("--runs", o->runs,
                   "instead of traces: a table of runs (JSONL, {\"config\": {...}, \"step_time_s\": t} per line) "
                   "to fit the device profile to");
+  cmd->add_flag("--keep-bounds", o->keep_bounds,
+                "with --runs: leave a coefficient the runs push to an end of its physical range there (closer to runs "
+                "like these, wrong beyond them) instead of holding it at the catalogue's value");
   AddPlanOptions(*cmd, o->source);
   cmd->add_option("-o,--output", o->output, "calibration file (default stdout)");
   cmd->callback([o, cmd, &exit_code] {
@@ -137,6 +144,7 @@ void AddCalibrate(CLI::App& app, int& exit_code) {
     for (const auto& m : o->measured) o->command += " " + m;
     for (const auto& c : o->configs) o->command += " --config " + c;
     if (!o->runs.empty()) o->command += " --runs " + o->runs;
+    if (o->keep_bounds) o->command += " --keep-bounds";
     exit_code = Run(*o);
   });
 }

@@ -350,8 +350,8 @@ TEST(Search, BoundsHoldForEveryPoint) {
 TEST(Search, CalibratedCostsDriveBoundsAndSimulationsAlike) {
   simulate::Calibration cal;
   cal.device = "A100-40GB";
-  cal.compute["F"] = simulate::OpFit{2e-4, {{"transformer_block", 3.0}}, 10};
-  cal.compute["B"] = simulate::OpFit{5e-4, {{"transformer_block", 2.5}, {"head", 0.5}}, 10};
+  cal.compute["F"] = simulate::OpFit{2e-4, {{"transformer_block", 30.0}}, 10};
+  cal.compute["B"] = simulate::OpFit{5e-4, {{"transformer_block", 25.0}, {"head", 5.0}}, 10};
   cal.latency_s = 3e-4;
   cal.bandwidth = 2e9;
   cal.step_overhead_s = 1e-3;

@@ -197,7 +197,7 @@ std::optional<std::vector<std::vector<double>>> Inverse(std::vector<std::vector<
 
 }  // namespace
 
-Result<Calibration> FitRuns(const std::vector<Run>& runs) {
+Result<Calibration> FitRuns(const std::vector<Run>& runs, const FitOptions& options) {
   const cost::Device& d = runs.front().config.cluster.devices.front();
   const auto& ranges = cost::ProfileRanges();
   const int count = static_cast<int>(runs.size());
@@ -295,6 +295,25 @@ Result<Calibration> FitRuns(const std::vector<Run>& runs) {
               "be told apart",
               catalogue[weaker], ranges[other].name, cosine);
         }
+      }
+    }
+    // A coefficient pushed to an end of its physical range is no longer the
+    // quantity it names: the runs show a cost the model lacks, or lack one it
+    // has. Hold the one the runs move most at the catalogue's (sourced)
+    // value, so that what is carried to other runs stays physical, and say so.
+    if (!hold && !options.keep_bounds) {
+      for (size_t i : free) {
+        const double u = Position(i, values[i]);
+        if (u > kBoundShare && u < 1 - kBoundShare) continue;
+        if (hold && sensitivity[i] <= sensitivity[*hold]) continue;
+        hold = i;
+        const bool upper = u >= 1 - kBoundShare;
+        notes[i] = fmt::format(
+            "held at the catalogue's {:.4g}: fitted freely it ends at its {} bound, {:.4g} of [{:.4g}, {:.4g}] ({}); "
+            "the runs ask for {} than that, so the model lacks a cost they show, or counts one they do not, and a "
+            "value there is not the physical figure its name says",
+            catalogue[i], upper ? "upper" : "lower", values[i], ranges[i].low, ranges[i].high, ranges[i].why,
+            upper ? "more" : "less");
       }
     }
     if (!hold) break;

@@ -46,7 +46,18 @@ Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Cali
 // coefficients, not one per run, by least squares on the relative error of
 // the predicted step times (Nelder-Mead over logit / log coordinates, from
 // the catalogue's values). Runs keep their plans.
-Result<Calibration> FitRuns(const std::vector<Run>& runs);
+//
+// Each coefficient stays in its physical range (cost::ProfileRanges). One
+// the runs do not move (kLeastSensitivity), the less telling of two they
+// cannot tell apart, and, unless `keep_bounds`, one the fit pushes to an end
+// of its range are held at the catalogue's value, one at a time, and the
+// rest refitted; each is reported (ProfileFit::coefficients, warnings).
+// `keep_bounds` leaves a coefficient at its bound instead: closer to runs
+// like the fitted ones, wrong beyond them.
+struct FitOptions {
+  bool keep_bounds = false;
+};
+Result<Calibration> FitRuns(const std::vector<Run>& runs, const FitOptions& options = {});
 
 struct RunError {
   int line = 0;

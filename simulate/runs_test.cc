@@ -90,33 +90,44 @@ TEST(Runs, TheFitRecoversTheProfileThatMadeTheRuns) {
 
 // Runs made with a profile near and beyond the GEMM fraction's upper end
 // (0.92): near it, the fit recovers it and calls it fitted; beyond it, the
-// fit stops at the bound and says so, in the file too.
+// fit holds it at the catalogue's value and says that it ran to the bound,
+// or with keep_bounds stops at the bound and says so, in the file too.
 TEST(Runs, TheFitRecoversACoefficientNearItsBoundAndNamesOneBeyond) {
   for (const double gemm : {0.9, 0.99}) {
-    SCOPED_TRACE(gemm);
-    auto runs = ReadRuns(Table(1.0), "made.jsonl");
-    ASSERT_TRUE(runs) << runs.error().message;
-    Calibration truth;
-    truth.device = "A100-80GB";
-    truth.profile = ProfileFit{gemm, 0.8, 20e-6, 2e-6, 0};
-    auto predicted = PredictRuns(*runs, &truth);
-    ASSERT_TRUE(predicted);
-    for (size_t i = 0; i < runs->size(); ++i) (*runs)[i].step_time_s = (*predicted)[i];
-    auto fit = FitRuns(*runs);
-    ASSERT_TRUE(fit && fit->profile) << fit.error().message;
-    const cost::CoefficientFit& g = fit->profile->coefficients.at(0);
-    if (gemm < 0.92) {
-      EXPECT_NEAR(g.value, gemm, gemm * 0.01);
-      EXPECT_EQ(g.status, cost::CoefficientFit::Status::kFitted);
-      EXPECT_TRUE(fit->profile->warnings.empty());
-    } else {
-      EXPECT_NEAR(g.value, 0.92, 0.92 * 0.005);
-      EXPECT_EQ(g.status, cost::CoefficientFit::Status::kAtUpperBound);
+    for (const bool keep : {false, true}) {
+      SCOPED_TRACE(fmt::format("gemm {} keep_bounds {}", gemm, keep));
+      auto runs = ReadRuns(Table(1.0), "made.jsonl");
+      ASSERT_TRUE(runs) << runs.error().message;
+      Calibration truth;
+      truth.device = "A100-80GB";
+      truth.profile = ProfileFit{gemm, 0.8, 20e-6, 2e-6, 0};
+      auto predicted = PredictRuns(*runs, &truth);
+      ASSERT_TRUE(predicted);
+      for (size_t i = 0; i < runs->size(); ++i) (*runs)[i].step_time_s = (*predicted)[i];
+      auto fit = FitRuns(*runs, {.keep_bounds = keep});
+      ASSERT_TRUE(fit && fit->profile) << fit.error().message;
+      const cost::CoefficientFit& g = fit->profile->coefficients.at(0);
+      if (gemm < 0.92) {
+        EXPECT_NEAR(g.value, gemm, gemm * 0.01);
+        EXPECT_EQ(g.status, cost::CoefficientFit::Status::kFitted);
+        EXPECT_TRUE(fit->profile->warnings.empty());
+        continue;
+      }
       ASSERT_FALSE(fit->profile->warnings.empty());
-      EXPECT_NE(fit->profile->warnings[0].find("gemm_efficiency ends at its upper bound"), std::string::npos)
-          << fit->profile->warnings[0];
+      const std::string& warning = fit->profile->warnings[0];
+      if (keep) {
+        EXPECT_NEAR(g.value, 0.92, 0.92 * 0.005);
+        EXPECT_EQ(g.status, cost::CoefficientFit::Status::kAtUpperBound);
+        EXPECT_EQ(warning.find("gemm_efficiency ends at its upper bound"), 0u) << warning;
+      } else {
+        EXPECT_EQ(g.value, cost::FindDevice("A100-80GB")->gemm_efficiency);
+        EXPECT_EQ(g.status, cost::CoefficientFit::Status::kHeld);
+        EXPECT_EQ(warning.find("gemm_efficiency held at the catalogue's 0.8: fitted freely it ends at its upper bound"),
+                  0u)
+            << warning;
+      }
       const std::string file = cost::WriteCalibration(*fit);
-      EXPECT_NE(file.find("\"status\": \"at upper bound\""), std::string::npos);
+      EXPECT_NE(file.find(keep ? "\"status\": \"at upper bound\"" : "\"status\": \"held\""), std::string::npos);
       auto again = cost::ReadCalibration(file, "cal.json");
       ASSERT_TRUE(again && again->profile);
       EXPECT_EQ(again->profile->warnings, fit->profile->warnings);
