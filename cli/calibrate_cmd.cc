@@ -65,9 +65,10 @@ int RunTable(const CalibrateOptions& o) {
              "std error", "status");
   for (size_t i = 0; i < p.coefficients.size(); ++i) {
     const cost::CoefficientFit& c = p.coefficients[i];
-    fmt::print(stderr, "{:<22} {:>12.4g} {:>24} {:>14.2f}% {:>12.3g}  {}\n", cost::ProfileRanges()[i].name, c.value,
-               fmt::format("[{:.3g}, {:.3g}]", c.low, c.high), 100 * c.sensitivity, c.std_error,
-               cost::StatusName(c.status));
+    const auto& ranges = cost::ProfileRanges(runs->front().config.cluster.devices.front());
+    fmt::print(stderr, "{:<22} {:>12.4g} {:>24} {:>14.2f}% {:>12}  {}\n", ranges[i].name, c.value,
+               fmt::format("[{:.3g}, {:.3g}]", c.low, c.high), 100 * c.sensitivity,
+               c.std_error ? fmt::format("{:.3g}", *c.std_error) : "-", cost::StatusName(c.status));
   }
   for (const std::string& w : p.warnings) fmt::print(stderr, "twinpipe calibrate: warning: {}\n", w);
   return Write(*cal, o);

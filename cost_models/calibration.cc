@@ -10,6 +10,7 @@
 
 #include "cost_models/compute_model.h"
 #include "ir/json_reader.h"
+#include "ir/name_table.h"
 
 namespace twinpipe::cost {
 
@@ -149,37 +150,27 @@ Coverage ReadCoverage(const ir::json::Reader& r, const ir::json::Json& j) {
 
 }  // namespace
 
-std::string_view StatusName(CoefficientFit::Status status) {
-  switch (status) {
-    case CoefficientFit::Status::kFitted: return "fitted";
-    case CoefficientFit::Status::kAtLowerBound: return "at lower bound";
-    case CoefficientFit::Status::kAtUpperBound: return "at upper bound";
-    case CoefficientFit::Status::kHeld: return "held";
-  }
-  return "fitted";
-}
-
 namespace {
 
-std::optional<CoefficientFit::Status> StatusFromName(std::string_view name) {
-  for (auto s : {CoefficientFit::Status::kFitted, CoefficientFit::Status::kAtLowerBound,
-                 CoefficientFit::Status::kAtUpperBound, CoefficientFit::Status::kHeld}) {
-    if (StatusName(s) == name) return s;
-  }
-  return std::nullopt;
-}
+constexpr ir::NameTable<CoefficientFit::Status, 4> kStatusNames{{{"fitted", CoefficientFit::Status::kFitted},
+                                                                  {"at lower bound", CoefficientFit::Status::kAtLowerBound},
+                                                                  {"at upper bound", CoefficientFit::Status::kAtUpperBound},
+                                                                  {"held", CoefficientFit::Status::kHeld}}};
 
 }  // namespace
+
+std::string_view StatusName(CoefficientFit::Status status) { return ir::NameOf(kStatusNames, status); }
 
 // The physical ranges `calibrate --runs` holds a profile's coefficients to.
 // A fit that ends at an end of one says so: the runs ask for something the
 // model lacks, and the coefficient is no longer the quantity it names.
-const std::array<CoefficientRange, 4>& ProfileRanges() {
-  static const std::array<CoefficientRange, 4> ranges{{
+const std::array<CoefficientRange, 4>& ProfileRanges(const Device& device) {
+  static const std::array<CoefficientRange, 4> gpu{{
       // Large cuBLAS GEMMs of random operands reach 0.66 (H100 PCIe) to 0.87
       // (A100 SXM) of the dense tensor-core peak (catalogue.cc's sources);
-      // 0.95 only on all-zero data, which draws less power (H. He 2024).
-      {"gemm_efficiency", 0.5, 0.92,
+      // 0.95 only on all-zero data, which draws less power (H. He 2024). A
+      // P100's fp32 GEMMs are taken at 0.5 of its peak.
+      {"gemm_efficiency", 0.4, 0.92,
        "large cuBLAS GEMMs reach 0.66 (H100 PCIe) to 0.87 (A100 SXM) of the dense peak on random data"},
       // Copy and saxpy reach 0.84 and 0.82 of an A100's HBM bandwidth
       // (GPUInspector.jl's A100-SXM4-40GB figures); STREAM-class kernels 0.8
@@ -191,13 +182,20 @@ const std::array<CoefficientRange, 4>& ProfileRanges() {
       // Overhead and Latency in Nsight Systems"), 37 us through a Python
       // wrapper layer (FlagGems issue 4812).
       {"launch_overhead_s", 1e-6, 50e-6, "a framework op costs its host 1 to about 40 us"},
-      // GPU time per framework op beyond its work: the gap between
-      // back-to-back kernels, 0.9 us on a V100 (NVIDIA, "Getting Started with
-      // CUDA Graphs") and 1.3 us on an H100 (Hazy Research, "Look Ma, No
-      // Bubbles!", 2025), and the small side kernel an op may issue.
-      {"kernel_floor_s", 0, 5e-6, "between kernels a GPU idles about 1 us, a small side kernel a few us"},
+      // GPU time per framework op beyond its work: back-to-back kernels leave
+      // the GPU idle 0.5 us (a CUDA graph) to 0.9 us (stream launches) on a
+      // V100 (NVIDIA, "Getting Started with CUDA Graphs") and 1.3 us on an
+      // H100 (Hazy Research, "Look Ma, No Bubbles!", 2025); an op's small
+      // side kernel adds a few us.
+      {"kernel_floor_s", 0.5e-6, 5e-6, "between kernels a GPU idles 0.5 to 1.3 us, a small side kernel a few us"},
   }};
-  return ranges;
+  static const std::array<CoefficientRange, 4> other{{
+      {"gemm_efficiency", 0.01, 1, "no published range for this device"},
+      {"bandwidth_efficiency", 0.01, 1, "no published range for this device"},
+      {"launch_overhead_s", 0, 1e-3, "no published range for this device"},
+      {"kernel_floor_s", 0, 1e-3, "no published range for this device"},
+  }};
+  return device.sm_count > 0 ? gpu : other;
 }
 
 std::string WriteCalibration(const Calibration& cal) {
@@ -226,16 +224,18 @@ std::string WriteCalibration(const Calibration& cal) {
     j["profile"]["launch_overhead_s"] = cal.profile->launch_overhead_s;
     j["profile"]["kernel_floor_s"] = cal.profile->kernel_floor_s;
     j["profile"]["runs"] = cal.profile->runs;
-    for (size_t i = 0; i < cal.profile->coefficients.size() && i < ProfileRanges().size(); ++i) {
+    static constexpr std::array<std::string_view, 4> kNames{"gemm_efficiency", "bandwidth_efficiency",
+                                                            "launch_overhead_s", "kernel_floor_s"};
+    for (size_t i = 0; i < cal.profile->coefficients.size() && i < kNames.size(); ++i) {
       const CoefficientFit& c = cal.profile->coefficients[i];
       nlohmann::ordered_json f;
       f["value"] = c.value;
       f["range"] = {c.low, c.high};
       f["status"] = StatusName(c.status);
       f["sensitivity"] = c.sensitivity;
-      f["std_error"] = c.std_error;
+      if (c.std_error) f["std_error"] = *c.std_error;
       if (!c.note.empty()) f["note"] = c.note;
-      j["profile"]["coefficients"][std::string(ProfileRanges()[i].name)] = f;
+      j["profile"]["coefficients"][std::string(kNames[i])] = f;
     }
     if (!cal.profile->warnings.empty()) j["profile"]["warnings"] = cal.profile->warnings;
   }
@@ -302,25 +302,29 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
         const Json& cs = r.Object(p, "coefficients", "/profile");
         r.Keys(cs, "/profile/coefficients",
                {"gemm_efficiency", "bandwidth_efficiency", "launch_overhead_s", "kernel_floor_s"});
-        for (const CoefficientRange& range : ProfileRanges()) {
-          const std::string path = "/profile/coefficients/" + std::string(range.name);
-          const Json& c = r.Object(cs, std::string(range.name), "/profile/coefficients");
+        for (const std::string_view name : {"gemm_efficiency", "bandwidth_efficiency", "launch_overhead_s",
+                                            "kernel_floor_s"}) {
+          const std::string path = "/profile/coefficients/" + std::string(name);
+          const Json& c = r.Object(cs, std::string(name), "/profile/coefficients");
           r.Keys(c, path, {"value", "range", "status", "sensitivity", "std_error", "note"});
           CoefficientFit f;
           f.value = r.Number(c, "value", path, 0, 1);
-          const auto bounds = c.find("range");
-          if (bounds == c.end() || !bounds->is_array() || bounds->size() != 2 || !(*bounds)[0].is_number() ||
-              !(*bounds)[1].is_number() || !((*bounds)[0].get<double>() <= (*bounds)[1].get<double>())) {
-            r.Fail(path + "/range", "expected [low, high], two numbers, low <= high");
+          const Json& range = r.Array(c, "range", path);
+          if (range.size() != 2) r.Fail(path + "/range", fmt::format("expected [low, high], got {}", range.dump()));
+          f.low = r.NumberAt(range, 0, path + "/range", 0, 1);
+          f.high = r.NumberAt(range, 1, path + "/range", 0, 1);
+          if (!(f.low <= f.value && f.value <= f.high)) {
+            r.Fail(path, fmt::format("value {} outside its range [{}, {}]", f.value, f.low, f.high));
           }
-          f.low = (*bounds)[0].get<double>();
-          f.high = (*bounds)[1].get<double>();
           const std::string status = r.String(c, "status", path, {}, std::nullopt);
-          const auto parsed = StatusFromName(status);
-          if (!parsed) r.Fail(path + "/status", "expected fitted, at lower bound, at upper bound or held");
+          const auto parsed = ir::FromName(kStatusNames, status);
+          if (!parsed) {
+            r.Fail(path + "/status",
+                   fmt::format("'{}' is not one of fitted, at lower bound, at upper bound, held", status));
+          }
           f.status = *parsed;
           f.sensitivity = r.Number(c, "sensitivity", path, 0, kMost, 0.0);
-          f.std_error = r.Number(c, "std_error", path, 0, kMost, 0.0);
+          if (c.contains("std_error")) f.std_error = r.Number(c, "std_error", path, 0, kMost);
           f.note = r.String(c, "note", path, {}, "");
           fit.coefficients.push_back(f);
         }

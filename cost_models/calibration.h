@@ -31,9 +31,6 @@ struct OpFit {
   int samples = 0;
 };
 
-// A device profile's coefficients fitted to a table of runs' iteration
-// times (`calibrate --runs`, simulate/runs.h): they replace the catalogue's
-// figures for every device of the calibrated kind.
 // How one coefficient of a profile came out of a fit: its value, the
 // physical range the fit held it to, and how well the runs determine it.
 struct CoefficientFit {
@@ -41,12 +38,15 @@ struct CoefficientFit {
   double value = 0;
   double low = 0, high = 0;  // the physical range (ProfileRanges)
   Status status = Status::kFitted;
-  // RMS over the runs of the change of ln(step time) as the coefficient
-  // crosses its whole range (d ln t / d u, u the position in the range):
-  // below kLeastSensitivity the runs do not determine it.
+  // RMS over the runs of the change of ln(step time) as the coefficient goes
+  // from one end of its range to the other, the others at the fit: below
+  // 0.5% the runs do not determine it.
   double sensitivity = 0;
-  double std_error = 0;  // from the fit's covariance, in the coefficient's unit (0: held)
-  std::string note;      // why it was held, or what its bound means
+  // From the fit's covariance, in the coefficient's unit; none for a held
+  // coefficient, or where the runs leave no degree of freedom or do not
+  // determine the free coefficients jointly.
+  std::optional<double> std_error;
+  std::string note;  // why it was held, or what its bound means
 };
 std::string_view StatusName(CoefficientFit::Status status);
 
@@ -56,10 +56,15 @@ struct CoefficientRange {
   double low, high;
   std::string_view why;
 };
-// The four fitted coefficients in order: gemm_efficiency, bandwidth_efficiency,
-// launch_overhead_s, kernel_floor_s (their sources in calibration.cc).
-const std::array<CoefficientRange, 4>& ProfileRanges();
+// The four fitted coefficients of `device`'s kind in order: gemm_efficiency,
+// bandwidth_efficiency, launch_overhead_s, kernel_floor_s (their sources in
+// calibration.cc). A GPU (sm_count > 0) gets the published ranges; another
+// device (a CPU core, a TPU) wide ones, none being published.
+const std::array<CoefficientRange, 4>& ProfileRanges(const Device& device);
 
+// A device profile's coefficients fitted to a table of runs' iteration
+// times (`calibrate --runs`, simulate/runs.h): they replace the catalogue's
+// figures for every device of the calibrated kind.
 struct ProfileFit {
   double gemm_efficiency = 0;       // achievable fraction of GEMM peak
   double bandwidth_efficiency = 0;  // achievable fraction of memory bandwidth

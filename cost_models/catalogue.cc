@@ -26,6 +26,11 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
 // overhead"); an op (one layer's forward) issues several kernels, so 10 us per
 // op. Calibration replaces it with the measured figure.
 constexpr double kGpuLaunch = 10 * kUs;
+// GPU time per framework op beyond its work: back-to-back kernels on one
+// stream leave the GPU idle about 0.9 us between them on a V100 (NVIDIA,
+// "Getting Started with CUDA Graphs": 3.8 us a launch for a 2.9 us kernel)
+// and 1.3 us on an H100 (Hazy Research, "Look Ma, No Bubbles!", 2025).
+constexpr double kGpuKernelGap = 1 * kUs;
 
 // A GPU's kernel profile: SM count and fp16 peak without tensor cores from
 // NVIDIA's architecture whitepapers (P100: 56 SMs, fp16 only on CUDA cores;
@@ -35,8 +40,9 @@ constexpr double kGpuLaunch = 10 * kUs;
 // large aligned half-precision GEMMs (NVIDIA Deep Learning Performance
 // Guide, "Matrix Multiplication Background", A100 figures), and streaming
 // kernels about 80% of the memory bandwidth (BabelStream-class copy/triad
-// measurements on V100/A100). Calibration (`calibrate --runs`) fits all three
-// of launch, GEMM and bandwidth fractions for a given framework and machine.
+// measurements on V100/A100). Calibration (`calibrate --runs`) fits the
+// launch cost, the kernel floor and the GEMM and bandwidth fractions for a
+// given framework and machine, each inside its physical range.
 // P100s have no tensor cores: GPipe's fp32 convolutions there are taken at
 // half of peak (the catalogue's figure before kernel profiles; calibrate).
 Device Gpu(Device d, int sms, double simt_half, double gemm_efficiency = 0.8, double fp8_flops = 0,
@@ -47,6 +53,7 @@ Device Gpu(Device d, int sms, double simt_half, double gemm_efficiency = 0.8, do
   d.simt_half_flops = simt_half;
   d.gemm_efficiency = gemm_efficiency;
   d.bandwidth_efficiency = 0.8;
+  d.kernel_floor_s = kGpuKernelGap;
   return d;
 }
 

@@ -20,16 +20,21 @@ namespace {
 // vTrain's A100 runs show both ends: an odd vocabulary projection (50257
 // columns) at 71 TFLOP/s, its 25128-column half on 2 GPUs at 190 TFLOP/s or
 // more (traces/published/README.md).
-double GemmPeak(const Device& d, Dtype dtype, double m, double n, double k) {
+struct GemmRate {
+  double peak = 0;          // FLOP/s
+  bool tensor_cores = true; // false: the CUDA cores' fp32 or half path
+};
+GemmRate GemmPeak(const Device& d, Dtype dtype, double m, double n, double k) {
   const auto divides = [&](double a) { return std::fmod(m, a) == 0 && std::fmod(n, a) == 0 && std::fmod(k, a) == 0; };
-  if (dtype == Dtype::kTf32) return divides(4) ? d.PeakFlops(dtype) : d.fp32_flops;
-  if (dtype == Dtype::kFp8) return d.fp8_flops;  // GemmDtype chose FP8: the shape fits it
-  if (divides(8)) return d.PeakFlops(dtype);
+  if (dtype == Dtype::kTf32) return divides(4) ? GemmRate{d.PeakFlops(dtype)} : GemmRate{d.fp32_flops, false};
+  if (dtype == Dtype::kFp8) return {d.fp8_flops};  // GemmDtype chose FP8: the shape fits it
+  if (divides(8)) return {d.PeakFlops(dtype)};
   if ((dtype == Dtype::kFp16 || dtype == Dtype::kBf16) && d.simt_half_flops > 0) {
-    const double elements = divides(4) ? 4 : divides(2) ? 2 : 1;
-    return std::min(d.PeakFlops(dtype), elements * d.simt_half_flops);
+    if (!divides(2)) return {d.simt_half_flops, false};
+    // Aligned to 4 or 2 elements: the tensor cores, bound by 8- or 4-byte loads.
+    return {std::min(d.PeakFlops(dtype), (divides(4) ? 4 : 2) * d.simt_half_flops)};
   }
-  return d.PeakFlops(dtype);
+  return {d.PeakFlops(dtype), d.PeakFlops(dtype) > d.fp32_flops};
 }
 
 // The precision a GEMM runs in: an fp8 model's GEMMs marked fp8 run in FP8
@@ -58,10 +63,6 @@ constexpr std::array<Tile, 6> kTiles{{{256, 128, 1.0}, {128, 256, 1.0}, {128, 12
 // Each output tile's prologue and epilogue (loading the first operands,
 // writing C) cost about as much as 16 steps of its K loop: an estimate.
 constexpr double kTileOverheadK = 16;
-// Split-K: a GEMM whose tiles leave SMs idle may cut K into slices, one tile
-// per slice, each at least this long, then add the slices' fp32 partial
-// outputs in one more pass over memory.
-constexpr double kMinSliceK = 256;
 
 bool IsBackward(ir::OpKind kind) {
   return kind == ir::OpKind::kBackward || kind == ir::OpKind::kBackwardInput || kind == ir::OpKind::kBackwardWeight;
@@ -80,20 +81,27 @@ bool RunsIn(ir::OpKind kind, Kernel::Pass pass) {
 
 }  // namespace
 
-double TiledGemmSeconds(double m, double n, double k, double batch, int sm_count, double rate, double bandwidth) {
+double TiledGemmSeconds(double m, double n, double k, double batch, int sm_count, double rate, double bandwidth,
+                        double out_bytes) {
   if (sm_count <= 0) return 2 * m * n * k * batch / rate;
-  const double per_sm = rate / sm_count;
+  const double sms = sm_count;
   double best = std::numeric_limits<double>::infinity();
   for (const Tile& t : kTiles) {
     const double tiles = std::ceil(m / t.m) * std::ceil(n / t.n) * batch;
-    const auto tile_s = [&](double depth) { return 2 * t.m * t.n * (depth + kTileOverheadK) / (per_sm * t.rate); };
-    best = std::min(best, std::ceil(tiles / sm_count) * tile_s(k));
-    // Split-K where one wave leaves SMs idle: s slices of K, then a pass
-    // that reads the s fp32 partial outputs and writes the result.
-    const double slices = std::min(std::floor(sm_count / tiles), std::floor(k / kMinSliceK));
-    if (slices >= 2) {
-      const double reduce_s = m * n * batch * (4 * slices + 4 * slices + 2) / bandwidth;
-      best = std::min(best, tile_s(k / slices) + reduce_s);
+    const double per_k = 2 * t.m * t.n * sms / (rate * t.rate);  // one tile's seconds per K step
+    best = std::min(best, std::ceil(tiles / sms) * per_k * (k + kTileOverheadK));
+    // Split-K where one wave leaves SMs idle: s slices of K, one wave of
+    // tiles x s, each slice writing its fp32 partial output (4 bytes an
+    // element) and one more pass reading the s partials and writing the
+    // result: per_k (k / s + overhead) + s c, c = 8 m n batch / bandwidth,
+    // least at s = sqrt(per_k k / c), at most sms / tiles.
+    const double most = std::floor(sms / tiles);
+    if (most < 2) continue;
+    const double c = 8 * m * n * batch / bandwidth, fixed = m * n * batch * out_bytes / bandwidth;
+    const double ideal = std::sqrt(per_k * k / c);
+    for (const double slices : {std::floor(ideal), std::ceil(ideal)}) {
+      const double s_ = std::clamp(slices, 2.0, most);
+      best = std::min(best, per_k * (k / s_ + kTileOverheadK) + s_ * c + fixed);
     }
   }
   return best;
@@ -128,13 +136,14 @@ double KernelTime(const Kernel& kn, double samples, const Device& d, Dtype dtype
   const auto [m, n, k, batch] = ShapeFor(kn, samples);
   const double flops = 2 * m * n * k * batch;
   const Dtype gemm = GemmDtype(kn, d, dtype, m, n, k);
-  const double peak = GemmPeak(d, gemm, m, n, k);
-  // Off the tensor cores (an unaligned half-precision shape) the GEMM runs
-  // at kSimtEfficiency of its CUDA-core rate; on them at `efficiency`.
-  const double rate = peak * (peak < d.PeakFlops(gemm)   ? kSimtEfficiency
-                               : gemm == Dtype::kFp8 ? efficiency * d.fp8_gemm_ratio
-                                                     : efficiency);
-  const double compute_s = TiledGemmSeconds(m, n, k, batch, d.sm_count, rate, bandwidth);
+  const GemmRate peak = GemmPeak(d, gemm, m, n, k);
+  // On the CUDA cores (an odd half-precision shape, an unaligned TF32 one)
+  // a GEMM runs at kSimtEfficiency of their rate; on the tensor cores at
+  // `efficiency` (an FP8 GEMM at fp8_gemm_ratio of that).
+  const double rate = peak.peak * (!peak.tensor_cores       ? kSimtEfficiency
+                                   : gemm == Dtype::kFp8 ? efficiency * d.fp8_gemm_ratio
+                                                         : efficiency);
+  const double compute_s = TiledGemmSeconds(m, n, k, batch, d.sm_count, rate, bandwidth, e);
   const double operand = gemm == Dtype::kFp8 ? 1 : e;  // FP8 operands, a BF16 result
   const double memory_s = ((m * k + k * n) * operand + m * n * e) * batch / bandwidth;
   return std::max(compute_s, memory_s);

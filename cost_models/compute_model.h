@@ -41,21 +41,25 @@ struct CollectiveLinks {
   double data_nodes = 1;
 };
 
-// The achievable fraction of its CUDA-core rate a half-precision GEMM
-// reaches off the tensor cores (a shape not aligned to 8 elements): vTrain's
-// A100 runs put an odd vocabulary projection (50,257 columns) at about 71 of
-// the 78 TFLOP/s fp16 CUDA-core peak (traces/published/README.md). A constant,
-// not a fitted coefficient: the GEMM efficiency is the tensor cores' alone.
+// The achievable fraction of their rate a GEMM reaches on the CUDA cores (a
+// half-precision shape with an odd dimension, a TF32 one not aligned to 4):
+// vTrain's A100 runs put an odd vocabulary projection (50,257 columns) at
+// about 71 of the 78 TFLOP/s fp16 CUDA-core peak (traces/published/
+// README.md). A constant, not a fitted coefficient: the GEMM efficiency is
+// the tensor cores' alone.
 inline constexpr double kSimtEfficiency = 0.9;
 
 // Seconds of a GEMM's math (batch x m x n x k multiply-adds) on a GPU of
 // `sm_count` SMs whose large GEMMs reach `rate` FLOP/s: cuBLAS's tile
 // choice, the fastest of its tile shapes (256 x 128 to 64 x 64) in waves of
-// one tile per SM, with split-K where one wave leaves SMs idle (its fp32
-// partial outputs reduced at `bandwidth` bytes/s). Each tile pays a
-// prologue and epilogue worth 16 K steps. As the shape grows the time
-// approaches 2 m n k batch / rate; sm_count 0 (no wave model): exactly that.
-double TiledGemmSeconds(double m, double n, double k, double batch, int sm_count, double rate, double bandwidth);
+// one tile per SM, a partial tile costing a whole one, each tile paying a
+// prologue and epilogue worth 16 K steps; where one wave leaves SMs idle,
+// split-K into the best number of slices (their fp32 partial outputs
+// written and reduced at `bandwidth` bytes/s into `out_bytes` an element).
+// Never less for a larger m, n or k; as the shape grows the time approaches
+// 2 m n k batch / rate; sm_count 0 (no wave model): exactly that.
+double TiledGemmSeconds(double m, double n, double k, double batch, int sm_count, double rate, double bandwidth,
+                        double out_bytes = 2);
 
 // Seconds of one kernel over `samples` samples on the device's GPU alone
 // (no launch): `efficiency` is the GEMM's achievable fraction of peak. With

@@ -174,6 +174,33 @@ TEST(Calibration, FileRoundTripsAndBadFilesNameThePath) {
   EXPECT_EQ(old->profile->kernel_floor_s, 0);
   EXPECT_EQ(cost::ReadCalibration(profile + R"(, "kernel_floor_s": -1}})", "cal.json").error().message,
             "cal.json: /profile/kernel_floor_s: expected a number >= 0 and at most 1, got -1");
+  // A fit's report per coefficient: each field checked, its path named.
+  auto coefficients = [&](const std::string& gemm) {
+    const std::string ok = R"({"value": 0.8, "range": [0.6, 0.92], "status": "held", "sensitivity": 0.1})";
+    return profile + R"(, "coefficients": {"gemm_efficiency": )" + gemm + R"(, "bandwidth_efficiency": )" + ok +
+           R"(, "launch_overhead_s": {"value": 1e-5, "range": [1e-6, 5e-5], "status": "fitted", "std_error": 1e-7},
+           "kernel_floor_s": {"value": 1e-6, "range": [5e-7, 5e-6], "status": "fitted"}}}})";
+  };
+  auto good = cost::ReadCalibration(
+      coefficients(R"({"value": 0.9, "range": [0.4, 0.92], "status": "fitted", "note": "n", "std_error": 0.01})"),
+      "cal.json");
+  ASSERT_TRUE(good && good->profile) << good.error().message;
+  ASSERT_EQ(good->profile->coefficients.size(), 4u);
+  EXPECT_EQ(good->profile->coefficients[0].std_error, 0.01);
+  EXPECT_FALSE(good->profile->coefficients[1].std_error);
+  EXPECT_EQ(good->profile->coefficients[1].status, cost::CoefficientFit::Status::kHeld);
+  EXPECT_EQ(message(coefficients(R"({"value": 0.9, "range": [0.4, 0.92], "status": "guessed"})")),
+            "cal.json: /profile/coefficients/gemm_efficiency/status: 'guessed' is not one of fitted, at lower bound, "
+            "at upper bound, held");
+  EXPECT_EQ(message(coefficients(R"({"value": 0.9, "range": [0.4], "status": "fitted"})")),
+            "cal.json: /profile/coefficients/gemm_efficiency/range: expected [low, high], got [0.4]");
+  EXPECT_EQ(message(coefficients(R"({"value": 0.95, "range": [0.4, 0.92], "status": "fitted"})")),
+            "cal.json: /profile/coefficients/gemm_efficiency: value 0.95 outside its range [0.4, 0.92]");
+  EXPECT_EQ(message(coefficients(R"({"value": 0.9, "status": "fitted"})")),
+            "cal.json: /profile/coefficients/gemm_efficiency: missing key 'range' (an array)");
+  EXPECT_EQ(message(profile + R"(, "coefficients": {}}})"),
+            "cal.json: /profile/coefficients: missing section 'gemm_efficiency'");
+  EXPECT_EQ(message(profile + R"(, "warnings": ["a", 3]}})"), "cal.json: /profile/warnings/1: expected a string");
 }
 
 TEST(SerialComm, SendsAndReceivesOccupyTheWorker) {

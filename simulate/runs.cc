@@ -140,40 +140,172 @@ Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Cali
 
 namespace {
 
-// Below this, moving a coefficient across its whole range changes the runs'
-// step times by less than 0.5% (RMS of d ln t / d u): they do not determine it.
+// Below this, moving a coefficient from one end of its range to the other
+// changes the runs' step times by less than 0.5% (RMS of the change of ln t):
+// they do not determine it.
 constexpr double kLeastSensitivity = 0.005;
 // Two coefficients whose effects on the runs correlate this closely (the
-// cosine of their columns of d ln t / d u) cannot be told apart.
+// cosine of their columns of d ln t / d u at the fit) cannot be told apart.
 constexpr double kMostCorrelation = 0.98;
 // A value within this share of its range's width of an end is at that bound.
 constexpr double kBoundShare = 0.005;
 
 using Values = std::array<double, 4>;  // in ProfileRanges' order
+using Ranges = std::array<cost::CoefficientRange, 4>;
 
-Calibration ProfileCalibration(const std::string& device, const Values& v, int runs) {
-  Calibration cal;
-  cal.device = device;
-  cal.profile = ProfileFit{v[0], v[1], v[2], v[3], runs};
-  return cal;
+// How the runs move with each coefficient at a point: the local slope of
+// every run's ln t in the coefficient's position u in its range (for the
+// correlations and the standard errors), and the RMS over the runs of the
+// change of ln t from one end of the range to the other (its sensitivity).
+struct Effects {
+  std::array<std::vector<double>, 4> slopes;
+  Values sensitivity{};
+};
+
+// Why a coefficient was held, for its note (written from the final fit).
+struct Hold {
+  enum class Why { kUndetermined, kCorrelated, kAtBound } why = Why::kUndetermined;
+  size_t partner = 0;     // kCorrelated: the coefficient it cannot be told from
+  double cosine = 0;      // kCorrelated
+  double free_value = 0;  // kAtBound: where the free fit ended
+};
+
+// Fits the profile's coefficients (a subset of them at a time) to a table
+// of runs: the predictions, the Nelder-Mead fit inside the ranges, the
+// effects that decide what to hold.
+class ProfileFitter {
+ public:
+  ProfileFitter(const std::vector<Run>& runs, const cost::Device& device)
+      : runs_(runs), device_(device.name), ranges_(cost::ProfileRanges(device)) {}
+
+  const Ranges& ranges() const { return ranges_; }
+  bool failed() const { return failed_; }
+  double Width(size_t i) const { return ranges_[i].high - ranges_[i].low; }
+  double Position(size_t i, double value) const { return (value - ranges_[i].low) / Width(i); }
+  double ValueAt(size_t i, double u) const { return ranges_[i].low + Width(i) * u; }
+
+  Calibration At(const Values& v) const {
+    Calibration cal;
+    cal.device = device_;
+    cal.profile = ProfileFit{v[0], v[1], v[2], v[3], static_cast<int>(runs_.size())};
+    return cal;
+  }
+
+  // Each run's predicted ln t; a run that cannot be simulated marks the fit failed.
+  std::vector<double> LogPredict(const Values& v) {
+    const Calibration cal = At(v);
+    auto p = PredictRuns(runs_, &cal);
+    if (!p) {
+      failed_ = true;
+      return std::vector<double>(runs_.size(), 0.0);
+    }
+    for (double& t : *p) t = std::log(t);
+    return *p;
+  }
+
+  // The free coefficients fitted from `start` (the others kept), by least
+  // squares on the relative error, each as logit(u): the fit cannot leave
+  // its range.
+  Values FitFree(const Values& start, const std::vector<size_t>& free) {
+    if (free.empty()) return start;
+    auto unpack = [&](const std::vector<double>& x) {
+      Values v = start;
+      for (size_t f = 0; f < free.size(); ++f) v[free[f]] = ValueAt(free[f], Sigmoid(x[f]));
+      return v;
+    };
+    auto objective = [&](const std::vector<double>& x) {
+      const Calibration cal = At(unpack(x));
+      auto p = PredictRuns(runs_, &cal);
+      if (!p) {
+        failed_ = true;
+        return 1e300;
+      }
+      double sum = 0;
+      for (size_t i = 0; i < runs_.size(); ++i) sum += std::pow(((*p)[i] - runs_[i].step_time_s) / runs_[i].step_time_s, 2);
+      return sum / static_cast<double>(runs_.size());
+    };
+    std::vector<double> x;
+    for (size_t i : free) x.push_back(Logit(std::clamp(Position(i, start[i]), 0.02, 0.98)));
+    // Two restarts from the best point: Nelder-Mead's simplex can collapse.
+    for (int restart = 0; restart < 3; ++restart) x = NelderMead(objective, x, 0.5, 120);
+    return unpack(x);
+  }
+
+  Effects Measure(const Values& v) {
+    Effects e;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const double u = Position(i, v[i]), h = 0.01;
+      const double up = std::min(1.0, u + h), down = std::max(0.0, u - h);
+      auto with = [&](double at) {
+        Values w = v;
+        w[i] = ValueAt(i, at);
+        return LogPredict(w);
+      };
+      const std::vector<double> a = with(up), b = with(down), top = with(1), bottom = with(0);
+      e.slopes[i].resize(runs_.size());
+      double sum = 0;
+      for (size_t r = 0; r < runs_.size(); ++r) {
+        e.slopes[i][r] = (a[r] - b[r]) / (up - down);
+        sum += std::pow(top[r] - bottom[r], 2);
+      }
+      e.sensitivity[i] = std::sqrt(sum / static_cast<double>(runs_.size()));
+    }
+    return e;
+  }
+
+ private:
+  const std::vector<Run>& runs_;
+  std::string device_;
+  Ranges ranges_;
+  bool failed_ = false;
+};
+
+double Cosine(const std::vector<double>& a, const std::vector<double>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t r = 0; r < a.size(); ++r) ab += a[r] * b[r], aa += a[r] * a[r], bb += b[r] * b[r];
+  return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0;
 }
 
-double Width(size_t i) { return cost::ProfileRanges()[i].high - cost::ProfileRanges()[i].low; }
-double Position(size_t i, double value) { return (value - cost::ProfileRanges()[i].low) / Width(i); }
-double ValueAt(size_t i, double u) { return cost::ProfileRanges()[i].low + Width(i) * u; }
-
-// The catalogue's values, each brought into its range.
-Values CatalogueValues(const cost::Device& d) {
-  const Values v{d.gemm_efficiency, d.bandwidth_efficiency, d.launch_overhead_s, d.kernel_floor_s};
-  Values out;
-  for (size_t i = 0; i < v.size(); ++i) out[i] = std::clamp(v[i], cost::ProfileRanges()[i].low, cost::ProfileRanges()[i].high);
-  return out;
+// The one free coefficient to hold next, if any: one the runs do not move
+// (the least telling first), else the less telling of the most correlated
+// pair, else (unless keep_bounds) the most telling of those at a bound.
+std::optional<std::pair<size_t, Hold>> NextHold(const ProfileFitter& fitter, const std::vector<size_t>& free,
+                                               const Values& values, const Effects& e, bool keep_bounds) {
+  std::optional<std::pair<size_t, Hold>> hold;
+  for (size_t i : free) {
+    if (e.sensitivity[i] < kLeastSensitivity && (!hold || e.sensitivity[i] < e.sensitivity[hold->first])) {
+      hold = {{i, Hold{Hold::Why::kUndetermined}}};
+    }
+  }
+  if (hold) return hold;
+  double most = kMostCorrelation;
+  for (size_t a = 0; a < free.size(); ++a) {
+    for (size_t b = a + 1; b < free.size(); ++b) {
+      const size_t i = free[a], j = free[b];
+      const double cosine = Cosine(e.slopes[i], e.slopes[j]);
+      if (std::abs(cosine) < most) continue;
+      most = std::abs(cosine);
+      const size_t weaker = e.sensitivity[i] < e.sensitivity[j] ? i : j;
+      hold = {{weaker, Hold{Hold::Why::kCorrelated, weaker == i ? j : i, cosine}}};
+    }
+  }
+  if (hold || keep_bounds) return hold;
+  for (size_t i : free) {
+    const double u = fitter.Position(i, values[i]);
+    if (u > kBoundShare && u < 1 - kBoundShare) continue;
+    if (hold && e.sensitivity[i] <= e.sensitivity[hold->first]) continue;
+    hold = {{i, Hold{Hold::Why::kAtBound, 0, 0, values[i]}}};
+  }
+  return hold;
 }
 
 // Inverse of a small symmetric positive matrix (Gauss-Jordan with partial
-// pivoting); nullopt where it is singular.
+// pivoting); nullopt where it is singular to working precision (a pivot
+// below 1e-12 of the largest diagonal element).
 std::optional<std::vector<std::vector<double>>> Inverse(std::vector<std::vector<double>> a) {
   const size_t n = a.size();
+  double scale = 0;
+  for (size_t i = 0; i < n; ++i) scale = std::max(scale, std::abs(a[i][i]));
   std::vector<std::vector<double>> inv(n, std::vector<double>(n, 0.0));
   for (size_t i = 0; i < n; ++i) inv[i][i] = 1;
   for (size_t c = 0; c < n; ++c) {
@@ -181,7 +313,7 @@ std::optional<std::vector<std::vector<double>>> Inverse(std::vector<std::vector<
     for (size_t r = c + 1; r < n; ++r) {
       if (std::abs(a[r][c]) > std::abs(a[p][c])) p = r;
     }
-    if (std::abs(a[p][c]) < 1e-300) return std::nullopt;
+    if (!(std::abs(a[p][c]) > 1e-12 * scale)) return std::nullopt;
     std::swap(a[p], a[c]);
     std::swap(inv[p], inv[c]);
     const double pivot = a[c][c];
@@ -195,172 +327,108 @@ std::optional<std::vector<std::vector<double>>> Inverse(std::vector<std::vector<
   return inv;
 }
 
+// Standard errors of the free coefficients, in their units: s^2 (J^T J)^-1,
+// J the slopes in u, s^2 the residuals' variance over runs - free degrees of
+// freedom. None where there are no degrees of freedom left or J^T J is
+// singular: the runs do not determine them jointly.
+std::array<std::optional<double>, 4> StandardErrors(const ProfileFitter& fitter, const std::vector<size_t>& free,
+                                                    const Effects& e, const std::vector<double>& log_predicted,
+                                                    const std::vector<Run>& runs) {
+  std::array<std::optional<double>, 4> out;
+  const auto dof = static_cast<std::ptrdiff_t>(runs.size()) - static_cast<std::ptrdiff_t>(free.size());
+  if (free.empty() || dof <= 0) return out;
+  double residuals = 0;
+  for (size_t r = 0; r < runs.size(); ++r) residuals += std::pow(log_predicted[r] - std::log(runs[r].step_time_s), 2);
+  const double variance = residuals / static_cast<double>(dof);
+  std::vector<std::vector<double>> normal(free.size(), std::vector<double>(free.size(), 0.0));
+  for (size_t a = 0; a < free.size(); ++a) {
+    for (size_t b = 0; b < free.size(); ++b) {
+      for (size_t r = 0; r < runs.size(); ++r) normal[a][b] += e.slopes[free[a]][r] * e.slopes[free[b]][r];
+    }
+  }
+  const auto inverse = Inverse(normal);
+  if (!inverse) return out;
+  for (size_t a = 0; a < free.size(); ++a) {
+    if ((*inverse)[a][a] < 0) continue;
+    out[free[a]] = std::sqrt(variance * (*inverse)[a][a]) * fitter.Width(free[a]);
+  }
+  return out;
+}
+
+std::string HoldNote(const cost::CoefficientRange& range, double catalogue, const Hold& hold, double sensitivity,
+                     const cost::CoefficientRange& partner) {
+  switch (hold.why) {
+    case Hold::Why::kUndetermined:
+      return fmt::format(
+          "held at the catalogue's {:.4g}: from one end of its range [{:.4g}, {:.4g}] to the other it moves these "
+          "runs' step times by {:.2f}% (RMS); they do not determine it",
+          catalogue, range.low, range.high, 100 * sensitivity);
+    case Hold::Why::kCorrelated:
+      return fmt::format(
+          "held at the catalogue's {:.4g}: on these runs its effect and {}'s correlate at {:.3f}; they cannot be told "
+          "apart",
+          catalogue, partner.name, hold.cosine);
+    case Hold::Why::kAtBound: {
+      const bool upper = hold.free_value > (range.low + range.high) / 2;
+      return fmt::format(
+          "held at the catalogue's {:.4g}: fitted freely it ends at its {} bound, {:.4g} of [{:.4g}, {:.4g}] ({}); "
+          "the runs ask for {} than that, so the model lacks a cost they show, or counts one they do not, and a "
+          "value there is not the physical figure its name says",
+          catalogue, upper ? "upper" : "lower", hold.free_value, range.low, range.high, range.why,
+          upper ? "more" : "less");
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 Result<Calibration> FitRuns(const std::vector<Run>& runs, const FitOptions& options) {
   const cost::Device& d = runs.front().config.cluster.devices.front();
-  const auto& ranges = cost::ProfileRanges();
-  const int count = static_cast<int>(runs.size());
-  const Values catalogue = CatalogueValues(d);
-  bool failed = false;
-  auto predict = [&](const Values& v) {
-    const Calibration cal = ProfileCalibration(d.name, v, count);
-    auto p = PredictRuns(runs, &cal);
-    if (!p) {
-      failed = true;
-      return std::vector<double>(runs.size(), 1e300);
-    }
-    return *p;
-  };
+  ProfileFitter fitter(runs, d);
+  const Ranges& ranges = fitter.ranges();
+  Values catalogue{d.gemm_efficiency, d.bandwidth_efficiency, d.launch_overhead_s, d.kernel_floor_s};
+  for (size_t i = 0; i < catalogue.size(); ++i) catalogue[i] = std::clamp(catalogue[i], ranges[i].low, ranges[i].high);
+  // Fit the free coefficients, hold one the runs cannot determine (or push
+  // to a bound), refit from where the fit was; at most one round per
+  // coefficient and a last one.
   Values values = catalogue;
-  std::array<bool, 4> held{};
-  std::array<std::string, 4> notes;
-  std::array<std::vector<double>, 4> columns;  // d ln t / d u per run
-  std::array<double, 4> sensitivity{};
-  for (size_t round = 0; round <= values.size(); ++round) {
-    std::vector<size_t> free;
-    for (size_t i = 0; i < values.size(); ++i) {
-      if (!held[i]) free.push_back(i);
-    }
-    // Each free coefficient at its position u in its range, as logit(u):
-    // the fit cannot leave the range.
-    auto unpack = [&](const std::vector<double>& x) {
-      Values v = values;
-      for (size_t f = 0; f < free.size(); ++f) v[free[f]] = ValueAt(free[f], Sigmoid(x[f]));
-      return v;
-    };
-    auto objective = [&](const std::vector<double>& x) {
-      const std::vector<double> p = predict(unpack(x));
-      if (failed) return 1e300;
-      double sum = 0;
-      for (size_t i = 0; i < runs.size(); ++i) {
-        const double e = (p[i] - runs[i].step_time_s) / runs[i].step_time_s;
-        sum += e * e;
-      }
-      return sum / static_cast<double>(runs.size());
-    };
-    if (!free.empty()) {
-      std::vector<double> x;
-      for (size_t i : free) x.push_back(Logit(std::clamp(Position(i, catalogue[i]), 0.02, 0.98)));
-      // Two restarts from the best point: Nelder-Mead's simplex can collapse.
-      for (int restart = 0; restart < 3; ++restart) x = NelderMead(objective, x, 0.5, 120);
-      values = unpack(x);
-    }
-    if (failed) return FailRuntime("a run could not be simulated while fitting");
-    // How each coefficient moves the runs: central differences in u (one-
-    // sided at an end of the range).
-    for (size_t i = 0; i < values.size(); ++i) {
-      const double u = Position(i, values[i]), h = 0.01;
-      const double up = std::min(1.0, u + h), down = std::max(0.0, u - h);
-      Values a = values, b = values;
-      a[i] = ValueAt(i, up);
-      b[i] = ValueAt(i, down);
-      const std::vector<double> pa = predict(a), pb = predict(b);
-      columns[i].assign(runs.size(), 0.0);
-      double sum = 0;
-      for (size_t r = 0; r < runs.size(); ++r) {
-        columns[i][r] = (std::log(pa[r]) - std::log(pb[r])) / (up - down);
-        sum += columns[i][r] * columns[i][r];
-      }
-      sensitivity[i] = std::sqrt(sum / static_cast<double>(runs.size()));
-    }
-    if (failed) return FailRuntime("a run could not be simulated while fitting");
-    // Hold one coefficient the runs do not determine, or the less telling of
-    // two they cannot tell apart, at the catalogue's value; then refit.
-    std::optional<size_t> hold;
-    for (size_t i : free) {
-      if (sensitivity[i] < kLeastSensitivity && (!hold || sensitivity[i] < sensitivity[*hold])) {
-        hold = i;
-        notes[i] = fmt::format(
-            "held at the catalogue's {:.4g}: across its range [{:.4g}, {:.4g}] it moves these runs' step times by "
-            "{:.2f}% (RMS); they do not determine it",
-            catalogue[i], ranges[i].low, ranges[i].high, 100 * sensitivity[i]);
-      }
-    }
-    if (!hold) {
-      double most = kMostCorrelation;
-      for (size_t a = 0; a < free.size(); ++a) {
-        for (size_t b = a + 1; b < free.size(); ++b) {
-          const size_t i = free[a], j = free[b];
-          double dot = 0;
-          for (size_t r = 0; r < runs.size(); ++r) dot += columns[i][r] * columns[j][r];
-          const double n = static_cast<double>(runs.size());
-          const double cosine = dot / (n * sensitivity[i] * sensitivity[j]);
-          if (std::abs(cosine) < most) continue;
-          most = std::abs(cosine);
-          const size_t weaker = sensitivity[i] < sensitivity[j] ? i : j, other = weaker == i ? j : i;
-          hold = weaker;
-          notes[weaker] = fmt::format(
-              "held at the catalogue's {:.4g}: on these runs its effect and {}'s correlate at {:.3f}; they cannot "
-              "be told apart",
-              catalogue[weaker], ranges[other].name, cosine);
-        }
-      }
-    }
-    // A coefficient pushed to an end of its physical range is no longer the
-    // quantity it names: the runs show a cost the model lacks, or lack one it
-    // has. Hold the one the runs move most at the catalogue's (sourced)
-    // value, so that what is carried to other runs stays physical, and say so.
-    if (!hold && !options.keep_bounds) {
-      for (size_t i : free) {
-        const double u = Position(i, values[i]);
-        if (u > kBoundShare && u < 1 - kBoundShare) continue;
-        if (hold && sensitivity[i] <= sensitivity[*hold]) continue;
-        hold = i;
-        const bool upper = u >= 1 - kBoundShare;
-        notes[i] = fmt::format(
-            "held at the catalogue's {:.4g}: fitted freely it ends at its {} bound, {:.4g} of [{:.4g}, {:.4g}] ({}); "
-            "the runs ask for {} than that, so the model lacks a cost they show, or counts one they do not, and a "
-            "value there is not the physical figure its name says",
-            catalogue[i], upper ? "upper" : "lower", values[i], ranges[i].low, ranges[i].high, ranges[i].why,
-            upper ? "more" : "less");
-      }
-    }
+  std::array<std::optional<Hold>, 4> held;
+  std::vector<size_t> free{0, 1, 2, 3};
+  while (true) {
+    values = fitter.FitFree(values, free);
+    if (fitter.failed()) return FailRuntime("a run could not be simulated while fitting");
+    const Effects effects = fitter.Measure(values);
+    const auto hold = NextHold(fitter, free, values, effects, options.keep_bounds);
     if (!hold) break;
-    held[*hold] = true;
-    values[*hold] = catalogue[*hold];
+    held[hold->first] = hold->second;
+    values[hold->first] = catalogue[hold->first];
+    free.erase(std::find(free.begin(), free.end(), hold->first));
   }
-  // Standard errors from the covariance of the free coefficients:
-  // s^2 (J^T J)^-1, J in u, s^2 the residuals' variance.
-  std::vector<size_t> free;
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (!held[i]) free.push_back(i);
-  }
-  const std::vector<double> predicted = predict(values);
-  double residuals = 0;
-  for (size_t r = 0; r < runs.size(); ++r) residuals += std::pow(std::log(predicted[r] / runs[r].step_time_s), 2);
-  const double variance = residuals / std::max<double>(1, static_cast<double>(runs.size() - free.size()));
-  std::vector<std::vector<double>> normal(free.size(), std::vector<double>(free.size(), 0.0));
-  for (size_t a = 0; a < free.size(); ++a) {
-    for (size_t b = 0; b < free.size(); ++b) {
-      for (size_t r = 0; r < runs.size(); ++r) normal[a][b] += columns[free[a]][r] * columns[free[b]][r];
-    }
-  }
-  const auto inverse = Inverse(normal);
-  Calibration cal = ProfileCalibration(d.name, values, count);
+  const Effects effects = fitter.Measure(values);
+  const std::vector<double> log_predicted = fitter.LogPredict(values);
+  if (fitter.failed()) return FailRuntime("a run could not be simulated while fitting");
+  const auto errors = StandardErrors(fitter, free, effects, log_predicted, runs);
+  Calibration cal = fitter.At(values);
   ProfileFit& fit = *cal.profile;
   for (size_t i = 0; i < values.size(); ++i) {
     cost::CoefficientFit c;
     c.value = values[i];
     c.low = ranges[i].low;
     c.high = ranges[i].high;
-    c.sensitivity = sensitivity[i];
-    const double u = Position(i, values[i]);
+    c.sensitivity = effects.sensitivity[i];
+    c.std_error = errors[i];
+    const double u = fitter.Position(i, values[i]);
     if (held[i]) {
       c.status = cost::CoefficientFit::Status::kHeld;
-      c.note = notes[i];
-    } else {
-      const size_t at = std::find(free.begin(), free.end(), i) - free.begin();
-      c.std_error = inverse ? std::sqrt(std::max(0.0, variance * (*inverse)[at][at])) * Width(i) : Width(i);
-      if (u <= kBoundShare || u >= 1 - kBoundShare) {
-        const bool upper = u >= 1 - kBoundShare;
-        c.status = upper ? cost::CoefficientFit::Status::kAtUpperBound : cost::CoefficientFit::Status::kAtLowerBound;
-        c.note = fmt::format(
-            "ends at its {} bound, {:.4g} of [{:.4g}, {:.4g}] ({}): the runs ask for {} than that, so the model "
-            "lacks a cost they show, or counts one they do not; the value is not the physical figure its name says",
-            upper ? "upper" : "lower", values[i], ranges[i].low, ranges[i].high, ranges[i].why,
-            upper ? "more" : "less");
-      }
+      c.note = HoldNote(ranges[i], catalogue[i], *held[i], effects.sensitivity[i], ranges[held[i]->partner]);
+    } else if (u <= kBoundShare || u >= 1 - kBoundShare) {
+      const bool upper = u >= 1 - kBoundShare;
+      c.status = upper ? cost::CoefficientFit::Status::kAtUpperBound : cost::CoefficientFit::Status::kAtLowerBound;
+      c.note = fmt::format(
+          "ends at its {} bound, {:.4g} of [{:.4g}, {:.4g}] ({}): the runs ask for {} than that, so the model "
+          "lacks a cost they show, or counts one they do not; the value is not the physical figure its name says",
+          upper ? "upper" : "lower", values[i], ranges[i].low, ranges[i].high, ranges[i].why, upper ? "more" : "less");
     }
     if (!c.note.empty()) fit.warnings.push_back(fmt::format("{} {}", ranges[i].name, c.note));
     fit.coefficients.push_back(std::move(c));

@@ -300,8 +300,9 @@ cli_case(coverage_simulate_beyond 0 "warned: tensor-parallel degree 2 outside th
 cli_case(coverage_simulate_json_beyond 0 "\"tensor-parallel degree 2 outside the fitted 1..1\","
          bash -c "${COVERAGE_CAL} && ${TP} simulate ${IN}/coverage_beyond.json --calibration \"$0.cal\" --json 2>/dev/null"
          ${CMAKE_CURRENT_BINARY_DIR}/coverage_beyond_json)
+# (calibration_before_coverage.json: vTrain's 12-layer fit as ed3c6bc wrote it.)
 cli_case(coverage_none_in_older_calibration 0 "no warning, no extrapolation"
-         bash -c "${TP} simulate ${IN}/coverage_beyond.json --calibration ${SRC}/traces/published/vtrain-a100/calibration_layers12.json --json >\"$0.out\" 2>\"$0.err\" && ! grep -q warning \"$0.err\" && ! grep -q extrapolation \"$0.out\" && echo 'no warning, no extrapolation'"
+         bash -c "${TP} simulate ${IN}/coverage_beyond.json --calibration ${IN}/calibration_before_coverage.json --json >\"$0.out\" 2>\"$0.err\" && ! grep -q warning \"$0.err\" && ! grep -q extrapolation \"$0.out\" && echo 'no warning, no extrapolation'"
          ${CMAKE_CURRENT_BINARY_DIR}/coverage_older)
 # (Each "; " of the line is matched as ". ": a CMake argument splits at ";".)
 cli_case(coverage_validate 0 "named line 3"

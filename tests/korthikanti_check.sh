@@ -5,8 +5,8 @@
 # with full recompute and with sequence parallelism + selective recompute.
 # Prints each prediction's error and holds issue 18's goal (uncalibrated
 # catalogue profile, Megatron's blocking transfers), tighter than the goal
-# (mean within 5%, every row within 10%): the mean within 3.5% (2.94% today)
-# and every row within 6% (5.28% the worst today).
+# (mean within 5%, every row within 10%): the mean within 3.5% and every row
+# within 6% (the figures traces/published/README.md records).
 set -euo pipefail
 tp=$1; dir=$2
 sum=0; n=0; status=0
