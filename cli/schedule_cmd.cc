@@ -32,7 +32,9 @@ struct ScheduleOptions {
   std::string recompute_timing = "overlapped";
   bool recompute_timing_flag = false;  // given on the command line
   std::string format = "text";
-  std::string dialect = "current";
+  std::string dialect;        // older: torch 2.5's form (kept for scripts; --torch-version says it)
+  std::string torch_version;  // X.Y; default the newest twinpipe knows
+  bool compute_only = false;
   int64_t activation_bytes = 0;
   int replicas = 1;
   std::string output;
@@ -86,18 +88,34 @@ int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
       return Fail("schedule", {"internal error: " + ok.error().message, ok.error().kind});
     }
   }
+  if (o.format != "torch-csv" && (!o.torch_version.empty() || o.compute_only || !o.dialect.empty())) {
+    return Fail("schedule", {"--torch-version, --compute-only and --dialect are for --format torch-csv"});
+  }
   std::string text;
   if (o.format == "text") {
     text = ir::PrintText(s);
   } else if (o.format == "json") {
     text = ir::PrintJson(s);
   } else {
-    int dropped = 0;
-    text = ir::ExportTorchCsv(s, *ir::TorchDialectFromName(o.dialect), &dropped);
-    if (dropped) {
-      fmt::print(stderr, "twinpipe schedule: torch CSV has no action for STEP, ALLREDUCE or R: "
-                         "{} ops left out\n", dropped);
+    ir::TorchExportOptions options{.compute_only = o.compute_only};
+    if (!o.dialect.empty() && !o.torch_version.empty()) {
+      return Fail("schedule", {"give --torch-version only (--dialect older is --torch-version 2.5)"});
     }
+    if (o.dialect == "older") options.version = {2, 5};
+    if (!o.torch_version.empty()) {
+      auto version = ir::ParseTorchVersion(o.torch_version);
+      if (!version) return Fail("schedule", {"--torch-version: " + version.error().message});
+      options.version = *version;
+    }
+    ir::TorchExportNotes notes;
+    auto csv = ir::ExportTorchCsv(s, options, &notes);
+    if (!csv) return Fail("schedule", {"--format torch-csv: " + csv.error().message});
+    text = std::move(*csv);
+    if (notes.dropped) {
+      fmt::print(stderr, "twinpipe schedule: torch CSV has no action for STEP, ALLREDUCE or R: "
+                         "{} ops left out\n", notes.dropped);
+    }
+    for (const std::string& w : notes.warnings) fmt::print(stderr, "twinpipe schedule: warning: {}\n", w);
   }
   if (auto ok = WriteOutput(o.output, text); !ok) return Fail("schedule", ok.error());
   return kExitOk;
@@ -128,7 +146,14 @@ void AddSchedule(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"overlapped", "in-backward"}));
   cmd->add_option("--format", o->format, "output format")
       ->check(CLI::IsMember({"text", "json", "torch-csv"}));
-  cmd->add_option("--dialect", o->dialect, "torch CSV dialect to write")
+  cmd->add_option("--torch-version", o->torch_version,
+                  fmt::format("torch release whose schedule CSV to write, X.Y in {}.{} to {}.{} (default {}.{}): its "
+                              "action names, and with comm the REDUCE_GRAD (2.10 on) and waits (2.15) it needs",
+                              ir::kOldestTorch.major, ir::kOldestTorch.minor, ir::kNewestTorch.major,
+                              ir::kNewestTorch.minor, ir::kNewestTorch.major, ir::kNewestTorch.minor));
+  cmd->add_flag("--compute-only", o->compute_only,
+                "torch CSV of compute actions only, for _load_csv(format=\"compute_only\"), which adds comm itself");
+  cmd->add_option("--dialect", o->dialect, "older: torch 2.5's names (B, W), as --torch-version 2.5; current: the default")
       ->check(CLI::IsMember({"current", "older"}));
   cmd->add_option("--activation-bytes", o->activation_bytes,
                   "bytes per micro-batch sent across each stage boundary (both directions)")

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ir/json_format.h"
 #include "ir/text_format.h"
@@ -78,6 +79,15 @@ Result<LoadedSchedule> LoadSchedule(const std::string& path, const std::string& 
                               imported->had_comm ? "comm as written" : "comm inserted");
     if (imported->overlapped) loaded.note += fmt::format(", {} OVERLAP_F_B split", imported->overlapped);
     if (imported->idle_slots) loaded.note += fmt::format(", {} idle slots skipped", imported->idle_slots);
+    std::vector<std::string> read;
+    for (int k = 0; k < ir::kNumTorchBookkeeping; ++k) {
+      if (imported->bookkeeping[k]) {
+        read.push_back(fmt::format("{} {}", imported->bookkeeping[k],
+                                   ir::TorchBookkeepingName(static_cast<ir::TorchBookkeeping>(k))));
+      }
+    }
+    if (!read.empty()) loaded.note += fmt::format(", torch bookkeeping read and not kept as ops: {}", fmt::join(read, ", "));
+    if (!imported->reduce_grads.empty()) loaded.note += ", each REDUCE_GRAD after its stage's last backward";
   } else {
     return Fail(fmt::format("--format '{}': expected auto, text, json or torch-csv", format));
   }

@@ -15,7 +15,8 @@ cli_case(schedule_1f1b_golden 0 file:${EXP}/1f1b_k4_m8_except_last.txt
          ${TP} schedule -k 4 -m 8 -s 1f1b --recompute except-last --activation-bytes 4096)
 cli_case(schedule_json_golden 0 file:${EXP}/1f1b_k2_m3_replicas2.json
          ${TP} schedule -k 2 -m 3 -s 1f1b --replicas 2 --format json)
-cli_case(schedule_torch_golden 0 file:${EXP}/1f1b_k2_m4_older.csv
+# torch 2.5's form: a full backward is B (the schedule built with use_full_backward=True).
+cli_case(schedule_torch_golden 0 file:${EXP}/1f1b_k2_m4_torch2.5.csv
          ${TP} schedule -k 2 -m 4 -s 1f1b --format torch-csv --dialect older)
 cli_case(schedule_from_config 0 "stages=4 microbatches=16 devices=4 replicas=1 placement=0,1,2,3"
          ${TP} schedule ${SRC}/examples/transformer_h100.json)
@@ -39,6 +40,45 @@ cli_case(verify_torch_comms 0 "valid (torch CSV, older dialect (detected), comm 
          ${TP} verify ${TORCH}/zb1p_2rank_2stagep_comms.csv)
 cli_case(verify_torch_dualpipev 0 "valid (torch CSV, current dialect (detected), comm inserted, 41 OVERLAP_F_B split): 8 stages, 10 micro-batches, 4 devices"
          ${TP} verify ${TORCH}/dualpipev_4rank_10mb.csv)
+# Every release's vocabulary (tests/inputs/torch/README.md): bookkeeping read and counted.
+cli_case(verify_torch_2_15 0 "valid (torch CSV, current dialect (detected), comm as written, torch bookkeeping read and not kept as ops: 2 UNSHARD, 2 RESHARD, 2 REDUCE_GRAD, 2 WAIT_REDUCE_GRAD, 4 WAIT_SEND_F, 4 WAIT_SEND_B, each REDUCE_GRAD after its stage's last backward): 2 stages, 4 micro-batches"
+         ${TP} verify ${IN}/torch/zb-h1_k2_m4_2.15.0.csv)
+cli_case(verify_torch_2_5 0 "valid (torch CSV, older dialect (detected), comm as written, torch bookkeeping read and not kept as ops: 2 UNSHARD)"
+         ${TP} verify ${IN}/torch/zb-h1_k2_m4_2.5.1.csv)
+cli_case(verify_torch_order_2_11 0 "comm inserted, torch bookkeeping read and not kept as ops: 2 REDUCE_GRAD"
+         ${TP} verify ${IN}/torch/gpipe_order_k2_m2_2.11.0.csv)
+cli_case(verify_torch_unknown_action 2 "torch_unknown_action.csv:2: cell 2: '1FOO3': FOO is not an action torch writes (F, I, W, B,"
+         ${TP} verify ${IN}/torch_unknown_action.csv)
+cli_case(simulate_torch_2_15 0 "bubble"
+         ${TP} simulate ${IN}/sim_dualpipev.json --schedule-file ${IN}/torch/dualpipev_k4_m10_2.15.0.csv)
+# Export per release: the REDUCE_GRAD (2.10 on) and waits (2.15) each needs; compute-only has none.
+cli_case(schedule_torch_2_15_waits 0 "1B3,1SEND_B3,1REDUCE_GRAD,1WAIT_REDUCE_GRAD,1WAIT_SEND_B0,1WAIT_SEND_B1,1WAIT_SEND_B2,1WAIT_SEND_B3"
+         ${TP} schedule -k 2 -m 4 -s 1f1b --format torch-csv)
+cli_case(schedule_torch_2_11_reduce_grad 0 "1B3,1SEND_B3,1REDUCE_GRAD"
+         ${TP} schedule -k 2 -m 4 -s 1f1b --format torch-csv --torch-version 2.11)
+cli_case(schedule_torch_compute_only 0 "0F0,0F1,0I0,0W0,0F2,0I1,0W1,0F3,0I2,0W2,0I3,0W3"
+         ${TP} schedule -k 2 -m 4 -s zb-h1 --format torch-csv --compute-only)
+cli_case(schedule_torch_2_8_unscaled 0 "warning: torch 2.8 scales a stage's gradients after its last full backward B only"
+         ${TP} schedule -k 2 -m 4 -s zb-h1 --format torch-csv --torch-version 2.8)
+cli_case(schedule_torch_2_5_compute_only_full 2 "torch 2.5's compute-only loader needs a W for every stage and micro-batch"
+         ${TP} schedule -k 2 -m 4 -s 1f1b --format torch-csv --torch-version 2.5 --compute-only)
+cli_case(schedule_torch_2_5_mixed 2 "torch 2.5 reads B as one kind of backward for a whole schedule"
+         ${TP} schedule -k 2 -m 8 -s dualpipev --format torch-csv --dialect older)
+cli_case(schedule_torch_version_range 2 "torch version '2.4': twinpipe writes the schedule CSVs of torch 2.5 to 2.15"
+         ${TP} schedule -k 2 -m 4 --format torch-csv --torch-version 2.4)
+cli_case(schedule_torch_version_and_dialect 2 "give --torch-version only"
+         ${TP} schedule -k 2 -m 4 --format torch-csv --torch-version 2.6 --dialect older)
+foreach(version 2.5 2.6 2.9 2.10 2.14 2.15)
+  foreach(form comms compute)
+    set(flag "")
+    if(form STREQUAL compute)
+      set(flag --compute-only)
+    endif()
+    cli_case(schedule_then_verify_torch_${version}_${form} 0 "valid"
+             bash -c "${TP} schedule -k 3 -m 7 -s zb-h1 --format torch-csv --torch-version ${version} ${flag} -o \"$0\" && ${TP} verify \"$0\""
+             ${CMAKE_CURRENT_BINARY_DIR}/torch_${version}_${form}.csv)
+  endforeach()
+endforeach()
 cli_case(verify_torch_forced_dialect 2 "BW belongs to the older dialect, but the current one was forced"
          ${TP} verify --dialect current ${TORCH}/zb1p_2rank_2stagep_comms.csv)
 
