@@ -19,5 +19,6 @@ void AddRender(CLI::App& app, int& exit_code);
 void AddCalibrate(CLI::App& app, int& exit_code);
 void AddSearch(CLI::App& app, int& exit_code);
 void AddValidate(CLI::App& app, int& exit_code);
+void AddExport(CLI::App& app, int& exit_code);
 
 }  // namespace twinpipe::cli

@@ -404,3 +404,33 @@ cli_case(config_memory_cap_not_auto 2 "memory_cap_not_auto.json: /pipeline/memor
 cli_case(execute_auto 0 "parameter norm" ${TP} execute ${SRC}/examples/mlp_cpu.json --schedule auto --steps 2)
 cli_case(schedule_auto_needs_config 2 "auto needs a CONFIG"
          ${TP} schedule --stages 4 --microbatches 8 --schedule auto)
+
+# Plans as launch settings (`export megatron|torchtitan`): exact output for
+# a Llama 3 8B plan and the first H100 run of the published table; every
+# name held against the framework's own list (tests/export_check.sh);
+# what a framework cannot express refused naming the config field.
+set(EXPORT ${IN}/export)
+cli_case(export_megatron_golden 0 file:${EXPORT}/llama3_8b_h100.megatron.txt
+         ${TP} export megatron ${SRC}/examples/llama3_8b_h100.json)
+cli_case(export_torchtitan_golden 0 file:${EXPORT}/llama3_8b_h100.torchtitan.toml
+         ${TP} export torchtitan ${SRC}/examples/llama3_8b_h100.json)
+cli_case(export_megatron_h100_run 0 file:${EXPORT}/h100_gpt175b_run1.megatron.txt
+         ${TP} export megatron ${EXPORT}/h100_gpt175b_run1.json)
+cli_case(export_megatron_note 0 "/pipeline/p2p is 'overlapped', but Megatron-LM's pipeline transfers block"
+         ${TP} export megatron ${SRC}/examples/llama3_8b_h100.json)
+cli_case(export_megatron_layout 0 "--pipeline-model-parallel-layout \"E|ttttt|ttttt|ttttttL\""
+         ${TP} export megatron ${EXPORT}/llama_fsdp_fp8.json)
+cli_case(export_megatron_first_last 0 "--decoder-first-pipeline-num-layers 4"
+         ${TP} export megatron ${EXPORT}/gpt_uneven_1f1b.json)
+cli_case(export_megatron_schedule_refused 2 "zb_h1.json: /pipeline/schedule: Megatron-LM runs 1f1b and interleaved"
+         ${TP} export megatron ${EXPORT}/zb_h1.json)
+cli_case(export_torchtitan_schedule_needs_csv 2 "zb_h1.json: /pipeline/schedule: torch has no schedule class for 'zb-h1'"
+         ${TP} export torchtitan ${EXPORT}/zb_h1.json)
+cli_case(export_torchtitan_schedule_csv 0 "pipeline_parallel_schedule_csv = \"zb_h1.csv\""
+         ${TP} export torchtitan ${EXPORT}/zb_h1.json --schedule-csv zb_h1.csv)
+cli_case(export_torchtitan_model_refused 2 "h100_gpt175b_run1.json: /model/mlp: torchtitan's llama3 model has a SwiGLU MLP"
+         ${TP} export torchtitan ${EXPORT}/h100_gpt175b_run1.json)
+cli_case(export_not_transformer 2 "quickstart.json: /model/generator: Megatron-LM trains a transformer"
+         ${TP} export megatron ${SRC}/examples/quickstart.json)
+cli_case(export_bad_config 2 "/pipeline/stages" ${TP} export megatron ${IN}/config_stages_string.json)
+cli_case(export_help 0 "Left out, with no effect on what runs" ${TP} export --help)
