@@ -48,16 +48,26 @@ std::string Table(double t) {
   return text;
 }
 
+// An A100 profile of the given coefficients (the device the tables run on).
+Calibration Truth(double gemm, double bandwidth, double launch_s, double floor_s) {
+  Calibration truth;
+  truth.device = "A100-80GB";
+  truth.profile = ProfileFit{gemm, bandwidth, launch_s, floor_s, 0};
+  return truth;
+}
+
+// The runs' step times become what `truth` predicts: the "measurements".
+void MeasureWith(std::vector<Run>& runs, const Calibration& truth) {
+  auto predicted = PredictRuns(runs, &truth);
+  ASSERT_TRUE(predicted) << predicted.error().message;
+  for (size_t i = 0; i < runs.size(); ++i) runs[i].step_time_s = (*predicted)[i];
+}
+
 TEST(Runs, TheFitRecoversTheProfileThatMadeTheRuns) {
   auto runs = ReadRuns(Table(1.0), "made.jsonl");
   ASSERT_TRUE(runs) << runs.error().message;
-  // Step times predicted with a known profile become the "measurements".
-  Calibration truth;
-  truth.device = "A100-80GB";
-  truth.profile = ProfileFit{0.62, 0.7, 25e-6, 3e-6, 0};
-  auto predicted = PredictRuns(*runs, &truth);
-  ASSERT_TRUE(predicted);
-  for (size_t i = 0; i < runs->size(); ++i) (*runs)[i].step_time_s = (*predicted)[i];
+  const Calibration truth = Truth(0.62, 0.7, 25e-6, 3e-6);
+  MeasureWith(*runs, truth);
   auto fit = FitRuns(*runs);
   ASSERT_TRUE(fit) << fit.error().message;
   ASSERT_TRUE(fit->profile);
@@ -169,12 +179,8 @@ TEST(Runs, TheFitRecoversACoefficientNearItsBoundAndNamesOneBeyond) {
       SCOPED_TRACE(fmt::format("gemm {} keep_bounds {}", gemm, keep));
       auto runs = ReadRuns(Table(1.0), "made.jsonl");
       ASSERT_TRUE(runs) << runs.error().message;
-      Calibration truth;
-      truth.device = "A100-80GB";
-      truth.profile = ProfileFit{gemm, 0.8, 20e-6, 2e-6, 0};
-      auto predicted = PredictRuns(*runs, &truth);
-      ASSERT_TRUE(predicted);
-      for (size_t i = 0; i < runs->size(); ++i) (*runs)[i].step_time_s = (*predicted)[i];
+      const Calibration truth = Truth(gemm, 0.8, 20e-6, 2e-6);
+      MeasureWith(*runs, truth);
       auto fit = FitRuns(*runs, {.keep_bounds = keep});
       ASSERT_TRUE(fit && fit->profile) << fit.error().message;
       const cost::CoefficientFit& g = fit->profile->coefficients.at(0);
@@ -216,12 +222,8 @@ TEST(Runs, AFitHoldsWhatTheRunsCannotDetermine) {
   for (int m : {2, 4, 8, 16}) same += RunLine(4, 1024, 1, 1, 4 * m, 4, 1.0) + "\n";
   auto runs = ReadRuns(same, "same.jsonl");
   ASSERT_TRUE(runs) << runs.error().message;
-  Calibration truth;
-  truth.device = "A100-80GB";
-  truth.profile = ProfileFit{0.7, 0.8, 20e-6, 2e-6, 0};
-  auto predicted = PredictRuns(*runs, &truth);
-  ASSERT_TRUE(predicted);
-  for (size_t i = 0; i < runs->size(); ++i) (*runs)[i].step_time_s = (*predicted)[i];
+  const Calibration truth = Truth(0.7, 0.8, 20e-6, 2e-6);
+  MeasureWith(*runs, truth);
   auto fit = FitRuns(*runs);
   ASSERT_TRUE(fit && fit->profile) << fit.error().message;
   int held = 0;
@@ -251,9 +253,7 @@ TEST(Runs, AFitHoldsWhatTheRunsCannotDetermine) {
   for (int m : {1, 2, 4}) tiny += RunLine(2, 64, 1, 1, m, 1, 1.0) + "\n";
   auto small = ReadRuns(tiny, "tiny.jsonl");
   ASSERT_TRUE(small) << small.error().message;
-  predicted = PredictRuns(*small, &truth);
-  ASSERT_TRUE(predicted);
-  for (size_t i = 0; i < small->size(); ++i) (*small)[i].step_time_s = (*predicted)[i];
+  MeasureWith(*small, truth);
   fit = FitRuns(*small);
   ASSERT_TRUE(fit && fit->profile) << fit.error().message;
   const cost::CoefficientFit& g = fit->profile->coefficients.at(0);
