@@ -4,7 +4,9 @@
 # exports the examples, the Korthikanti et al. configs, every H100 run of
 # traces/published/h100-dgx-cloud and tests/inputs/export's configs to
 # Megatron-LM and torchtitan, and holds each flag (megatron) or section.key
-# (torchtitan) against tests/inputs/export/{megatron_arguments,torchtitan_keys}.txt.
+# (torchtitan) against tests/inputs/export/{megatron_arguments,torchtitan_keys}.txt,
+# and the schedule torchtitan is told to build against the names torch's
+# get_schedule_class takes (torch_schedule_names.txt).
 # A config an export refuses must exit 2 naming a JSON path.
 set -u
 TP=$1; SRC=$2
@@ -38,6 +40,14 @@ for c in "${configs[@]}"; do
       awk '/^\[/ { gsub(/[][]/, ""); section = $0; next } /^[a-z_0-9]+ = / { print section "." $1 }' \
         "$work/out" > "$work/names"
       list=$LISTS/torchtitan_keys.txt
+    fi
+    if [ $fw = torchtitan ]; then
+      schedule=$(sed -nE 's/^pipeline_parallel_schedule = "(.*)"$/\1/p' "$work/out")
+      if [ -n "$schedule" ]; then
+        names=$((names + 1))
+        grep -v '^#' "$LISTS/torch_schedule_names.txt" | grep -qixF -- "$schedule" ||
+          { echo "$fw $c: schedule '$schedule' is not in torch_schedule_names.txt"; fail=1; }
+      fi
     fi
     while IFS= read -r n; do
       names=$((names + 1))
