@@ -227,7 +227,7 @@ void LoadCluster(const Reader& r, const json& root, Config& c) {
   const json& cl = r.Object(root, "cluster", "");
   const std::string p = "/cluster";
   r.Keys(cl, p, {"device", "devices", "link", "efficiency", "custom_devices", "custom_links", "gpus_per_node",
-                 "inter_node_link", "placement"});
+                 "inter_node_link", "placement", "gpus"});
   std::vector<Device> custom_devices;
   std::vector<Link> custom_links;
   for (const char* key : {"custom_devices", "custom_links"}) {
@@ -282,6 +282,12 @@ void LoadCluster(const Reader& r, const json& root, Config& c) {
   c.cluster.inter_node_link = find_link("inter_node_link", "ib-hdr");
   c.cluster.gpus_per_node = static_cast<int>(r.Int(cl, "gpus_per_node", p, 1, 1 << 20, devices));
   c.cluster.rank_order = r.Enum(cl, "placement", p, kRankOrderNames, RankOrder::kPipelineFirst);
+  if (cl.contains("gpus")) {
+    c.cluster.gpus = static_cast<int>(r.Int(cl, "gpus", p, 1, devices, devices));
+    if (c.cluster.gpus < devices && c.GpusPerDevice() > 1) {
+      r.Fail(p + "/gpus", "devices sharing a GPU need tensor_parallel and context_parallel 1");
+    }
+  }
   if (cl.contains("efficiency")) c.cluster.efficiency = r.Number(cl, "efficiency", p, 0, 1, 0.5, true);
 }
 

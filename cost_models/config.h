@@ -114,6 +114,11 @@ struct ClusterConfig {
   Link link;                    // inside a node (tensor-parallel collectives, pipeline and data-parallel traffic there)
   Link inter_node_link;         // between nodes (default ib-hdr)
   int gpus_per_node = 1;        // default: every device in one node
+  // The physical GPUs the devices run on: cluster device w on GPU w mod
+  // `gpus` (the CUDA executor's placement on a machine with fewer GPUs than
+  // devices). Devices on one GPU share it: their compute ops run at once,
+  // each at 1/n of its speed. 0: each device its own GPU.
+  int gpus = 0;
   RankOrder rank_order = RankOrder::kPipelineFirst;  // `placement`
   // An explicit override of every device's achievable GEMM fraction of peak
   // (the catalogue's gemm_efficiency otherwise).

@@ -74,6 +74,9 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
       costs.replica_nodes = std::max(costs.replica_nodes, c.GradientNodes(d));
     }
   }
+  if (c.cluster.gpus > 0 && c.cluster.gpus < c.cluster.NumDevices()) {
+    for (int32_t d = 0; d < D; ++d) costs.gpu.push_back(static_cast<int32_t>(c.GpuOf(0, d, 0) % c.cluster.gpus));
+  }
   const CollectiveGroup gradient_group{.ranks = static_cast<double>(costs.gradient_ranks),
                                        .nodes = static_cast<double>(costs.replica_nodes),
                                        .intra = &c.cluster.link,

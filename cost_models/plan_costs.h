@@ -104,6 +104,11 @@ struct PlanCosts {
   // transfer, a receive until the data is there. GPU devices overlap them,
   // unless the config says its framework's transfers block (Megatron-LM).
   bool comm_on_compute_stream = false;
+  // [device]: the physical GPU it runs on, where some share one
+  // (ClusterConfig::gpus): their compute ops run at once, each at 1/n of its
+  // speed (processor sharing), as concurrent kernels on one GPU's streams
+  // split its multiprocessors. Empty: each device its own GPU.
+  std::vector<int32_t> gpu;
 };
 
 // Free communication, no memory, every stage alike: the closed-form setting.

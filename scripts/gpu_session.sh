@@ -5,11 +5,15 @@
 # the CUDA backend's tests, its benchmarks, the comparison with PyTorch and
 # the measured half of the closed loop (execute --backend cuda with traces
 # for examples/mlp_h100.json and examples/transformer_h100.json at K in
-# {1, 2, 4} under GPipe and 1F1B). Each stage runs under a time limit, so
+# {1, 2, 4} under GPipe and 1F1B, and the Llama-class example's), the
+# kernel table of the GPU (bench/gpu_kernel_table.py) and the abort path
+# under compute-sanitizer. Each stage runs under a time limit, so
 # one failure does not hide the rest. Everything lands in $OUT/gpu.tgz; the
 # summary is printed. Calibrating, predicting and comparing need no GPU:
 # scripts/gpu_loop.sh does them afterwards on the traces.
-#   bash scripts/gpu_session.sh [stages...]   (default: all)
+#   bash scripts/gpu_session.sh [stages...]   (default: all; stages: tests
+#   sanitize bench torch kernels loop cross; LOOP_MODELS="a b" limits the
+#   loop and cross runs to those examples)
 set -u
 OUT=${OUT:-/tmp/gpu-out}
 work=/tmp/twinpipe-gpu
@@ -41,6 +45,16 @@ cat "$log/env.log" | tee -a "$summary"
 
 want tests && run cuda_test 200 ./execute_cuda_test --gtest_output=json:"$log/cuda_test.json"
 want tests && run cli_check 60 bash cuda_cli_check.sh ./twinpipe examples/quickstart.json
+# One device's op fails: the others stop (no hang) and no kernel touches
+# memory it should not, on the way there or in the tests' plain runs.
+if want sanitize; then
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+  for f in CudaExecute.AFailingOpIsNamed CudaLayers.TransformerBlockMatchesCpu; do
+    run "sanitize_$f" 120 "$cs" --tool memcheck --error-exitcode 3 --leak-check full ./execute_cuda_test --gtest_filter="$f"
+  done
+  run sanitize_race 120 "$cs" --tool racecheck --error-exitcode 3 ./execute_cuda_test --gtest_filter=CudaLayers.AttentionMatchesCpu
+fi
+want kernels && run kernel_table 200 env PYTHONUNBUFFERED=1 python3 gpu_kernel_table.py --out "$log/kernels"
 if want bench; then
   run gemm_bench 100 ./cuda_gemm_benchmark --benchmark_out="$log/gemm.json" --benchmark_out_format=json
   grep -q '^gemm_bench .*rc=0 ' "$summary" ||
@@ -53,12 +67,17 @@ if want torch; then
   done
 fi
 # config MODEL K [key=value...]: examples/MODEL.json with K stages on K
-# devices and training.microbatches / pipeline.recompute overridden.
+# devices, on the GPUs there are (cluster.gpus: devices beyond them share
+# one, as the executor places them) of the catalogue's kind of this GPU, and
+# training.microbatches / pipeline.recompute overridden.
+gpus=$(nvidia-smi -L | grep -c '^GPU')
+kind=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -q H200 && echo H200 || echo H100-SXM)
 config() {
-  python3 - "examples/$1.json" "${@:2}" <<'PY'
-import json, sys
+  GPUS=$gpus KIND=$kind python3 - "examples/$1.json" "${@:2}" <<'PY'
+import json, os, sys
 c = json.load(open(sys.argv[1])); k = int(sys.argv[2])
 c["pipeline"]["stages"] = k; c["cluster"]["devices"] = k
+c["cluster"]["gpus"] = min(k, int(os.environ["GPUS"])); c["cluster"]["device"] = os.environ["KIND"]
 for kv in sys.argv[3:]:
     key, value = kv.split("=")
     section = "training" if key == "microbatches" else "pipeline"
@@ -68,13 +87,13 @@ PY
 }
 execute() {  # execute NAME MODEL CONFIG SCHEDULE
   local precision=fp32 steps=10
-  [ "$2" = transformer_h100 ] && precision=bf16 && steps=6
+  [ "$2" != mlp_h100 ] && precision=bf16 && steps=6
   run "loop_$1_$4" ${LOOP_LIMIT:-90} ./twinpipe execute "$3" -s "$4" --backend cuda --precision $precision \
     --steps $steps --force --json --trace "$log/loop/$1.$4.measured.json"
 }
 mkdir -p "$log/loop"
 if want loop; then
-  for model in mlp_h100 transformer_h100; do
+  for model in ${LOOP_MODELS:-mlp_h100 transformer_h100 llama_h100}; do
     for K in 1 2 4; do
       config $model $K >"$log/loop/$model.k$K.json"
       for s in gpipe 1f1b; do execute "$model.k$K" $model "$log/loop/$model.k$K.json" $s; done
@@ -85,8 +104,10 @@ fi
 # a calibration fitted to K=1 M=default GPipe must predict.
 if want cross; then
   for v in "mlp_h100 microbatches=4" "mlp_h100 microbatches=16" "mlp_h100 recompute=none" \
-           "transformer_h100 microbatches=8" "transformer_h100 microbatches=32"; do
+           "transformer_h100 microbatches=8" "transformer_h100 microbatches=32" \
+           "llama_h100 microbatches=8" "llama_h100 microbatches=32"; do
     set -- $v
+    [[ " ${LOOP_MODELS:-$1} " == *" $1 "* ]] || continue
     name="$1.k1.$(echo "$2" | tr = -)"
     config $1 1 "$2" >"$log/loop/$name.json"
     execute "$name" $1 "$log/loop/$name.json" gpipe

@@ -22,10 +22,11 @@ import subprocess
 import sys
 import tempfile
 
-MODELS = ("mlp_h100", "transformer_h100")
+MODELS = ("mlp_h100", "transformer_h100", "llama_h100")
 # The two runs of other micro-batch counts each model's second calibration
 # is fitted to (they tell a fixed cost per op from a cost per sample).
-PAIRS = {"mlp_h100": ("microbatches-4", "microbatches-16"), "transformer_h100": ("microbatches-8", "microbatches-32")}
+PAIRS = {"mlp_h100": ("microbatches-4", "microbatches-16"), "transformer_h100": ("microbatches-8", "microbatches-32"),
+         "llama_h100": ("microbatches-8", "microbatches-32")}
 
 
 def run(*args):
@@ -61,7 +62,9 @@ def main():
     os.makedirs(out, exist_ok=True)
     cal, rows = {}, []
     with tempfile.TemporaryDirectory() as tmp:
-        for model in MODELS:
+        models = [m for m in MODELS if any(os.path.exists(os.path.join(loop, f"{m}.k1.gpipe.measured.json{z}"))
+                                           for z in ("", ".gz"))]
+        for model in models:
             cal[model] = os.path.join(out, f"{model}.k1.gpipe.calibration.json")
             run(tp, "calibrate", Plain(os.path.join(loop, f"{model}.k1.gpipe.measured.json"), tmp), "--config",
                 os.path.join(loop, f"{model}.k1.json"), "-s", "gpipe", "-o", cal[model])
@@ -100,7 +103,7 @@ def main():
     with open(os.path.join(out, "tables.md"), "w") as f:
         for kind, what in (("calibrated", "fitted to the row marked *, predicting every row"),
                            ("calibrated_two_sizes", "fitted to the two rows marked *, of other micro-batch counts"),
-                           ("uncalibrated", "the catalogue's H100-SXM profile")):
+                           ("uncalibrated", "the catalogue's profile of the config's device")):
             f.write(f"\n{kind} ({what}):\n\n| model | K | M | recompute | schedule | predicted ms | measured ms | "
                     "error | bubble pred | bubble meas | peak pred GiB | peak meas GiB | error | pool peak GiB |\n"
                     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")

@@ -23,7 +23,7 @@ constexpr int32_t kNone = -1;
 
 bool IsCompute(OpKind k) { return ComputeSlot(k) >= 0 || k == OpKind::kStep; }
 
-enum EventType : uint8_t { kComputeEnd, kAllReduceEnd, kPhaseEnd, kDomainCheck };
+enum EventType : uint8_t { kComputeEnd, kAllReduceEnd, kPhaseEnd, kDomainCheck, kGpuCheck };
 
 struct Event {
   double time;
@@ -59,6 +59,8 @@ struct Channel {
 
 // Processor sharing: active data phases split the bandwidth equally. `work`
 // is the bytes each active transfer has moved since the domain last idled.
+// A GPU that several devices share is a domain too: its bandwidth is 1 (a
+// second of work per second), its members the compute ops under way.
 struct Domain {
   double bandwidth = 0;
   double work = 0;
@@ -98,9 +100,12 @@ class Simulator {
   void TryAllReduce(int32_t device);
   void TryChannel(int32_t channel);
   void StartPhase(int32_t transfer);
-  void DomainJoin(int32_t domain, int32_t transfer, double bytes);
-  void DomainReschedule(int32_t domain);
-  void DomainCheck(int32_t domain, uint32_t version);
+  // On a link's domain (`gpu` false) a member is a transfer's data phase; on
+  // a shared GPU's, a compute op.
+  void DomainJoin(bool gpu, int32_t domain, int32_t member, double work);
+  void DomainReschedule(bool gpu, int32_t domain);
+  void DomainCheck(bool gpu, int32_t domain, uint32_t version);
+  void EndCompute(int32_t op);
   void FinishTransfer(int32_t transfer);
   void Complete(int32_t op);
   void Memory(int32_t device, double delta, int32_t op);
@@ -135,6 +140,8 @@ class Simulator {
   BigVector<Transfer> transfers_;
   std::vector<Channel> channels_;
   std::vector<Domain> domains_;
+  std::vector<Domain> gpu_domains_;
+  std::vector<int32_t> shared_gpu_;  // [device]: its GPU's domain, kNone when it has the GPU alone
   std::vector<double> memory_now_;
   ir::InFlightCounter in_flight_;
   SimResult r_;
@@ -225,6 +232,19 @@ void Simulator::Build() {
   domains_.assign(static_cast<size_t>(intra), Domain{c_.link.bandwidth, 0, 0, 0, {}});
   if (!c_.node.empty()) domains_.resize(static_cast<size_t>(intra + inter), Domain{c_.inter_node_link.bandwidth, 0, 0, 0, {}});
 
+  shared_gpu_.assign(D, kNone);
+  if (!c_.gpu.empty()) {
+    std::vector<int32_t> members;
+    for (int32_t g : c_.gpu) {
+      if (g >= static_cast<int32_t>(members.size())) members.resize(g + 1, 0);
+      ++members[g];
+    }
+    for (int32_t d = 0; d < D; ++d) {
+      if (members[c_.gpu[d]] > 1) shared_gpu_[d] = c_.gpu[d];
+    }
+    gpu_domains_.assign(members.size(), Domain{1.0, 0, 0, 0, {}});
+  }
+
   done_.assign(n, 0);
   r_.start_s.assign(n, 0.0);
   r_.end_s.assign(n, 0.0);
@@ -269,9 +289,28 @@ void Simulator::TryCompute(int32_t device) {
   if (id == kNone) return;
   if (const double m = MemoryAtStart(deps_, c_, *op_[id]); m != 0) Memory(device, m, id);
   const double d = Duration(*op_[id]);
+  if (shared_gpu_[device] != kNone && d > 0) {
+    // Busy and span are charged at its end, when its stretched length is known.
+    DomainJoin(true, shared_gpu_[device], id, d);
+    return;
+  }
   r_.devices[device].busy_s += d;
   TouchSpan(r_.devices[device], now_, now_ + d);
   Push(now_ + d, kComputeEnd, id);
+}
+
+void Simulator::EndCompute(int32_t id) {
+  const Info& op = info_[id];
+  if (shared_gpu_[op.device] != kNone) {
+    r_.devices[op.device].busy_s += now_ - r_.start_s[id];
+    TouchSpan(r_.devices[op.device], r_.start_s[id], now_);
+  }
+  compute_[op.device].busy = false;
+  ++compute_[op.device].head;
+  if (const double m = MemoryAtEnd(deps_, c_, *op_[id]); m != 0) Memory(op.device, m, id);
+  in_flight_.Ended(op.kind, op.stage);
+  Complete(id);
+  TryCompute(op.device);
 }
 
 void Simulator::TryAllReduce(int32_t device) {
@@ -317,34 +356,34 @@ void Simulator::StartPhase(int32_t t) {
   } else if (tr.bytes <= 0 || link.bandwidth == std::numeric_limits<double>::infinity()) {
     Push(now_, kPhaseEnd, t);  // nothing to share: done at once
   } else {
-    DomainJoin(tr.domain, t, tr.bytes);
+    DomainJoin(false, tr.domain, t, tr.bytes);
   }
 }
 
-void Simulator::DomainJoin(int32_t d, int32_t t, double bytes) {
-  Domain& dom = domains_[d];
+void Simulator::DomainJoin(bool gpu, int32_t d, int32_t member, double work) {
+  Domain& dom = (gpu ? gpu_domains_ : domains_)[d];
   if (dom.active.empty()) {
     dom.work = 0;
   } else if (now_ > dom.last_time) {
     dom.work += (now_ - dom.last_time) * dom.bandwidth / static_cast<double>(dom.active.size());
   }
   dom.last_time = now_;
-  dom.active.emplace_back(dom.work + bytes, t);
+  dom.active.emplace_back(dom.work + work, member);
   std::push_heap(dom.active.begin(), dom.active.end(), std::greater<>());
-  DomainReschedule(d);
+  DomainReschedule(gpu, d);
 }
 
-void Simulator::DomainReschedule(int32_t d) {
-  Domain& dom = domains_[d];
+void Simulator::DomainReschedule(bool gpu, int32_t d) {
+  Domain& dom = (gpu ? gpu_domains_ : domains_)[d];
   ++dom.version;
   if (dom.active.empty()) return;
   const double n = static_cast<double>(dom.active.size());
   const double remaining = dom.active.front().first - dom.work;
-  Push(now_ + std::max(0.0, remaining) * n / dom.bandwidth, kDomainCheck, d, dom.version);
+  Push(now_ + std::max(0.0, remaining) * n / dom.bandwidth, gpu ? kGpuCheck : kDomainCheck, d, dom.version);
 }
 
-void Simulator::DomainCheck(int32_t d, uint32_t version) {
-  Domain& dom = domains_[d];
+void Simulator::DomainCheck(bool gpu, int32_t d, uint32_t version) {
+  Domain& dom = (gpu ? gpu_domains_ : domains_)[d];
   if (version != dom.version) return;  // superseded by a later join or finish
   if (now_ > dom.last_time) dom.work += (now_ - dom.last_time) * dom.bandwidth / static_cast<double>(dom.active.size());
   dom.last_time = now_;
@@ -358,10 +397,14 @@ void Simulator::DomainCheck(int32_t d, uint32_t version) {
     finished.push_back(dom.active.back().second);
     dom.active.pop_back();
   }
-  DomainReschedule(d);
-  for (int32_t t : finished) {
-    ++transfers_[t].phase;
-    StartPhase(t);
+  DomainReschedule(gpu, d);
+  for (int32_t member : finished) {
+    if (gpu) {
+      EndCompute(member);
+    } else {
+      ++transfers_[member].phase;
+      StartPhase(member);
+    }
   }
 }
 
@@ -420,16 +463,7 @@ Result<SimResult> Simulator::Run() {
     events_.pop();
     now_ = ev.time;
     switch (ev.type) {
-      case kComputeEnd: {
-        const Info& op = info_[ev.a];
-        compute_[op.device].busy = false;
-        ++compute_[op.device].head;
-        if (const double m = MemoryAtEnd(deps_, c_, *op_[ev.a]); m != 0) Memory(op.device, m, ev.a);
-        in_flight_.Ended(op.kind, op.stage);
-        Complete(ev.a);
-        TryCompute(op.device);
-        break;
-      }
+      case kComputeEnd: EndCompute(ev.a); break;
       case kAllReduceEnd: {
         const Info& op = info_[ev.a];
         allreduce_[op.device].busy = false;
@@ -444,7 +478,8 @@ Result<SimResult> Simulator::Run() {
         StartPhase(ev.a);
         break;
       }
-      case kDomainCheck: DomainCheck(ev.a, ev.b); break;
+      case kDomainCheck: DomainCheck(false, ev.a, ev.b); break;
+      case kGpuCheck: DomainCheck(true, ev.a, ev.b); break;
     }
   }
   if (completed_ != static_cast<int64_t>(op_.size())) {
@@ -533,6 +568,8 @@ bool NothingShared(const ir::Schedule& s, const PlanCosts& c, const SimResult& r
 
 Result<SimResult> Simulate(const ir::Schedule& schedule, const PlanCosts& costs, const SimOptions& options) {
   auto in_order = [&](const ir::Schedule& s, const PlanCosts& c) { return SimulateInOrder(s, c, options); };
+  // Devices sharing a GPU: only the event-driven engine shares it.
+  if (!costs.gpu.empty()) return SimulateEventDriven(schedule, costs);
   if (costs.Unshared() || costs.comm_on_compute_stream) return Checked(schedule, costs, in_order);
   // Shared links where transfers rarely meet (a pipeline's sends between
   // nodes, far apart next to its compute): the fast engine's run stands

@@ -84,7 +84,8 @@ struct SimOptions {
 // runs a device's sends and receives between its compute ops); otherwise it
 // runs the in-order engine first and keeps its result when no two transfers
 // on a shared link overlapped in it, and runs the event-driven engine (which
-// shares bandwidth between concurrent transfers) when some did.
+// shares bandwidth between concurrent transfers) when some did. Devices
+// sharing a GPU (PlanCosts::gpu) always take the event-driven engine.
 Result<SimResult> Simulate(const ir::Schedule& schedule, const PlanCosts& costs, const SimOptions& options = {});
 
 // The two engines, for tests that hold one against the other. The in-order

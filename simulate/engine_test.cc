@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <random>
 
@@ -55,6 +57,59 @@ TEST(Simulate, ClosedFormStepTimeAndBubble) {
       }
     }
   }
+}
+
+// Devices on one GPU share it (processor sharing): the GPU never idles while
+// an op can run, so with free transfers a step takes exactly the summed work
+// of every op, whatever the schedule; two ops at once each take twice as
+// long. On several GPUs a step is never shorter than either the busiest
+// GPU's work or the unshared step, nor longer than all the work in a row.
+TEST(Simulate, DevicesSharingAGpuSplitIt) {
+  const double tf = 1e-3, tb = 2.5e-3;
+  for (const std::string name : {"gpipe", "1f1b", "zb-h1"}) {
+    for (int K : {2, 3, 4}) {
+      for (int M : {1, 4, 8}) {
+        const Schedule s = Build(name, K, M);
+        PlanCosts costs = UniformCosts(s, tf, tb);
+        const auto unshared = Simulate(s, costs);
+        ASSERT_TRUE(unshared) << unshared.error().message;
+        double work = 0;
+        for (const auto& d : unshared->devices) work += d.busy_s;
+        costs.gpu.assign(K, 0);
+        const auto one = Simulate(s, costs);
+        ASSERT_TRUE(one) << one.error().message;
+        ASSERT_NEAR(one->step_time_s, work, 1e-9 * work) << name << " K=" << K << " M=" << M;
+        double busy = 0;
+        for (const auto& d : one->devices) busy += d.busy_s;
+        EXPECT_GE(busy, work * (1 - 1e-9));  // stretched ops count their whole length
+        if (K < 3) continue;
+        for (int d = 0; d < K; ++d) costs.gpu[d] = d % 2;  // devices 0, 2 on GPU 0; 1, 3 on GPU 1
+        const auto two = Simulate(s, costs);
+        ASSERT_TRUE(two) << two.error().message;
+        std::array<double, 2> gpu_work{};
+        for (int d = 0; d < K; ++d) gpu_work[d % 2] += unshared->devices[d].busy_s;
+        const double floor = std::max({gpu_work[0], gpu_work[1], unshared->step_time_s});
+        EXPECT_GE(two->step_time_s, floor * (1 - 1e-9)) << name << " K=" << K << " M=" << M;
+        EXPECT_LE(two->step_time_s, work * (1 + 1e-9)) << name << " K=" << K << " M=" << M;
+      }
+    }
+  }
+  // Two equal forwards at once on one GPU: both end at twice their length.
+  const Schedule s = Build("gpipe", 2, 2);
+  PlanCosts costs = UniformCosts(s, tf, tb);
+  costs.gpu = {0, 0};
+  const auto r = Simulate(s, costs);
+  ASSERT_TRUE(r) << r.error().message;
+  const ir::Op& f01 = Find(s, OpKind::kForward, 0, 1);
+  const ir::Op& f10 = Find(s, OpKind::kForward, 1, 0);
+  EXPECT_NEAR(r->start_s[f01.id], tf, 1e-12);
+  EXPECT_NEAR(r->start_s[f10.id], tf, 1e-12);
+  EXPECT_NEAR(r->end_s[f01.id], 3 * tf, 1e-12);
+  EXPECT_NEAR(r->end_s[f10.id], 3 * tf, 1e-12);
+  // The in-order engine hands such costs to the event-driven one.
+  const auto in_order = SimulateInOrder(s, costs);
+  ASSERT_TRUE(in_order);
+  EXPECT_EQ(in_order->step_time_s, r->step_time_s);
 }
 
 TEST(Simulate, InterleavedBubbleShrinksByTheChunkCount) {

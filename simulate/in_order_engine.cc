@@ -390,6 +390,7 @@ void InOrderSimulator::CriticalPath(int32_t last_op) {
 }  // namespace
 
 Result<SimResult> SimulateInOrder(const ir::Schedule& s, const PlanCosts& c, const SimOptions& options) {
+  if (!c.gpu.empty()) return SimulateEventDriven(s, c);  // only it shares a GPU between devices
   return InOrderSimulator(s, c, options).Run();
 }
 

@@ -310,6 +310,9 @@ Result<void> CudaBackend::Setup(const std::vector<Worker>& local) {
                                    count == cudaSuccess ? "0 devices" : cudaGetErrorName(count),
                                    count == cudaSuccess ? "none found" : cudaGetErrorString(count)));
   }
+  // The config's GPUs, where it names fewer than the machine has: the
+  // simulator shares each between the same devices.
+  if (c_.cluster.gpus > 0) gpus_ = std::min(gpus_, c_.cluster.gpus);
   const int local_rank = o_.local_rank;
   // The GPU of cluster device `id` (under MPI, known for this rank's only).
   auto gpu_of = [&](int id) { return o_.mpi ? (id == local.front().id ? local_rank % gpus_ : -1) : id % gpus_; };
