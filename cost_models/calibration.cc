@@ -63,7 +63,7 @@ double CalibratedOpTime(const Config& c, const Calibration* cal, int first, int 
   const OpFit* fit = FitFor(cal, kind);
   double t = 0;
   ForEachCalibratedLayer(c, LinksOf(c), fit, first, last, kind, d, [&](int, double layer_t) { t += layer_t; });
-  return fit ? t + fit->overhead_s : t;
+  return fit ? t + fit->Overhead(last - first + 1) : t;
 }
 
 CalibratedOpTimes::CalibratedOpTimes(const Config& c, const Calibration* cal, const Device& d) {
@@ -93,7 +93,7 @@ double CalibratedOpTimes::Cell(ir::OpKind kind, int first, int last) const {
   const size_t k = Slot(kind);
   double t = 0;
   for (int i = first; i <= last; ++i) t += layer_s_[i][k];
-  return fits_[k] ? t + fits_[k]->overhead_s : t;
+  return fits_[k] ? t + fits_[k]->Overhead(last - first + 1) : t;
 }
 
 namespace {
@@ -209,6 +209,7 @@ std::string WriteCalibration(const Calibration& cal) {
   for (const auto& [kind, fit] : cal.compute) {
     nlohmann::ordered_json f;
     f["overhead_s"] = fit.overhead_s;
+    if (fit.overhead_per_layer_s > 0) f["overhead_per_layer_s"] = fit.overhead_per_layer_s;
     f["scale"] = nlohmann::ordered_json::object();
     for (const auto& [layer, scale] : fit.scale) f["scale"][layer] = scale;
     f["samples"] = fit.samples;
@@ -262,9 +263,10 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
         const std::string path = "/compute/" + it.key();
         if (!ir::OpKindFromName(it.key())) r.Fail(path, "expected an op kind (F, B, I, W, R)");
         const Json& f = r.Object(compute, it.key(), "/compute");
-        r.Keys(f, path, {"overhead_s", "scale", "samples"});
+        r.Keys(f, path, {"overhead_s", "overhead_per_layer_s", "scale", "samples"});
         OpFit fit;
         fit.overhead_s = r.Number(f, "overhead_s", path, 0, kMost);
+        fit.overhead_per_layer_s = r.Number(f, "overhead_per_layer_s", path, 0, kMost, 0.0);
         const Json& scale = r.Object(f, "scale", path);
         for (auto layer = scale.begin(); layer != scale.end(); ++layer) {
           fit.scale[layer.key()] = r.Number(scale, layer.key(), path + "/scale", 0, kMost);

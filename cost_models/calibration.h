@@ -29,6 +29,11 @@ struct OpFit {
   double overhead_s = 0;                        // per op
   std::map<std::string, double> scale;          // per layer kind: x predicted roofline time
   int samples = 0;
+  // Per layer of the op's cell: the kernels each layer launches cost time
+  // whatever the samples, so a cell of fewer layers (more stages) pays less.
+  // What `calibrate` fits from traces (overhead_s stays 0 there).
+  double overhead_per_layer_s = 0;
+  double Overhead(int layers) const { return overhead_s + layers * overhead_per_layer_s; }
 };
 
 // How one coefficient of a profile came out of a fit: its value, the

@@ -106,7 +106,7 @@ Result<Calibration> FitCalibration(const std::vector<MeasuredRuns>& runs) {
           const auto j = std::find(kinds.begin(), kinds.end(), c.model.layers[i].kind) - kinds.begin();
           row[j] += cost::RooflineOpTime(c, i, kind, dev);
         }
-        row.back() = 1;
+        row.back() = cell.last_layer - cell.first_layer + 1;  // the fixed time is per layer
         for (size_t k = 0; k < d.size(); ++k) {
           X.push_back(row);
           y.push_back(median);
@@ -125,7 +125,7 @@ Result<Calibration> FitCalibration(const std::vector<MeasuredRuns>& runs) {
     OpFit fit;
     fit.samples = static_cast<int>(X.size());
     for (size_t j = 0; j < kinds.size(); ++j) fit.scale[kinds[j]] = std::max(0.0, theta[j]);
-    fit.overhead_s = std::max(0.0, theta.back());
+    fit.overhead_per_layer_s = std::max(0.0, theta.back());
     cal.compute[std::string(ir::OpKindName(kind))] = fit;
   }
   // Link: duration of sends against their bytes.

@@ -108,7 +108,12 @@ TEST(Calibration, RunsOfTwoMicroBatchSizesSeparateOverheadFromScale) {
   const traces::Trace t4 = measure(c4, p4), t16 = measure(c16, p16);
   auto both = FitCalibration({MeasuredRuns{&c4, &p4, {t4}}, MeasuredRuns{&c16, &p16, {t16}}});
   ASSERT_TRUE(both) << both.error().message;
-  for (const char* kind : {"F", "B"}) EXPECT_NEAR(both->compute[kind].overhead_s, 4e-4, 2e-5) << kind;  // the ridge on the scales pulls a little
+  // The fit puts the fixed time on the cell's layers: 8 linear, the input and the head.
+  const int layers = static_cast<int>(c4.model.layers.size());
+  for (const char* kind : {"F", "B"}) {
+    EXPECT_EQ(both->compute[kind].overhead_s, 0) << kind;
+    EXPECT_NEAR(both->compute[kind].Overhead(layers), 4e-4, 2e-5) << kind;  // the ridge on the scales pulls a little
+  }
   // A third size, M=8, predicted by the two-size fit; the fit to M=4 alone
   // folds the overhead into the scale and misses it.
   cost::Config c8 = OneCell(8);
@@ -141,11 +146,13 @@ TEST(Calibration, FileRoundTripsAndBadFilesNameThePath) {
   cal.device = "CPU";
   cal.command = "twinpipe calibrate x.json --config c.json";
   cal.compute["F"] = OpFit{1e-5, {{"linear", 2.5}}, 7};
+  cal.compute["B"] = OpFit{0, {{"linear", 3.0}}, 7, 2e-6};
   cal.latency_s = 1e-6;
   const std::string text = cost::WriteCalibration(cal);
   auto back = cost::ReadCalibration(text, "cal.json");
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(cost::WriteCalibration(*back), text);
+  EXPECT_EQ(back->compute["B"].overhead_per_layer_s, 2e-6);
   auto message = [](std::string_view file) {
     auto read = cost::ReadCalibration(file, "cal.json");
     return read ? std::string("(read without error)") : read.error().message;
@@ -219,6 +226,45 @@ TEST(SerialComm, SendsAndReceivesOccupyTheWorker) {
   EXPECT_DOUBLE_EQ(overlapped->start_s[f1], 1e-3);
   EXPECT_DOUBLE_EQ(serial->start_s[f1], 2e-3);
   EXPECT_GT(serial->step_time_s, overlapped->step_time_s);
+}
+
+// The fixed time is per layer (each launches its kernels), so a fit to one
+// device's runs (one cell of every layer) predicts a pipeline of K cells on
+// one GPU (cluster.gpus 1): with per-layer overhead and scale 2.5 as the
+// truth, the two-size fit at K=1 gives the K=2 and K=4 steps; a fixed time
+// per op would be charged K times.
+TEST(Calibration, AFitOnOneDeviceCarriesToMoreStagesOnOneGpu) {
+  Calibration truth;
+  for (const char* kind : {"F", "B", "R"}) {
+    OpFit fit;
+    fit.overhead_per_layer_s = 5e-5;
+    for (const char* layer : {"linear", "residual_block", "head"}) fit.scale[layer] = 2.5;
+    truth.compute[kind] = fit;
+  }
+  auto simulate = [&](const cost::Config& c, const Calibration& cal, cost::Plan* keep = nullptr) {
+    auto p = partition::PlanFromConfig(c);
+    EXPECT_TRUE(p) << p.error().message;
+    auto r = Simulate(p->schedule, CostsFromPlan(c, *p, &cal));
+    EXPECT_TRUE(r) << r.error().message;
+    if (keep) *keep = std::move(*p);
+    return *r;
+  };
+  cost::Config c4 = OneCell(4), c16 = OneCell(16);
+  cost::Plan p4, p16;
+  const traces::Trace t4 = ToTrace(p4.schedule, simulate(c4, truth, &p4), "execute:cuda");
+  const traces::Trace t16 = ToTrace(p16.schedule, simulate(c16, truth, &p16), "execute:cuda");
+  auto fitted = FitCalibration({MeasuredRuns{&c4, &p4, {t4}}, MeasuredRuns{&c16, &p16, {t16}}});
+  ASSERT_TRUE(fitted) << fitted.error().message;
+  for (int K : {2, 4}) {
+    auto c = cost::LoadConfig(fmt::format(R"({{
+      "model": {{"generator": "mlp", "layers": 8, "width": 128, "input": 32, "classes": 10, "norm": "layernorm"}},
+      "training": {{"batch": 64, "microbatches": 8, "optimizer": "adam"}},
+      "pipeline": {{"stages": {0}, "schedule": "gpipe", "recompute": "full"}},
+      "cluster": {{"device": "CPU", "devices": {0}, "gpus": 1, "link": "inproc"}}}})", K), "k.json");
+    ASSERT_TRUE(c) << c.error().message;
+    const double want = simulate(*c, truth).step_time_s, got = simulate(*c, *fitted).step_time_s;
+    EXPECT_NEAR(got, want, 0.01 * want) << "K=" << K;
+  }
 }
 
 }  // namespace
