@@ -121,7 +121,14 @@ Result<Calibration> FitCalibration(const std::vector<MeasuredRuns>& runs) {
       for (size_t j = 0; j < kinds.size(); ++j) predicted_sum += X[r][j];
     }
     const double prior = predicted_sum > 0 ? measured_sum / predicted_sum : 1;
-    const auto theta = Solve(X, y, kinds.size(), prior);
+    auto theta = Solve(X, y, kinds.size(), prior);
+    if (theta.back() < 0) {
+      // A negative fixed time is unphysical (the roofline grows slower with
+      // the samples than the measured ops): refit the scales without it,
+      // rather than keep scales that leaned on it.
+      for (auto& row : X) row.back() = 0;
+      theta = Solve(X, y, kinds.size(), prior);
+    }
     OpFit fit;
     fit.samples = static_cast<int>(X.size());
     for (size_t j = 0; j < kinds.size(); ++j) fit.scale[kinds[j]] = std::max(0.0, theta[j]);
