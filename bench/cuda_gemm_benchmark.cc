@@ -66,15 +66,14 @@ void TimeForwardBackward(benchmark::State& state, twinpipe::execute::Layer& cpu,
     return;
   }
   cudaStream_t stream;
-  cublasHandle_t blas;
   TP_CUDA(cudaStreamCreate(&stream));
-  TP_CUDA(cublasCreate(&blas));
   cudaEvent_t start, stop;
   TP_CUDA(cudaEventCreate(&start));
   TP_CUDA(cudaEventCreate(&stop));
   {  // the tensors are freed on the stream, so before it is destroyed
+    const cuda::Blas blas;  // with its 32 MiB workspace, as the backend's
     MemoryAccount account;
-    const cuda::Context ctx{stream, blas, &account, static_cast<cuda::Precision>(precision)};
+    const cuda::Context ctx{stream, &blas, &account, static_cast<cuda::Precision>(precision)};
     auto layer = cuda::FromCpu(cpu);
     if (!layer) throw std::runtime_error(layer.error().message);
     cuda::DeviceTensor x = ctx.Alloc(rows, in), dy = ctx.Alloc(rows, out);
@@ -106,7 +105,6 @@ void TimeForwardBackward(benchmark::State& state, twinpipe::execute::Layer& cpu,
   state.SetLabel(std::string(cpu.Name()) + " " + kNames[precision]);
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  cublasDestroy(blas);
   cudaStreamDestroy(stream);
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 
 #include <fmt/format.h>
@@ -78,18 +79,18 @@ void ExpectClose(const A& gpu, const B& cpu, size_t n, double tol, const std::st
 
 struct Gpu {
   cudaStream_t stream = nullptr;
-  cublasHandle_t blas = nullptr;
+  std::unique_ptr<Blas> blas;
   MemoryAccount account;
   Gpu() {
     TP_CUDA(cudaSetDevice(0));
     TP_CUDA(cudaStreamCreate(&stream));
-    TP_CUDA(cublasCreate(&blas));
+    blas = std::make_unique<Blas>();
   }
   ~Gpu() {
-    cublasDestroy(blas);
+    blas.reset();
     cudaStreamDestroy(stream);
   }
-  Context Ctx(Precision p = Precision::kFp32) { return Context{stream, blas, &account, p}; }
+  Context Ctx(Precision p = Precision::kFp32) { return Context{stream, blas.get(), &account, p}; }
 };
 
 // Forward, Backward, and I then W of the CUDA twin against the CPU layer.

@@ -43,16 +43,16 @@ void GemmStridedBatched(const Context& ctx, bool ta, bool tb, int m, int n, int 
                         float* c, int ldc, long long stride_c, int count) {
   if (m == 0 || n == 0 || count == 0) return;
   const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  TP_CUDA(cublasSetStream(ctx.blas, ctx.stream));
+  const cublasHandle_t blas = ctx.blas->Bind(ctx.stream);
   if (ctx.precision != Precision::kBf16) {
-    TP_CUDA(cublasGemmStridedBatchedEx(ctx.blas, op_b, op_a, n, m, k, &alpha, b, CUDA_R_32F, ldb, stride_b, a,
+    TP_CUDA(cublasGemmStridedBatchedEx(blas, op_b, op_a, n, m, k, &alpha, b, CUDA_R_32F, ldb, stride_b, a,
                                        CUDA_R_32F, lda, stride_a, &beta, c, CUDA_R_32F, ldc, stride_c, count,
                                        ComputeType(ctx.precision), CUBLAS_GEMM_DEFAULT));
     return;
   }
   __nv_bfloat16* a16 = Bf16Span(ctx, a, Span(ta ? k : m, ta ? m : k, lda, stride_a, count));
   __nv_bfloat16* b16 = Bf16Span(ctx, b, Span(tb ? n : k, tb ? k : n, ldb, stride_b, count));
-  TP_CUDA(cublasGemmStridedBatchedEx(ctx.blas, op_b, op_a, n, m, k, &alpha, b16, CUDA_R_16BF, ldb, stride_b, a16,
+  TP_CUDA(cublasGemmStridedBatchedEx(blas, op_b, op_a, n, m, k, &alpha, b16, CUDA_R_16BF, ldb, stride_b, a16,
                                      CUDA_R_16BF, lda, stride_a, &beta, c, CUDA_R_32F, ldc, stride_c, count,
                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   TP_CUDA(cudaFreeAsync(a16, ctx.stream));
@@ -66,15 +66,15 @@ void Gemm(const Context& ctx, bool ta, bool tb, int m, int n, int k, float alpha
           const float* b, int ldb, float beta, float* c, int ldc) {
   if (m == 0 || n == 0) return;
   const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  TP_CUDA(cublasSetStream(ctx.blas, ctx.stream));
+  const cublasHandle_t blas = ctx.blas->Bind(ctx.stream);
   if (ctx.precision != Precision::kBf16) {
-    TP_CUDA(cublasGemmEx(ctx.blas, op_b, op_a, n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c,
+    TP_CUDA(cublasGemmEx(blas, op_b, op_a, n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c,
                          CUDA_R_32F, ldc, ComputeType(ctx.precision), CUBLAS_GEMM_DEFAULT));
     return;
   }
   __nv_bfloat16* a16 = Bf16Span(ctx, a, Span(ta ? k : m, ta ? m : k, lda, 0, 1));
   __nv_bfloat16* b16 = Bf16Span(ctx, b, Span(tb ? n : k, tb ? k : n, ldb, 0, 1));
-  TP_CUDA(cublasGemmEx(ctx.blas, op_b, op_a, n, m, k, &alpha, b16, CUDA_R_16BF, ldb, a16, CUDA_R_16BF, lda, &beta, c,
+  TP_CUDA(cublasGemmEx(blas, op_b, op_a, n, m, k, &alpha, b16, CUDA_R_16BF, ldb, a16, CUDA_R_16BF, lda, &beta, c,
                        CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   TP_CUDA(cudaFreeAsync(a16, ctx.stream));
   TP_CUDA(cudaFreeAsync(b16, ctx.stream));

@@ -4,17 +4,16 @@
 // micro-batches of a step. Layers are built from their CPU twins (from_cpu.h)
 // and start from the very same weights.
 //
-//   Context ctx{stream, blas, &account, Precision::kTf32};
+//   Context ctx{stream, &blas, &account, Precision::kTf32};
 //   Saved saved;  DeviceTensor y = layer.Forward(ctx, x, saved, Mode::kTrain);
 //   DeviceTensor dx = layer.Backward(ctx, dy, saved);
 #pragma once
-
-#include <cublas_v2.h>
 
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "execute/cuda/blas.h"
 #include "execute/cuda/device_tensor.h"
 #include "execute/layers/layer.h"
 #include "execute/options.h"
@@ -28,7 +27,7 @@ using execute::Precision;  // GEMM arithmetic (execute/options.h)
 
 struct Context {
   cudaStream_t stream = nullptr;
-  cublasHandle_t blas = nullptr;
+  const Blas* blas = nullptr;
   MemoryAccount* account = nullptr;
   Precision precision = Precision::kFp32;
   DeviceTensor Alloc(int rows, int cols) const { return DeviceTensor(account, stream, rows, cols); }
