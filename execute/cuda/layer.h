@@ -9,6 +9,7 @@
 //   DeviceTensor dx = layer.Backward(ctx, dy, saved);
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,12 +32,26 @@ struct Context {
   MemoryAccount* account = nullptr;
   Precision precision = Precision::kFp32;
   DeviceTensor Alloc(int rows, int cols) const { return DeviceTensor(account, stream, rows, cols); }
+  DeviceTensor AllocBf16(int rows, int cols) const {
+    return DeviceTensor(account, stream, rows, cols, Element::kBf16);
+  }
 };
 
 struct DeviceParam {
   std::string name;
   DeviceBuffer value, grad, m, v;  // v: Adam's second moment
   Tie tie = Tie::kNone;            // the CPU twin's (tied embeddings: layers/layer.h)
+  // Counts the writes of `value` after Upload: whatever writes it (the
+  // optimizer's Apply) bumps it, so that copies of the value know when they
+  // are stale.
+  uint64_t version = 0;
+  // A GEMM's weight (Linear's) keeps `value` in bf16 for Precision::kBf16:
+  // value_bf16 is made at its first use and again whenever `version` has
+  // moved past value_bf16_version (ValueBf16, bf16.h), once per optimizer
+  // step however many products read it.
+  bool keeps_bf16 = false;
+  DeviceBf16Buffer value_bf16;
+  uint64_t value_bf16_version = 0;
 };
 
 // A parameter on the device with the CPU twin's initial value.

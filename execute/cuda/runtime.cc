@@ -205,8 +205,12 @@ class CudaBackend {
     TP_CUDA(cudaDeviceSynchronize());
     return layers;
   }
-  // The value, its gradient and the optimizer's two moments, in fp32.
-  int64_t ParamBytes(const Worker&, const Param& p) const { return p.value.size() * 16; }
+  // The value, its gradient and the optimizer's two moments, in fp32, and in
+  // BF16 a GEMM weight's bf16 copy of the value (bf16.h).
+  int64_t ParamBytes(const Worker&, const Param& p) const {
+    const bool copy = precision_ == Precision::kBf16 && p.keeps_bf16;
+    return p.value.size() * (16 + (copy ? 2 : 0));
+  }
   MemoryAccount& Account(const Worker& w) { return devices_[w.id]->account; }
 
   void BeginStep(const Worker& w, int step, const SyntheticTask::Batch& batch, int64_t first_sample);
