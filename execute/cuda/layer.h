@@ -80,12 +80,13 @@ class Layer {
   virtual void AppendState(const Context& /*ctx*/, std::vector<double>& /*out*/) const {}
 };
 
-// The CPU WeightedLayer's shape on the GPU: forward saves the input; the
-// input gradient needs the output gradient only, the weight gradients it and
-// the input, so Backward and the I/W split follow from the two.
+// The CPU WeightedLayer's shape on the GPU: forward saves the input (Linear,
+// in BF16, its bf16 copy); the input gradient needs the output gradient only,
+// the weight gradients it and the input, so Backward and the I/W split follow
+// from the two. (Linear's BF16 Backward converts dy once for both.)
 class WeightedLayer : public Layer {
  public:
-  DeviceTensor Backward(const Context& ctx, const DeviceTensor& dy, const Saved& saved) final {
+  DeviceTensor Backward(const Context& ctx, const DeviceTensor& dy, const Saved& saved) override {
     DeviceTensor dx = InputGradient(ctx, dy);
     AddWeightGradients(ctx, dy, saved.t.at(0));
     return dx;
