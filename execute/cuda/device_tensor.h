@@ -1,13 +1,15 @@
 // A 2-D fp32 tensor in GPU memory (rows x cols, row-major), allocated with
 // the stream-ordered allocator and counted in its device's MemoryAccount for
-// as long as any view of it lives; or a bf16 one, a BF16 GEMM's operand
-// converted once for several products (bf16.h), which data() refuses. Tensors are immutable once their kernel
-// has written them, so copies share storage (views, saved activations).
+// as long as any view of it lives; or a bf16 one (Element::kBf16, read
+// through bf16(): a BF16 GEMM's operand converted once for several products,
+// bf16.h). Tensors are immutable once their kernel has written them, so
+// copies share storage (views, saved activations).
 // Storage is freed on the stream set by FreeOn (the stream that allocated it
 // by default), ordered after the work that stream has queued.
 //
 //   DeviceTensor y(&account, stream, 8, 64);   // uninitialised
 //   DeviceTensor rows = y.Rows(2, 4);          // rows 2..5, same storage
+//   DeviceTensor y16(&account, stream, 8, 64, Element::kBf16);  // 2 bytes an element
 #pragma once
 
 #include <cuda_bf16.h>
