@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 #include "execute/cuda/check.h"
 #include "execute/cuda/from_cpu.h"
 #include "execute/cuda/layers/softmax_cross_entropy.h"
+#include "execute/cuda/optimizer.h"
 #include "execute/layers/attention.h"
 #include "execute/layers/batchnorm.h"
 #include "execute/layers/batchnorm2d.h"
@@ -78,26 +80,26 @@ void ExpectClose(const A& gpu, const B& cpu, size_t n, double tol, const std::st
 
 struct Gpu {
   cudaStream_t stream = nullptr;
-  cublasHandle_t blas = nullptr;
+  std::unique_ptr<Blas> blas;
   MemoryAccount account;
   Gpu() {
     TP_CUDA(cudaSetDevice(0));
     TP_CUDA(cudaStreamCreate(&stream));
-    TP_CUDA(cublasCreate(&blas));
+    blas = std::make_unique<Blas>();
   }
   ~Gpu() {
-    cublasDestroy(blas);
+    blas.reset();
     cudaStreamDestroy(stream);
   }
-  Context Ctx(Precision p = Precision::kFp32) { return Context{stream, blas, &account, p}; }
+  Context Ctx(Precision p = Precision::kFp32) { return Context{stream, blas.get(), &account, p}; }
 };
 
 // Forward, Backward, and I then W of the CUDA twin against the CPU layer.
 // `input`: the layer's input when random normal values will not do (token ids).
 void CheckLayer(execute::Layer& cpu, int rows, int in, int out, double tol = 1e-4, const Tensor* input = nullptr,
-                int out_rows = -1) {
+                int out_rows = -1, Precision precision = Precision::kFp32) {
   Gpu gpu;
-  const Context ctx = gpu.Ctx();
+  const Context ctx = gpu.Ctx(precision);
   auto twin = FromCpu(cpu);
   ASSERT_TRUE(twin) << twin.error().message;
   MemoryAccount account;
@@ -246,6 +248,65 @@ TEST(CudaLayers, Tf32AndBf16GemmsStayNearFp32) {
     ExpectClose(Download((*twin)->Forward(ctx, UploadTensor(ctx, x), gs, Mode::kEval)), y.data(),
                 static_cast<size_t>(y.rows()) * y.cols(), tol, "reduced-precision forward");
   }
+}
+
+// Linear's BF16 path against the fp32 CPU layer, to BF16's tolerance:
+// forward, Backward (dy converted once for both products) and I then W (dy
+// converted in each), with the input saved in bf16 and the weight read
+// through its bf16 copy.
+TEST(CudaLayers, Bf16LinearMatchesCpu) {
+  REQUIRE_GPU(1);
+  execute::Linear l(7, 33, 17);
+  CheckLayer(l, 9, 33, 17, 3e-2, nullptr, -1, Precision::kBf16);
+  execute::Linear no_bias(7, 33, 17, /*bias=*/false);
+  CheckLayer(no_bias, 9, 33, 17, 3e-2, nullptr, -1, Precision::kBf16);
+}
+
+// In BF16 a Linear reads its weight's bf16 copy, made once per optimizer
+// step: after an SGD step has changed the weight, the forward follows the
+// new weight (the CPU layer's forward at the GPU's updated values, to BF16's
+// tolerance), where a stale copy would still give the old output, which the
+// step moved far past that tolerance. The saved input counts 2 bytes an
+// element.
+TEST(CudaLayers, Bf16WeightCopyFollowsOptimizerSteps) {
+  REQUIRE_GPU(1);
+  Gpu gpu;
+  const Context ctx = gpu.Ctx(Precision::kBf16);
+  MemoryAccount account;
+  execute::Linear cpu(3, 512, 256);
+  const Tensor x = Random(&account, 64, 512, 4), dy = Random(&account, 64, 256, 5);
+  auto twin = FromCpu(cpu);
+  ASSERT_TRUE(twin) << twin.error().message;
+  const std::vector<DeviceParam*> gp = (*twin)->Params();  // weight, bias
+  const DeviceTensor gx = UploadTensor(ctx, x);
+
+  const int64_t before = gpu.account.bytes();
+  Saved gs;
+  const DeviceTensor gy = (*twin)->Forward(ctx, gx, gs, Mode::kTrain);
+  EXPECT_EQ(gpu.account.bytes() - before, gy.bytes() + int64_t{64} * 512 * 2) << "y in fp32, the saved x in bf16";
+  const std::vector<float> y_before = Download(gy);
+  (*twin)->Backward(ctx, UploadTensor(ctx, dy), gs);
+  // lr 0.003: the weights move by about their own size (dW over 64 rows is
+  // ~8 an element, W ~0.025), the outputs by ~1.5, while BF16's rounding of
+  // the new weights stays ~0.003 an output (4x that at worst, well inside 3e-2).
+  for (DeviceParam* p : gp) Apply(ctx, OptimizerKind::kSgd, /*lr=*/0.003, /*momentum=*/0, /*step=*/1, *p);
+  EXPECT_EQ(gp[0]->version, 1u);
+  Saved again;
+  const std::vector<float> y_after = Download((*twin)->Forward(ctx, gx, again, Mode::kEval));
+
+  const std::vector<Param*> cp = cpu.Params();
+  ASSERT_EQ(cp.size(), gp.size());
+  for (size_t i = 0; i < cp.size(); ++i) cp[i]->value = Download(gp[i]->value);
+  execute::Saved cs;
+  const Tensor want = cpu.Forward(x, cs, Mode::kEval);
+  const size_t n = static_cast<size_t>(want.rows()) * want.cols();
+  ExpectClose(y_after, want.data(), n, 3e-2, "BF16 forward after an SGD step");
+  double moved = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double w = want.data()[i];
+    moved = std::max(moved, std::abs(double(y_before[i]) - w) / std::max(1.0, std::abs(w)));
+  }
+  EXPECT_GT(moved, 0.3) << "the step should move the output well past the tolerance";
 }
 
 TEST(CudaLayers, SoftmaxCrossEntropyMatchesCpu) {

@@ -1,11 +1,13 @@
 #include "execute/cuda/device_tensor.h"
 
+#include <algorithm>
+
 #include "execute/cuda/check.h"
 
 namespace twinpipe::execute::cuda {
 
 struct DeviceTensor::Storage {
-  float* ptr = nullptr;
+  void* ptr = nullptr;
   int64_t bytes = 0;
   MemoryAccount* account = nullptr;
   cudaStream_t stream = nullptr;
@@ -17,12 +19,12 @@ struct DeviceTensor::Storage {
   }
 };
 
-DeviceTensor::DeviceTensor(MemoryAccount* account, cudaStream_t stream, int rows, int cols)
-    : storage_(std::make_shared<Storage>()), rows_(rows), cols_(cols) {
+DeviceTensor::DeviceTensor(MemoryAccount* account, cudaStream_t stream, int rows, int cols, Element element)
+    : storage_(std::make_shared<Storage>()), rows_(rows), cols_(cols), element_(element) {
   const int64_t n = std::max<int64_t>(1, bytes());
   void* p = nullptr;
   TP_CUDA(cudaMallocAsync(&p, static_cast<size_t>(n), stream));
-  storage_->ptr = static_cast<float*>(p);
+  storage_->ptr = p;
   storage_->bytes = bytes();
   storage_->stream = stream;
   storage_->account = account;
@@ -32,7 +34,7 @@ DeviceTensor::DeviceTensor(MemoryAccount* account, cudaStream_t stream, int rows
 
 DeviceTensor DeviceTensor::Rows(int first, int count) const {
   DeviceTensor v = *this;
-  v.data_ = data_ + static_cast<int64_t>(first) * cols_;
+  v.data_ = static_cast<char*>(data_) + static_cast<int64_t>(first) * cols_ * ElementBytes();
   v.rows_ = count;
   return v;
 }
@@ -60,6 +62,27 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 }
 
 DeviceBuffer::~DeviceBuffer() {
+  if (p_) static_cast<void>(cudaFree(p_));
+}
+
+DeviceBf16Buffer::DeviceBf16Buffer(int64_t n) : n_(n) {
+  void* p = nullptr;
+  TP_CUDA(cudaMalloc(&p, static_cast<size_t>(std::max<int64_t>(1, n)) * sizeof(__nv_bfloat16)));
+  p_ = static_cast<__nv_bfloat16*>(p);
+}
+
+DeviceBf16Buffer& DeviceBf16Buffer::operator=(DeviceBf16Buffer&& o) noexcept {
+  if (this != &o) {
+    if (p_) static_cast<void>(cudaFree(p_));
+    p_ = o.p_;
+    n_ = o.n_;
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
+  return *this;
+}
+
+DeviceBf16Buffer::~DeviceBf16Buffer() {
   if (p_) static_cast<void>(cudaFree(p_));
 }
 

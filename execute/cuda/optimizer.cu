@@ -31,6 +31,7 @@ __global__ void Adam(float* w, float* g, float* m, float* v, long long n, double
 
 void Apply(const Context& ctx, OptimizerKind kind, double lr, double momentum, int step, DeviceParam& p) {
   const long long n = p.value.size();
+  ++p.version;  // the value's copies (its bf16 one) are stale from here on
   if (kind == OptimizerKind::kAdam) {
     const double correct1 = 1 / (1 - std::pow(0.9, step)), correct2 = 1 / (1 - std::pow(0.999, step));
     Adam<<<Blocks(n), kThreads, 0, ctx.stream>>>(p.value.get(), p.grad.get(), p.m.get(), p.v.get(), n, lr, correct1,

@@ -24,6 +24,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -135,7 +136,7 @@ void DestroyComm(ncclComm_t comm) { static_cast<void>(ncclCommDestroy(comm)); }
 struct Device {
   int gpu = 0;
   cudaStream_t compute = nullptr, send = nullptr, recv = nullptr, allreduce = nullptr;
-  cublasHandle_t blas = nullptr;
+  std::unique_ptr<Blas> blas;
   MemoryAccount account;
   Context ctx;
   EventPool events;
@@ -165,7 +166,7 @@ struct Device {
     if (labels) static_cast<void>(cudaFree(labels));
     if (loss) static_cast<void>(cudaFree(loss));
     comms.Destroy();  // those not aborted
-    if (blas) static_cast<void>(cublasDestroy(blas));
+    blas.reset();
     for (cudaStream_t s : {compute, send, recv, allreduce}) {
       if (s) static_cast<void>(cudaStreamDestroy(s));
     }
@@ -204,8 +205,12 @@ class CudaBackend {
     TP_CUDA(cudaDeviceSynchronize());
     return layers;
   }
-  // The value, its gradient and the optimizer's two moments, in fp32.
-  int64_t ParamBytes(const Worker&, const Param& p) const { return p.value.size() * 16; }
+  // The value, its gradient and the optimizer's two moments, in fp32, and in
+  // BF16 a GEMM weight's bf16 copy of the value (bf16.h).
+  int64_t ParamBytes(const Worker&, const Param& p) const {
+    const bool copy = precision_ == Precision::kBf16 && p.keeps_bf16;
+    return p.value.size() * (16 + (copy ? 2 : 0));
+  }
   MemoryAccount& Account(const Worker& w) { return devices_[w.id]->account; }
 
   void BeginStep(const Worker& w, int step, const SyntheticTask::Batch& batch, int64_t first_sample);
@@ -386,9 +391,9 @@ Result<void> CudaBackend::Setup(const std::vector<Worker>& local) {
     for (cudaStream_t* st : {&dev->compute, &dev->send, &dev->recv, &dev->allreduce}) {
       TP_CUDA(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking));
     }
-    TP_CUDA(cublasCreate(&dev->blas));
+    dev->blas = std::make_unique<Blas>();
     TP_CUDA(cudaMalloc(&dev->loss, sizeof(double)));
-    dev->ctx = Context{dev->compute, dev->blas, &dev->account, precision_};
+    dev->ctx = Context{dev->compute, dev->blas.get(), &dev->account, precision_};
     dev->arrived.assign(static_cast<size_t>(s_.num_stages) * s_.num_micro_batches * 2, nullptr);
     devices_[w.id] = std::move(dev);
   }
@@ -500,8 +505,7 @@ void CudaBackend::SumTied(const Worker& w, const std::vector<Param*>& params, Cl
   if (original && copy) {
     const float one = 1.f;
     const auto n = static_cast<int>(original->grad.size());
-    TP_CUDA(cublasSetStream(dev.blas, dev.compute));
-    TP_CUDA(cublasSaxpy(dev.blas, n, &one, copy->grad.get(), 1, original->grad.get(), 1));
+    TP_CUDA(cublasSaxpy(dev.blas->Bind(dev.compute), n, &one, copy->grad.get(), 1, original->grad.get(), 1));
     TP_CUDA(cudaMemcpyAsync(copy->grad.get(), original->grad.get(), static_cast<size_t>(n) * sizeof(float),
                             cudaMemcpyDeviceToDevice, dev.compute));
     return;
