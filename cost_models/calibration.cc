@@ -170,30 +170,30 @@ const std::array<CoefficientRange, 4>& ProfileRanges(const Device& device) {
       // (A100 SXM) of the dense tensor-core peak (catalogue.cc's sources);
       // 0.95 only on all-zero data, which draws less power (H. He 2024). A
       // P100's fp32 GEMMs are taken at 0.5 of its peak.
-      {"gemm_efficiency", 0.4, 0.92,
+      {kProfileCoefficients[0], 0.4, 0.92,
        "large cuBLAS GEMMs reach 0.66 (H100 PCIe) to 0.87 (A100 SXM) of the dense peak on random data"},
       // Copy and saxpy reach 0.84 and 0.82 of an A100's HBM bandwidth
       // (GPUInspector.jl's A100-SXM4-40GB figures); STREAM-class kernels 0.8
       // to 0.9 on HBM GPUs.
-      {"bandwidth_efficiency", 0.6, 0.92, "streaming kernels reach 0.8 to 0.9 of an HBM GPU's bandwidth"},
+      {kProfileCoefficients[1], 0.6, 0.92, "streaming kernels reach 0.8 to 0.9 of an HBM GPU's bandwidth"},
       // Host time per framework op: about 1 to 2 us for a bare PyTorch op
       // (pytorch/pytorch issue 41383), 20 us from the call to the kernel's
       // start for one PyTorch op (NVIDIA, "Understanding the Visualization of
       // Overhead and Latency in Nsight Systems"), 37 us through a Python
       // wrapper layer (FlagGems issue 4812).
-      {"launch_overhead_s", 1e-6, 50e-6, "a framework op costs its host 1 to about 40 us"},
+      {kProfileCoefficients[2], 1e-6, 50e-6, "a framework op costs its host 1 to about 40 us"},
       // GPU time per framework op beyond its work: back-to-back kernels leave
       // the GPU idle 0.5 us (a CUDA graph) to 0.9 us (stream launches) on a
       // V100 (NVIDIA, "Getting Started with CUDA Graphs") and 1.3 us on an
       // H100 (Hazy Research, "Look Ma, No Bubbles!", 2025); an op's small
       // side kernel adds a few us.
-      {"kernel_floor_s", 0.5e-6, 5e-6, "between kernels a GPU idles 0.5 to 1.3 us, a small side kernel a few us"},
+      {kProfileCoefficients[3], 0.5e-6, 5e-6, "between kernels a GPU idles 0.5 to 1.3 us, a small side kernel a few us"},
   }};
   static const std::array<CoefficientRange, 4> other{{
-      {"gemm_efficiency", 0.01, 1, "no published range for this device"},
-      {"bandwidth_efficiency", 0.01, 1, "no published range for this device"},
-      {"launch_overhead_s", 0, 1e-3, "no published range for this device"},
-      {"kernel_floor_s", 0, 1e-3, "no published range for this device"},
+      {kProfileCoefficients[0], 0.01, 1, "no published range for this device"},
+      {kProfileCoefficients[1], 0.01, 1, "no published range for this device"},
+      {kProfileCoefficients[2], 0, 1e-3, "no published range for this device"},
+      {kProfileCoefficients[3], 0, 1e-3, "no published range for this device"},
   }};
   return device.sm_count > 0 ? gpu : other;
 }
@@ -225,9 +225,7 @@ std::string WriteCalibration(const Calibration& cal) {
     j["profile"]["launch_overhead_s"] = cal.profile->launch_overhead_s;
     j["profile"]["kernel_floor_s"] = cal.profile->kernel_floor_s;
     j["profile"]["runs"] = cal.profile->runs;
-    static constexpr std::array<std::string_view, 4> kNames{"gemm_efficiency", "bandwidth_efficiency",
-                                                            "launch_overhead_s", "kernel_floor_s"};
-    for (size_t i = 0; i < cal.profile->coefficients.size() && i < kNames.size(); ++i) {
+    for (size_t i = 0; i < cal.profile->coefficients.size() && i < kProfileCoefficients.size(); ++i) {
       const CoefficientFit& c = cal.profile->coefficients[i];
       nlohmann::ordered_json f;
       f["value"] = c.value;
@@ -236,7 +234,7 @@ std::string WriteCalibration(const Calibration& cal) {
       f["sensitivity"] = c.sensitivity;
       if (c.std_error) f["std_error"] = *c.std_error;
       if (!c.note.empty()) f["note"] = c.note;
-      j["profile"]["coefficients"][std::string(kNames[i])] = f;
+      j["profile"]["coefficients"][std::string(kProfileCoefficients[i])] = f;
     }
     if (!cal.profile->warnings.empty()) j["profile"]["warnings"] = cal.profile->warnings;
   }
@@ -302,10 +300,8 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
       fit.runs = static_cast<int>(r.Int(p, "runs", "/profile", 0, std::numeric_limits<int>::max(), 0));
       if (p.contains("coefficients")) {
         const Json& cs = r.Object(p, "coefficients", "/profile");
-        r.Keys(cs, "/profile/coefficients",
-               {"gemm_efficiency", "bandwidth_efficiency", "launch_overhead_s", "kernel_floor_s"});
-        for (const std::string_view name : {"gemm_efficiency", "bandwidth_efficiency", "launch_overhead_s",
-                                            "kernel_floor_s"}) {
+        r.Keys(cs, "/profile/coefficients", kProfileCoefficients);
+        for (const std::string_view name : kProfileCoefficients) {
           const std::string path = "/profile/coefficients/" + std::string(name);
           const Json& c = r.Object(cs, std::string(name), "/profile/coefficients");
           r.Keys(c, path, {"value", "range", "status", "sensitivity", "std_error", "note"});

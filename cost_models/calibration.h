@@ -61,6 +61,11 @@ struct CoefficientRange {
   double low, high;
   std::string_view why;
 };
+// The names of a profile's fitted coefficients, in the order every list of
+// them keeps (ranges, fits, the file's keys).
+inline constexpr std::array<std::string_view, 4> kProfileCoefficients{"gemm_efficiency", "bandwidth_efficiency",
+                                                                      "launch_overhead_s", "kernel_floor_s"};
+
 // The four fitted coefficients of `device`'s kind in order: gemm_efficiency,
 // bandwidth_efficiency, launch_overhead_s, kernel_floor_s (their sources in
 // calibration.cc). A GPU (sm_count > 0) gets the published ranges; another

@@ -160,8 +160,12 @@ TEST(TensorParallel, LlamaBlocksDivideAsMegatronDivides) {
         EXPECT_EQ(Count(block, pass, C::kReduceScatter), sp ? 2 : 0);
       }
       for (const Kernel& k : block.kernels) {
-        if (k.name == "rope") EXPECT_DOUBLE_EQ(k.bytes, 2 * S * (d + kv) / t * 2);
-        if (k.name == "swiglu") EXPECT_DOUBLE_EQ(k.bytes, 3 * S * f / t * 2);
+        if (k.name == "rope") {
+          EXPECT_DOUBLE_EQ(k.bytes, 2 * S * (d + kv) / t * 2);
+        }
+        if (k.name == "swiglu") {
+          EXPECT_DOUBLE_EQ(k.bytes, 3 * S * f / t * 2);
+        }
       }
       // 16-bit units of S d: norms' inputs 4, dropout masks 2, QKV's and
       // FFN-up's inputs 2 each replicated (or split by sequence parallelism);
