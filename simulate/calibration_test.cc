@@ -87,15 +87,18 @@ cost::Config OneCell(int micro_batches) {
   return *c;
 }
 
+// F, B and R each `fit`'s fixed times with scale 2.5 on every layer kind of
+// the MLP: the coefficients "measured" runs are made with.
+Calibration ScaledTruth(OpFit fit) {
+  for (const char* layer : {"linear", "residual_block", "head"}) fit.scale[layer] = 2.5;
+  Calibration truth;
+  for (const char* kind : {"F", "B", "R"}) truth.compute[kind] = fit;
+  return truth;
+}
+
 TEST(Calibration, RunsOfTwoMicroBatchSizesSeparateOverheadFromScale) {
   cost::Config c4 = OneCell(4), c16 = OneCell(16);
-  Calibration truth;
-  for (const char* kind : {"F", "B", "R"}) {
-    OpFit fit;
-    fit.overhead_s = 4e-4;
-    for (const char* layer : {"linear", "residual_block", "head"}) fit.scale[layer] = 2.5;
-    truth.compute[kind] = fit;
-  }
+  const Calibration truth = ScaledTruth(OpFit{.overhead_s = 4e-4});
   auto measure = [&](const cost::Config& c, cost::Plan& plan) {
     auto p = partition::PlanFromConfig(c);
     EXPECT_TRUE(p);
@@ -234,13 +237,7 @@ TEST(SerialComm, SendsAndReceivesOccupyTheWorker) {
 // truth, the two-size fit at K=1 gives the K=2 and K=4 steps; a fixed time
 // per op would be charged K times.
 TEST(Calibration, AFitOnOneDeviceCarriesToMoreStagesOnOneGpu) {
-  Calibration truth;
-  for (const char* kind : {"F", "B", "R"}) {
-    OpFit fit;
-    fit.overhead_per_layer_s = 5e-5;
-    for (const char* layer : {"linear", "residual_block", "head"}) fit.scale[layer] = 2.5;
-    truth.compute[kind] = fit;
-  }
+  const Calibration truth = ScaledTruth(OpFit{.overhead_per_layer_s = 5e-5});
   auto simulate = [&](const cost::Config& c, const Calibration& cal, cost::Plan* keep = nullptr) {
     auto p = partition::PlanFromConfig(c);
     EXPECT_TRUE(p) << p.error().message;

@@ -43,14 +43,17 @@ void DeviceTensor::FreeOn(cudaStream_t stream) const {
   if (storage_) storage_->stream = stream;
 }
 
-DeviceBuffer::DeviceBuffer(int64_t n) : n_(n) {
+template <typename T>
+DeviceArray<T>::DeviceArray(int64_t n, bool zeroed) : n_(n) {
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, n)) * sizeof(T);
   void* p = nullptr;
-  TP_CUDA(cudaMalloc(&p, static_cast<size_t>(std::max<int64_t>(1, n)) * sizeof(float)));
-  p_ = static_cast<float*>(p);
-  TP_CUDA(cudaMemset(p_, 0, static_cast<size_t>(std::max<int64_t>(1, n)) * sizeof(float)));
+  TP_CUDA(cudaMalloc(&p, bytes));
+  p_ = static_cast<T*>(p);
+  if (zeroed) TP_CUDA(cudaMemset(p_, 0, bytes));
 }
 
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+template <typename T>
+DeviceArray<T>& DeviceArray<T>::operator=(DeviceArray&& o) noexcept {
   if (this != &o) {
     if (p_) static_cast<void>(cudaFree(p_));
     p_ = o.p_;
@@ -61,29 +64,12 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   return *this;
 }
 
-DeviceBuffer::~DeviceBuffer() {
+template <typename T>
+DeviceArray<T>::~DeviceArray() {
   if (p_) static_cast<void>(cudaFree(p_));
 }
 
-DeviceBf16Buffer::DeviceBf16Buffer(int64_t n) : n_(n) {
-  void* p = nullptr;
-  TP_CUDA(cudaMalloc(&p, static_cast<size_t>(std::max<int64_t>(1, n)) * sizeof(__nv_bfloat16)));
-  p_ = static_cast<__nv_bfloat16*>(p);
-}
-
-DeviceBf16Buffer& DeviceBf16Buffer::operator=(DeviceBf16Buffer&& o) noexcept {
-  if (this != &o) {
-    if (p_) static_cast<void>(cudaFree(p_));
-    p_ = o.p_;
-    n_ = o.n_;
-    o.p_ = nullptr;
-    o.n_ = 0;
-  }
-  return *this;
-}
-
-DeviceBf16Buffer::~DeviceBf16Buffer() {
-  if (p_) static_cast<void>(cudaFree(p_));
-}
+template class DeviceArray<float>;
+template class DeviceArray<__nv_bfloat16>;
 
 }  // namespace twinpipe::execute::cuda

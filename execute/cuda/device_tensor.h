@@ -62,44 +62,44 @@ class DeviceTensor {
   Element element_ = Element::kFp32;
 };
 
-// A GPU buffer of n floats owned alone (parameters, optimizer state), zeroed.
-class DeviceBuffer {
+// A GPU array of n T owned alone (cudaMalloc, freed with it): zeroed, or
+// left uninitialised for what a stream writes whole before anything reads
+// it (a zeroing cudaMemset would run on the legacy stream, unordered with
+// the backend's non-blocking streams).
+template <typename T>
+class DeviceArray {
  public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(int64_t n);
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer();
-  float* get() const { return p_; }
-  int64_t size() const { return n_; }
-
- private:
-  float* p_ = nullptr;
-  int64_t n_ = 0;
-};
-
-// A GPU buffer of n bf16 values owned alone, uninitialised: a weight's bf16
-// copy (bf16.h), written whole on a stream before anything reads it. (A
-// zeroing cudaMemset would run on the legacy stream, unordered with the
-// backend's non-blocking streams.)
-class DeviceBf16Buffer {
- public:
-  DeviceBf16Buffer() = default;
-  explicit DeviceBf16Buffer(int64_t n);
-  DeviceBf16Buffer(DeviceBf16Buffer&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
-  DeviceBf16Buffer& operator=(DeviceBf16Buffer&& o) noexcept;
-  DeviceBf16Buffer(const DeviceBf16Buffer&) = delete;
-  DeviceBf16Buffer& operator=(const DeviceBf16Buffer&) = delete;
-  ~DeviceBf16Buffer();
-  __nv_bfloat16* get() const { return p_; }
+  DeviceArray() = default;
+  DeviceArray(int64_t n, bool zeroed);
+  DeviceArray(DeviceArray&& o) noexcept : p_(o.p_), n_(o.n_) {
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
+  DeviceArray& operator=(DeviceArray&& o) noexcept;
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray();
+  T* get() const { return p_; }
   int64_t size() const { return n_; }
   bool empty() const { return p_ == nullptr; }
 
  private:
-  __nv_bfloat16* p_ = nullptr;
+  T* p_ = nullptr;
   int64_t n_ = 0;
+};
+
+// n floats, zeroed (parameters, gradients, optimizer state).
+class DeviceBuffer : public DeviceArray<float> {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(int64_t n) : DeviceArray(n, /*zeroed=*/true) {}
+};
+
+// n bf16 values, uninitialised: a weight's bf16 copy (bf16.h).
+class DeviceBf16Buffer : public DeviceArray<__nv_bfloat16> {
+ public:
+  DeviceBf16Buffer() = default;
+  explicit DeviceBf16Buffer(int64_t n) : DeviceArray(n, /*zeroed=*/false) {}
 };
 
 }  // namespace twinpipe::execute::cuda
