@@ -119,6 +119,15 @@ Result<RawAction> ParseAction(std::string_view cell) {
   return a;
 }
 
+// The IR's kind of a compute or comm action's name in `dialect`.
+OpKind KindOf(std::string_view name, TorchDialect dialect) {
+  if (name == "I") return OpKind::kBackwardInput;
+  if (name == "W") return OpKind::kBackwardWeight;
+  if (name == "BW") return OpKind::kBackward;
+  if (name == "B") return dialect == TorchDialect::kOlder ? OpKind::kBackwardInput : OpKind::kBackward;
+  return *OpKindFromName(name);  // F and the transfers: the IR's names
+}
+
 bool IsBackwardName(std::string_view name) { return name == "B" || name == "BW" || name == "I" || name == "W"; }
 
 // Checks what torch's bookkeeping actions say about the schedule: a
@@ -316,13 +325,7 @@ Result<TorchImport> ImportTorchCsv(std::string_view text, std::string_view sourc
     bool computes = false;
     for (const auto& a : rows[d]) {
       if (a.cls == ActionClass::kBookkeeping) continue;
-      OpKind kind;
-      if (a.name == "F") kind = OpKind::kForward;
-      else if (a.name == "I") kind = OpKind::kBackwardInput;
-      else if (a.name == "W") kind = OpKind::kBackwardWeight;
-      else if (a.name == "BW") kind = OpKind::kBackward;
-      else if (a.name == "B") kind = used == TorchDialect::kOlder ? OpKind::kBackwardInput : OpKind::kBackward;
-      else kind = *OpKindFromName(a.name);
+      const OpKind kind = KindOf(a.name, used);
       result.had_comm = result.had_comm || IsComm(kind);
       computes = computes || !IsComm(kind);
       program.push_back(Op{.kind = kind, .stage = a.stage, .micro_batch = a.micro_batch});
@@ -341,6 +344,19 @@ Result<TorchImport> ImportTorchCsv(std::string_view text, std::string_view sourc
     }
   }
   return result;
+}
+
+Result<TorchAction> ParseTorchAction(std::string_view cell, TorchDialect dialect) {
+  auto a = ParseAction(Trim(cell));
+  if (!a) return tl::unexpected(a.error());
+  TorchAction out{.stage = a->stage, .micro_batch = a->micro_batch};
+  if (a->cls == ActionClass::kBookkeeping) {
+    const auto k = std::find(kBookkeepingNames.begin(), kBookkeepingNames.end(), a->name);
+    out.bookkeeping = static_cast<TorchBookkeeping>(k - kBookkeepingNames.begin());
+  } else {
+    out.kind = KindOf(a->name, dialect);
+  }
+  return out;
 }
 
 Result<TorchVersion> ParseTorchVersion(std::string_view text) {

@@ -49,6 +49,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -103,6 +104,19 @@ struct TorchImport {
 // REDUCE_GRAD its WAIT_REDUCE_GRAD. Errors name file, line and cell.
 Result<TorchImport> ImportTorchCsv(std::string_view text, std::string_view source,
                                    TorchDialect dialect);
+
+// One action as torch writes it ("0F1", "2SEND_B3", "0UNSHARD"), as the IR
+// reads it in `dialect` (kAuto reads as current): an op's kind, stage and
+// micro-batch (-1 for actions without one), or, for torch's bookkeeping,
+// which one and no kind. torch.profiler labels each action the multi-stage
+// runtime runs "PP:" and this (schedules.py, _get_profiler_function_name).
+struct TorchAction {
+  std::optional<OpKind> kind;                   // none for bookkeeping
+  std::optional<TorchBookkeeping> bookkeeping;  // none for ops
+  int32_t stage = 0;
+  int32_t micro_batch = -1;
+};
+Result<TorchAction> ParseTorchAction(std::string_view cell, TorchDialect dialect);
 
 // A torch release, major.minor (the patch level does not change the format).
 struct TorchVersion {

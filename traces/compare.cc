@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -82,7 +83,18 @@ TraceSummary Summarize(const Trace& t) {
   return s;
 }
 
-Result<Comparison> Compare(const Trace& p, const Trace& m) {
+Result<Comparison> Compare(const Trace& predicted_trace, const Trace& m) {
+  // A torch.profiler trace times the ops torch labels: the prediction's
+  // same ops are compared with them.
+  Trace subset;
+  const bool partial = m.source == "torch.profiler" && m.events.size() < predicted_trace.events.size();
+  if (partial) {
+    std::set<Key> keys;
+    for (const Event& e : m.events) keys.insert(KeyOf(e));
+    subset = predicted_trace;
+    std::erase_if(subset.events, [&](const Event& e) { return !keys.contains(KeyOf(e)); });
+  }
+  const Trace& p = partial ? subset : predicted_trace;
   auto differ = [](const std::string& what) {
     return Fail(fmt::format("the traces are of different schedules: {}", what));
   };
@@ -98,6 +110,9 @@ Result<Comparison> Compare(const Trace& p, const Trace& m) {
     return differ(fmt::format("{} ops predicted, {} measured", p.events.size(), m.events.size()));
   }
   Comparison c;
+  c.ops_predicted = static_cast<int>(predicted_trace.events.size());
+  c.ops_compared = static_cast<int>(m.events.size());
+  c.memory_measured = !m.memory.empty();
   const TraceSummary sp = Summarize(p), sm = Summarize(m);
   c.step_time_predicted_s = sp.step_time_s;
   c.step_time_measured_s = sm.step_time_s;
@@ -130,7 +145,8 @@ Result<Comparison> Compare(const Trace& p, const Trace& m) {
   for (int d = 0; d < p.devices; ++d) {
     c.devices.push_back(DeviceError{d, sp.busy_s[d], sm.busy_s[d], Relative(sp.busy_s[d], sm.busy_s[d]),
                                     sp.peak_memory_bytes[d], sm.peak_memory_bytes[d],
-                                    Relative(sp.peak_memory_bytes[d], sm.peak_memory_bytes[d])});
+                                    c.memory_measured ? Relative(sp.peak_memory_bytes[d], sm.peak_memory_bytes[d])
+                                                      : 0});
   }
   std::stable_sort(all.begin(), all.end(), [](const OpError& a, const OpError& b) {
     return std::abs(a.error) > std::abs(b.error);
@@ -142,6 +158,10 @@ Result<Comparison> Compare(const Trace& p, const Trace& m) {
 
 std::string ComparisonJson(const Comparison& c) {
   nlohmann::ordered_json j;
+  if (c.ops_compared < c.ops_predicted) {
+    j["ops_predicted"] = c.ops_predicted;
+    j["ops_compared"] = c.ops_compared;
+  }
   j["step_time_predicted_s"] = c.step_time_predicted_s;
   j["step_time_measured_s"] = c.step_time_measured_s;
   j["step_time_error"] = c.step_time_error;
@@ -158,8 +178,8 @@ std::string ComparisonJson(const Comparison& c) {
                             {"busy_measured_s", d.busy_measured_s},
                             {"busy_error", d.busy_error},
                             {"peak_memory_predicted_bytes", d.peak_memory_predicted},
-                            {"peak_memory_measured_bytes", d.peak_memory_measured},
-                            {"peak_memory_error", d.peak_memory_error}});
+                            {"peak_memory_measured_bytes", c.memory_measured ? nlohmann::ordered_json(d.peak_memory_measured) : nullptr},
+                            {"peak_memory_error", c.memory_measured ? nlohmann::ordered_json(d.peak_memory_error) : nullptr}});
   }
   j["worst"] = nlohmann::ordered_json::array();
   for (const auto& w : c.worst) {
@@ -172,6 +192,10 @@ std::string ComparisonJson(const Comparison& c) {
 std::string ComparisonTable(const Comparison& c) {
   std::string out;
   auto it = std::back_inserter(out);
+  if (c.ops_compared < c.ops_predicted) {
+    fmt::format_to(it, "ops compared {} of the {} predicted: those the measured trace times\n", c.ops_compared,
+                   c.ops_predicted);
+  }
   fmt::format_to(it, "step time   predicted {:.6g} s   measured {:.6g} s   error {:+.1f}%\n", c.step_time_predicted_s,
                  c.step_time_measured_s, 100 * c.step_time_error);
   fmt::format_to(it, "bubble      predicted {:.3f}   measured {:.3f}   difference {:+.3f}\n", c.bubble_fraction_predicted,
@@ -183,6 +207,11 @@ std::string ComparisonTable(const Comparison& c) {
   fmt::format_to(it, "{:>6} {:>12} {:>12} {:>8} {:>14} {:>14} {:>8}\n", "device", "busy pred", "busy meas", "err",
                  "peak mem pred", "peak mem meas", "err");
   for (const auto& d : c.devices) {
+    if (!c.memory_measured) {
+      fmt::format_to(it, "{:>6} {:>11.4g}s {:>11.4g}s {:>+7.1f}% {:>14.0f} {:>14} {:>8}\n", d.device, d.busy_predicted_s,
+                     d.busy_measured_s, 100 * d.busy_error, d.peak_memory_predicted, "-", "-");
+      continue;
+    }
     fmt::format_to(it, "{:>6} {:>11.4g}s {:>11.4g}s {:>+7.1f}% {:>14.0f} {:>14.0f} {:>+7.1f}%\n", d.device, d.busy_predicted_s,
                    d.busy_measured_s, 100 * d.busy_error, d.peak_memory_predicted, d.peak_memory_measured,
                    100 * d.peak_memory_error);

@@ -52,6 +52,11 @@ struct OpError {
 };
 
 struct Comparison {
+  // Ops of the prediction, and of them those compared: all, but for a
+  // torch.profiler trace, which times only the ops torch labels (the step
+  // time, bubble and busy times are then those of the compared ops in both).
+  int ops_predicted = 0, ops_compared = 0;
+  bool memory_measured = true;  // the measured trace has memory samples
   double step_time_predicted_s = 0, step_time_measured_s = 0, step_time_error = 0;
   double bubble_fraction_predicted = 0, bubble_fraction_measured = 0;
   std::vector<KindError> per_kind;

@@ -1,0 +1,224 @@
+#include "traces/torch_profile.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ir/torch_csv.h"
+#include "traces/schedule_trace.h"
+
+namespace twinpipe::traces {
+
+namespace {
+
+using Json = nlohmann::json;
+
+// (kind, stage, micro-batch): an op within its device's program.
+using Key = std::tuple<ir::OpKind, int32_t, int32_t>;
+
+struct Labelled {
+  Key key;
+  double start_us = 0, dur_us = 0;
+  size_t index = 0;  // in traceEvents
+};
+
+// "Forward 3" / "Backward 3": the single-stage schedules' labels.
+std::optional<std::pair<ir::OpKind, int32_t>> SingleStageLabel(std::string_view name) {
+  for (auto [prefix, kind] : {std::pair{std::string_view("Forward "), ir::OpKind::kForward},
+                              std::pair{std::string_view("Backward "), ir::OpKind::kBackward}}) {
+    if (name.substr(0, prefix.size()) != prefix) continue;
+    const std::string_view digits = name.substr(prefix.size());
+    int32_t mb = -1;
+    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), mb);
+    if (ec == std::errc() && p == digits.data() + digits.size() && mb >= 0) return std::pair{kind, mb};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<std::string> Gunzipped(std::string bytes, const std::string& name) {
+  if (bytes.size() < 2 || static_cast<unsigned char>(bytes[0]) != 0x1f || static_cast<unsigned char>(bytes[1]) != 0x8b) {
+    return bytes;
+  }
+  z_stream z{};
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return Fail(fmt::format("{}: zlib would not start", name));
+  std::string out;
+  z.next_in = reinterpret_cast<Bytef*>(bytes.data());
+  z.avail_in = static_cast<uInt>(bytes.size());
+  int rc = Z_OK;
+  char buffer[1 << 16];
+  while (rc == Z_OK) {
+    z.next_out = reinterpret_cast<Bytef*>(buffer);
+    z.avail_out = sizeof(buffer);
+    rc = inflate(&z, Z_NO_FLUSH);
+    out.append(buffer, sizeof(buffer) - z.avail_out);
+    if (rc == Z_BUF_ERROR && z.avail_in == 0) break;  // input ended early
+  }
+  inflateEnd(&z);
+  if (rc != Z_STREAM_END) return Fail(fmt::format("{}: not a whole gzip stream (zlib: {})", name, rc));
+  return out;
+}
+
+Result<TorchProfileImport> ImportTorchProfiles(const std::vector<std::pair<std::string, std::string>>& files,
+                                               const ir::Schedule& schedule) {
+  const int32_t D = schedule.num_devices;
+  if (static_cast<int32_t>(files.size()) != D) {
+    return Fail(fmt::format("{} profiles for a schedule of {} devices: give one per rank", files.size(), D));
+  }
+  // Per device, the ops its program holds, by key.
+  std::vector<std::map<Key, int32_t>> ops(D);
+  std::vector<int32_t> stage_of(D, -1);  // a device's only stage, or -1 (several, or none)
+  {
+    int32_t id = 0;
+    for (int32_t d = 0; d < D; ++d) {
+      std::vector<int32_t> stages;
+      for (const ir::Op& op : schedule.programs[d]) {
+        ops[d][Key{op.kind, op.stage, op.micro_batch}] = id++;
+        if (!ir::IsComm(op.kind) && op.stage >= 0 &&
+            std::find(stages.begin(), stages.end(), op.stage) == stages.end()) {
+          stages.push_back(op.stage);
+        }
+      }
+      if (stages.size() == 1) stage_of[d] = stages.front();
+    }
+  }
+  TorchProfileImport result;
+  std::vector<std::vector<Labelled>> labelled(D);
+  std::vector<std::string> file_of(D);
+  double t0 = std::numeric_limits<double>::infinity();
+  for (size_t f = 0; f < files.size(); ++f) {
+    const std::string& name = files[f].first;
+    auto text = Gunzipped(files[f].second, name);
+    if (!text) return tl::unexpected(text.error());
+    Json doc;
+    try {
+      doc = Json::parse(*text);
+    } catch (const Json::parse_error& e) {
+      return Fail(fmt::format("{}: not JSON ({})", name, e.what()));
+    }
+    if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array()) {
+      return Fail(fmt::format("{}: /traceEvents: expected torch.profiler's Chrome trace (an object with an array "
+                              "traceEvents, as export_chrome_trace writes)", name));
+    }
+    int32_t rank = static_cast<int32_t>(f);
+    if (doc.contains("distributedInfo") && doc["distributedInfo"].contains("rank")) {
+      const Json& r = doc["distributedInfo"]["rank"];
+      if (!r.is_number_integer() || r.get<int64_t>() < 0 || r.get<int64_t>() >= D) {
+        return Fail(fmt::format("{}: /distributedInfo/rank: expected a rank from 0 to {}, got {}", name, D - 1,
+                                r.dump()));
+      }
+      rank = r.get<int32_t>();
+    }
+    if (!file_of[rank].empty()) {
+      return Fail(fmt::format("{}: rank {} again (also {}): give one profile per rank", name, rank, file_of[rank]));
+    }
+    file_of[rank] = name;
+    const Json& events = doc["traceEvents"];
+    bool gpu = false;
+    for (const Json& e : events) gpu = gpu || (e.is_object() && e.value("cat", "") == "gpu_user_annotation");
+    result.gpu_time = result.gpu_time || gpu;
+    const std::string wanted = gpu ? "gpu_user_annotation" : "user_annotation";
+    std::map<Key, size_t> seen;
+    for (size_t i = 0; i < events.size(); ++i) {
+      const Json& e = events[i];
+      if (!e.is_object() || e.value("cat", "") != wanted || e.value("ph", "") != "X") continue;
+      const std::string path = fmt::format("/traceEvents/{}", i);
+      if (!e.contains("name") || !e["name"].is_string()) {
+        return Fail(fmt::format("{}: {}/name: expected the label, a string", name, path));
+      }
+      const std::string label = e["name"];
+      Key key;
+      if (label.rfind("PP:", 0) == 0) {
+        auto action = ir::ParseTorchAction(std::string_view(label).substr(3), ir::TorchDialect::kCurrent);
+        if (!action) return Fail(fmt::format("{}: {}/name: {}", name, path, action.error().message));
+        if (!action->kind) {
+          ++result.bookkeeping;
+          continue;
+        }
+        key = Key{*action->kind, action->stage, action->micro_batch};
+      } else if (auto single = SingleStageLabel(label)) {
+        if (stage_of[rank] < 0) {
+          return Fail(fmt::format("{}: {}/name: '{}' is a single-stage schedule's label, but device {} runs "
+                                  "several stages (or none) in the schedule", name, path, label, rank));
+        }
+        key = Key{single->first, stage_of[rank], single->second};
+      } else {
+        continue;  // the user's own annotations, gloo/NCCL calls, ProfilerStep#
+      }
+      for (const char* field : {"ts", "dur"}) {
+        if (!e.contains(field) || !e[field].is_number() || !std::isfinite(e[field].get<double>()) ||
+            (std::string_view(field) == "dur" && e[field].get<double>() < 0)) {
+          return Fail(fmt::format("{}: {}/{}: expected a number of microseconds{}", name, path, field,
+                                  std::string_view(field) == "dur" ? ", 0 or more" : ""));
+        }
+      }
+      const ir::Op probe{.kind = std::get<0>(key), .stage = std::get<1>(key), .micro_batch = std::get<2>(key)};
+      if (!ops[rank].contains(key)) {
+        return Fail(fmt::format("{}: {}/name: '{}' ({}) is no op of device {}'s program in the schedule", name,
+                                path, label, ir::OpToken(probe), rank));
+      }
+      if (auto [it, fresh] = seen.emplace(key, i); !fresh) {
+        return Fail(fmt::format("{}: {}/name: '{}' again (first at /traceEvents/{}): the profile holds more than "
+                                "one step; profile one", name, path, label, it->second));
+      }
+      const double ts = e["ts"], dur = e["dur"];
+      t0 = std::min(t0, ts);
+      labelled[rank].push_back(Labelled{key, ts, dur, i});
+    }
+  }
+  // A rank runs its program's actions one after another: a profile whose
+  // labels start in another order is of another schedule.
+  for (int32_t d = 0; d < D; ++d) {
+    auto& list = labelled[d];
+    std::stable_sort(list.begin(), list.end(), [](const Labelled& a, const Labelled& b) { return a.start_us < b.start_us; });
+    for (size_t i = 1; i < list.size(); ++i) {
+      if (ops[d].at(list[i].key) > ops[d].at(list[i - 1].key)) continue;
+      auto token = [](const Key& k) {
+        return ir::OpToken(ir::Op{.kind = std::get<0>(k), .stage = std::get<1>(k), .micro_batch = std::get<2>(k)});
+      };
+      return Fail(fmt::format("{}: rank {} ran {} (/traceEvents/{}) before {} (/traceEvents/{}), which the schedule's "
+                              "device {} runs first: the profile is of another schedule",
+                              file_of[d], d, token(list[i - 1].key), list[i - 1].index, token(list[i].key),
+                              list[i].index, d));
+    }
+  }
+  Trace all = TraceFor(schedule, "torch.profiler");
+  std::vector<char> measured(all.events.size(), 0);
+  for (int32_t d = 0; d < D; ++d) {
+    for (const Labelled& l : labelled[d]) {
+      Event& e = all.events[ops[d].at(l.key)];
+      e.start_s = (l.start_us - t0) * 1e-6;
+      e.end_s = (l.start_us + l.dur_us - t0) * 1e-6;
+      measured[e.id] = 1;
+    }
+  }
+  for (size_t i = 0; i < all.events.size(); ++i) {
+    if (measured[i]) {
+      result.trace.events.push_back(all.events[i]);
+      ++result.measured;
+    } else {
+      ++result.unmeasured;
+    }
+  }
+  if (result.measured == 0) {
+    return Fail(fmt::format("{}: no op of the schedule is labelled (torch.distributed.pipelining labels its actions "
+                            "'PP:<action>' or 'Forward <i>' / 'Backward <i>' in user_annotation events)",
+                            files.front().first));
+  }
+  all.events.clear();
+  result.trace = Trace{std::move(all.source), all.stages, all.micro_batches, all.devices, all.replicas,
+                       all.tensor_parallel, std::move(all.placement), std::move(result.trace.events), {}};
+  return result;
+}
+
+}  // namespace twinpipe::traces
