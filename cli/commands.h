@@ -20,5 +20,6 @@ void AddCalibrate(CLI::App& app, int& exit_code);
 void AddSearch(CLI::App& app, int& exit_code);
 void AddValidate(CLI::App& app, int& exit_code);
 void AddExport(CLI::App& app, int& exit_code);
+void AddImportTrace(CLI::App& app, int& exit_code);
 
 }  // namespace twinpipe::cli

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   twinpipe::cli::AddValidate(app, exit_code);
   twinpipe::cli::AddSearch(app, exit_code);
   twinpipe::cli::AddExport(app, exit_code);
+  twinpipe::cli::AddImportTrace(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -434,3 +434,20 @@ cli_case(export_not_transformer 2 "quickstart.json: /model/generator: Megatron-L
          ${TP} export megatron ${SRC}/examples/quickstart.json)
 cli_case(export_bad_config 2 "/pipeline/stages" ${TP} export megatron ${IN}/config_stages_string.json)
 cli_case(export_help 0 "Left out, with no effect on what runs" ${TP} export --help)
+
+# torch.profiler traces of real torch.distributed.pipelining steps
+# (tests/inputs/torch_profile): imported as the measured trace of the program
+# torch ran, then compared with a prediction of it on the ops torch labels.
+set(TPROF ${IN}/torch_profile)
+cli_case(import_trace_interleaved 0 "80 of the schedule's 82 ops timed (CPU time), 2 not labelled by torch"
+         ${TP} import-trace ${TPROF}/w2/interleaved.rank0.json.gz ${TPROF}/w2/interleaved.rank1.json.gz
+         --schedule-file ${TPROF}/w2/interleaved.csv -o ${CMAKE_CURRENT_BINARY_DIR}/torch_profile_w2.json)
+cli_case(import_trace_then_compare 0 "ops compared 352 of the 356 predicted"
+         bash -c "${TP} import-trace ${TPROF}/w4/interleaved.rank{0,1,2,3}.json.gz --schedule-file ${TPROF}/w4/interleaved.csv -o \"$0\" && ${TP} simulate ${SRC}/examples/mlp_cpu.json --schedule-file ${TPROF}/w4/interleaved.csv --trace \"$0.p\" >/dev/null && ${TP} compare \"$0.p\" \"$0\""
+         ${CMAKE_CURRENT_BINARY_DIR}/torch_profile_w4.json)
+cli_case(import_trace_one_rank_missing 2 "1 profiles for a schedule of 2 devices: give one per rank"
+         ${TP} import-trace ${TPROF}/w2/interleaved.rank0.json.gz --schedule-file ${TPROF}/w2/interleaved.csv)
+# torch's ScheduleGPipe runs its backwards first micro-batch first, twinpipe's last first.
+cli_case(import_trace_other_schedule 2 "rank 0 ran 0B0 (/traceEvents/141) before 0B1"
+         bash -c "${TP} schedule -k 2 -m 4 -s gpipe -o \"$0\" && ${TP} import-trace ${TPROF}/w2/gpipe.rank0.json.gz ${TPROF}/w2/gpipe.rank1.json.gz --schedule-file \"$0\""
+         ${CMAKE_CURRENT_BINARY_DIR}/gpipe_k2_m4.txt)
