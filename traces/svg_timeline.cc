@@ -156,8 +156,9 @@ std::string RenderTimelineSvg(const Trace& a, const Trace* b, const std::string&
     }
     fmt::format_to(it, "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#ddd\"/>\n"
                        "<text x=\"{:.0f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">device {}</text>"
-                       "<text x=\"{:.0f}\" y=\"{:.1f}\" font-size=\"9\" text-anchor=\"end\" fill=\"#555\">peak {}</text>\n",
-                   kLeft, top, plot, kMemoryHeight, kLeft - 6, top + 14, d, kLeft - 6, top + 28, Bytes(peak));
+                       "<text x=\"{:.0f}\" y=\"{:.1f}\" font-size=\"9\" text-anchor=\"end\" fill=\"#555\">{}</text>\n",
+                   kLeft, top, plot, kMemoryHeight, kLeft - 6, top + 14, d, kLeft - 6, top + 28,
+                   peak > 0 ? "peak " + Bytes(peak) : "not measured");
     if (peak <= 0) continue;
     for (size_t k = 0; k < traces.size(); ++k) {
       const Trace& t = *traces[k].first;
