@@ -44,6 +44,12 @@ std::optional<std::pair<ir::OpKind, int32_t>> SingleStageLabel(std::string_view 
   return std::nullopt;
 }
 
+// A member that is a string, or "" (absent, or of another type).
+std::string StringField(const Json& e, const char* key) {
+  auto it = e.find(key);
+  return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 }  // namespace
 
 Result<std::string> Gunzipped(std::string bytes, const std::string& name) {
@@ -103,7 +109,7 @@ Result<TorchProfileImport> ImportTorchProfiles(const std::vector<std::pair<std::
     Json doc;
     try {
       doc = Json::parse(*text);
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) {  // a syntax error, or a number out of range
       return Fail(fmt::format("{}: not JSON ({})", name, e.what()));
     }
     if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array()) {
@@ -125,13 +131,13 @@ Result<TorchProfileImport> ImportTorchProfiles(const std::vector<std::pair<std::
     file_of[rank] = name;
     const Json& events = doc["traceEvents"];
     bool gpu = false;
-    for (const Json& e : events) gpu = gpu || (e.is_object() && e.value("cat", "") == "gpu_user_annotation");
+    for (const Json& e : events) gpu = gpu || (e.is_object() && StringField(e, "cat") == "gpu_user_annotation");
     result.gpu_time = result.gpu_time || gpu;
     const std::string wanted = gpu ? "gpu_user_annotation" : "user_annotation";
     std::map<Key, size_t> seen;
     for (size_t i = 0; i < events.size(); ++i) {
       const Json& e = events[i];
-      if (!e.is_object() || e.value("cat", "") != wanted || e.value("ph", "") != "X") continue;
+      if (!e.is_object() || StringField(e, "cat") != wanted || StringField(e, "ph") != "X") continue;
       const std::string path = fmt::format("/traceEvents/{}", i);
       if (!e.contains("name") || !e["name"].is_string()) {
         return Fail(fmt::format("{}: {}/name: expected the label, a string", name, path));
