@@ -250,7 +250,8 @@ namespace {
 
 // torch.distributed.pipelining's schedule classes (get_schedule_class names,
 // as torchtitan's pipeline_parallel_schedule takes them) for twinpipe's
-// schedules of the same order.
+// schedules of the same work; of the same order but for GPipe, whose
+// backwards torch runs first micro-batch first (tests/inputs/torch_profile).
 std::optional<std::string_view> TorchScheduleClass(std::string_view schedule) {
   static const std::map<std::string_view, std::string_view> classes{
       {"gpipe", "GPipe"}, {"1f1b", "1F1B"}, {"interleaved", "Interleaved1F1B"},
@@ -400,6 +401,12 @@ Result<LaunchSettings> TorchtitanSettings(const Config& config, const Torchtitan
       config.cluster.NumDevices(), p.tensor_parallel, p.context_parallel, p.stages, R, m.layers, m.d_model, m.ffn,
       m.heads, m.kv_heads, m.vocab);
   std::vector<std::string> notes;
+  if (p.stages > 1 && p.schedule == "gpipe") {
+    notes.push_back(fmt::format("{}: torch's GPipe runs its backwards first micro-batch first, twinpipe's 'gpipe' "
+                                "last first (the paper's): the same work and memory, another order of ops; a "
+                                "torch.profiler trace of it imports against a schedule in torch's order",
+                                config.source));
+  }
   if (p.stages > 1 && p.blocking_p2p) {
     notes.push_back(fmt::format("{}: /pipeline/p2p is 'blocking', but torch's pipelining sends and receives "
                                 "asynchronously ('overlapped'); predict with that to compare", config.source));

@@ -426,6 +426,8 @@ cli_case(export_megatron_schedule_refused 2 "zb_h1.json: /pipeline/schedule: Meg
          ${TP} export megatron ${EXPORT}/zb_h1.json)
 cli_case(export_torchtitan_schedule_needs_csv 2 "zb_h1.json: /pipeline/schedule: torch has no schedule class for 'zb-h1'"
          ${TP} export torchtitan ${EXPORT}/zb_h1.json)
+cli_case(export_torchtitan_gpipe_order_note 0 "gpipe_k2.json: torch's GPipe runs its backwards first micro-batch first"
+         ${TP} export torchtitan ${EXPORT}/gpipe_k2.json)
 cli_case(export_torchtitan_schedule_csv 0 "pipeline_parallel_schedule_csv = \"zb_h1.csv\""
          ${TP} export torchtitan ${EXPORT}/zb_h1.json --schedule-csv zb_h1.csv)
 cli_case(export_torchtitan_model_refused 2 "h100_gpt175b_run1.json: /model/mlp: torchtitan's llama3 model has a SwiGLU MLP"
