@@ -37,6 +37,8 @@ def test_layers_carry_the_modules_parameters_and_simulate():
     layers = twinpipe.layers_from_torch(model, torch.randn(8, 64), "cpu")
     assert [layer["params"] for layer in layers] == [sum(p.numel() for p in m.parameters()) for m in model]
     assert layers[0]["fwd_flops"] == pytest.approx(2 * 64 * 256)  # per sample
+    assert layers[0]["bwd_weight_flops"] == pytest.approx(2 * 64 * 256)
+    assert layers[0]["stash_bytes"] == 64 * 4  # its input, not its weight
     assert layers[0]["out_bytes"] == 256 * 4
     assert layers[1]["params"] == 0 and layers[1]["bwd_weight_flops"] == 0
     assert all(layer["cost"] > 0 for layer in layers)

@@ -8,7 +8,8 @@ figure per sample:
     config = {"model": {"layers": layers, "dtype": "fp32"}, ...}
 
   name        the module's index and class ("3:Linear")
-  fwd_flops   forward FLOPs (torch.utils.flop_counter), per sample
+  fwd_flops   forward FLOPs (torch.utils.flop_counter, or the profiler's
+              estimates before torch 2.1), per sample
   bwd_input_flops, bwd_weight_flops
               the backward's FLOPs: the input gradient's and the
               parameters' gradient's, counted apart
@@ -33,6 +34,35 @@ def _torch():
         raise ImportError("twinpipe.layers_from_torch needs PyTorch (apt-get install python3-torch, or pip install "
                           "torch); the rest of twinpipe works without it") from None
     return torch
+
+
+class _CountFlops:
+    """Counts the FLOPs of what runs inside it: torch.utils.flop_counter
+    where torch has it (2.1 on), else the profiler's FLOP estimates (Debian
+    12's torch 1.13); both count GEMMs and convolutions as 2 m n k."""
+
+    def __init__(self, torch):
+        self.flops = 0
+        try:
+            from torch.utils.flop_counter import FlopCounterMode
+        except ImportError:
+            self._mode = None
+            self._profile = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_flops=True)
+        else:
+            self._mode = FlopCounterMode(display=False)
+
+    def __enter__(self):
+        (self._mode or self._profile).__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._mode is not None:
+            self._mode.__exit__(*exc)
+            self.flops = self._mode.get_total_flops()
+        else:
+            self._profile.__exit__(*exc)
+            self.flops = sum(e.flops for e in self._profile.key_averages() if e.flops)
+        return False
 
 
 def _tensor_bytes(t):
@@ -71,8 +101,6 @@ def layers_from_torch(module, sample_input, device="cpu", repeat=3):
     seconds of forward and backward on the whole sample batch (the median of
     `repeat` runs after one warm-up)."""
     torch = _torch()
-    from torch.utils.flop_counter import FlopCounterMode
-
     layers = _layers_of(module)
     if not isinstance(sample_input, torch.Tensor) or sample_input.dim() < 1 or sample_input.shape[0] < 1:
         raise ValueError("layers_from_torch: sample_input must be a tensor whose first dimension is the batch")
@@ -97,25 +125,25 @@ def layers_from_torch(module, sample_input, device="cpu", repeat=3):
                 stashed.append(_tensor_bytes(t))
             return t
 
-        with FlopCounterMode(display=False) as fwd_counter, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with _CountFlops(torch) as fwd_counter, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             y = layer(x_in)
         if not isinstance(y, torch.Tensor):
             raise TypeError(f"layers_from_torch: layer {name} returns {type(y).__name__}; each layer must return "
                             "one tensor (the next layer's input)")
-        fwd_flops = fwd_counter.get_total_flops()
+        fwd_flops = fwd_counter.flops
         grad = torch.ones_like(y) if y.is_floating_point() else None
         # Backward FLOPs: the input gradient, then the weight gradient.
         bwd_input_flops = bwd_weight_flops = 0
         weights = [p for p in layer.parameters() if p.requires_grad]
         if grad is not None and y.requires_grad:
             if x_in.requires_grad:
-                with FlopCounterMode(display=False) as counter:
+                with _CountFlops(torch) as counter:
                     torch.autograd.grad(y, [x_in], grad, retain_graph=True, allow_unused=True)
-                bwd_input_flops = counter.get_total_flops()
+                bwd_input_flops = counter.flops
             if weights:
-                with FlopCounterMode(display=False) as counter:
+                with _CountFlops(torch) as counter:
                     torch.autograd.grad(y, weights, grad, retain_graph=True, allow_unused=True)
-                bwd_weight_flops = counter.get_total_flops()
+                bwd_weight_flops = counter.flops
 
         # Measured times: one warm-up, then the median of `repeat`.
         def forward():
