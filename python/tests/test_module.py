@@ -87,37 +87,36 @@ def test_config_error_of_a_dict_names_its_path():
     assert str(e.value).startswith("<dict>: /pipeline/stages: expected an integer")
 
 
-def test_runs_error_names_line_and_path(cli):
-    path = INPUTS / "runs_bad.jsonl"
-    run = cli("validate", path)
+# (program's arguments, the module's call, its error class, the JSON path)
+SAME_ERRORS = {
+    "bad line of runs": (["validate", INPUTS / "runs_bad.jsonl"],
+                         lambda: twinpipe.validate(str(INPUTS / "runs_bad.jsonl")), twinpipe.ConfigError,
+                         "/step_time_s"),
+    "calibration of another device": (
+        ["simulate", SOURCE_DIR / "examples" / "transformer_h100.json", "--calibration",
+         INPUTS / "cpu_quickstart.calibration.json"],
+        lambda: twinpipe.simulate(str(SOURCE_DIR / "examples" / "transformer_h100.json"),
+                                  calibration=str(INPUTS / "cpu_quickstart.calibration.json")),
+        twinpipe.ConfigError, "/device"),
+    "bad schedule token": (["verify", INPUTS / "bad_token.txt"],
+                           lambda: twinpipe.read_schedule(str(INPUTS / "bad_token.txt")), twinpipe.ScheduleError,
+                           None),
+    "unknown schedule": (["schedule", "-k", 4, "-m", 8, "-s", "zigzag"],
+                         lambda: twinpipe.schedule(stages=4, micro_batches=8, name="zigzag"), twinpipe.ScheduleError,
+                         None),
+}
+
+
+@pytest.mark.parametrize("case", SAME_ERRORS)
+def test_errors_carry_the_programs_message_and_path(cli, case):
+    args, call, error, json_path = SAME_ERRORS[case]
+    run = cli(*args)
     assert run.returncode == 2
-    with pytest.raises(twinpipe.ConfigError) as e:
-        twinpipe.validate(str(path))
-    assert e.value.message == cli_error(run, "validate")
-    assert e.value.json_path == "/step_time_s"
-
-
-def test_calibration_of_another_device_is_refused(cli):
-    args = [SOURCE_DIR / "examples" / "transformer_h100.json", "--calibration", INPUTS / "cpu_quickstart.calibration.json"]
-    run = cli("simulate", *args)
-    assert run.returncode == 2
-    with pytest.raises(twinpipe.ConfigError) as e:
-        twinpipe.simulate(str(args[0]), calibration=str(args[2]))
-    assert e.value.message == cli_error(run, "simulate")
-    assert e.value.json_path == "/device"
-
-
-def test_schedule_error_carries_the_programs_message(cli):
-    path = INPUTS / "bad_token.txt"
-    run = cli("verify", path)
-    assert run.returncode == 2
-    with pytest.raises(twinpipe.ScheduleError) as e:
-        twinpipe.read_schedule(str(path))
-    assert e.value.message == cli_error(run, "verify")
-    run = cli("schedule", "-k", 4, "-m", 8, "-s", "zigzag")
-    with pytest.raises(twinpipe.ScheduleError) as e:
-        twinpipe.schedule(stages=4, micro_batches=8, name="zigzag")
-    assert e.value.message == cli_error(run, "schedule")
+    with pytest.raises(error) as e:
+        call()
+    assert isinstance(e.value, ValueError)
+    assert e.value.message == cli_error(run, args[0])
+    assert e.value.json_path == json_path
 
 
 # Schedules: the program's, and round trips.
