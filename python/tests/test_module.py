@@ -148,6 +148,23 @@ def test_schedule_of_a_config_is_the_programs(cli):
     assert twinpipe.schedule(str(path)).to_json() == run.stdout
 
 
+def test_schedule_refuses_what_the_program_refuses_with_a_config():
+    path = str(SOURCE_DIR / "examples" / "quickstart.json")
+    with pytest.raises(twinpipe.ScheduleError, match="not both"):
+        twinpipe.schedule(path, stages=4)
+    with pytest.raises(twinpipe.ScheduleError, match="/pipeline/recompute_timing"):
+        twinpipe.schedule(path, recompute_timing="in-backward")
+
+
+def test_recompute_timing_is_the_programs(cli):
+    args = dict(stages=2, micro_batches=4, recompute="full", recompute_timing="in-backward")
+    run = cli("schedule", "-k", 2, "-m", 4, "--recompute", "full", "--recompute-timing", "in-backward")
+    assert run.returncode == 0, run.stderr
+    s = twinpipe.schedule(**args)
+    assert s.to_text() == run.stdout
+    assert s.to_text() != twinpipe.schedule(stages=2, micro_batches=4, recompute="full").to_text()
+
+
 def test_verify_reports_what_the_program_reports(cli, tmp_path):
     s = twinpipe.schedule(stages=2, micro_batches=2)
     # Device 0 issues its first backward before its forwards: out of order.

@@ -115,14 +115,22 @@ def simulate(config, schedule=None, calibration=None, *, name=None, recompute=No
 
 
 def schedule(config=None, *, stages=0, micro_batches=0, name=None, chunks=0, recompute=None,
-             recompute_timing="overlapped", activation_bytes=0, replicas=1):
+             recompute_timing=None, activation_bytes=0, replicas=1):
     """`twinpipe schedule`: the verified schedule IR of a config's pipeline,
     or with no config one built from stages K, micro_batches M and the
-    builder's name (default gpipe), recompute and comm inserted."""
+    builder's name (default gpipe), recompute (default none) and its timing
+    (overlapped or in-backward), comm of activation_bytes inserted."""
     lib = _lib()
-    loaded = load_config(config) if config is not None else None
+    loaded = None
+    if config is not None:
+        if stages or micro_batches:
+            raise ScheduleError("give either a config or stages and micro_batches, not both")
+        if recompute_timing is not None:
+            raise ScheduleError("recompute_timing is for a schedule built without a config; set "
+                                "/pipeline/recompute_timing in the config")
+        loaded = load_config(config)
     return lib.build_schedule(loaded, stages, micro_batches, chunks, name or "", recompute or "",
-                              recompute_timing, activation_bytes, replicas)
+                              recompute_timing or "overlapped", activation_bytes, replicas)
 
 
 def read_schedule(path, format="auto", dialect="auto"):
