@@ -17,6 +17,11 @@ namespace twinpipe::cli {
 // twinpipe::Fail (an error value for a Result) stays callable by its name here.
 using twinpipe::Fail;
 
+// Exit codes of every subcommand (DESIGN.md section 8).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRuntime = 1;
+inline constexpr int kExitBadInput = 2;
+
 // Prints the error as the command's and returns its exit code.
 inline int Fail(std::string_view command, const Error& error) {
   fmt::print(stderr, "twinpipe {}: {}\n", command, error.message);

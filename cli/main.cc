@@ -3,7 +3,7 @@
 
 #include "cli/commands.h"
 #include "cli/process.h"
-#include "cli/schedule_io.h"
+#include "cli/fail.h"
 
 int main(int argc, char** argv) {
   twinpipe::cli::KeepFreedMemory();

@@ -3,9 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "cli/schedule_io.h"
 #include "ir/builders.h"
-#include "cost_models/plan_costs.h"
 
 namespace twinpipe::cli {
 
@@ -30,50 +28,6 @@ CLI::Validator BytesValidator() {
         return CLI::detail::lexical_cast(text, v) && v >= 1 && v <= 1e18 ? "" : "expected bytes, a number in [1, 1e18]";
       },
       "BYTES");
-}
-
-Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& s, const simulate::Calibration* cal) {
-  if (!s.schedule_file.empty()) {
-    auto loaded = LoadSchedule(s.schedule_file, s.format, s.dialect);
-    if (!loaded) return tl::unexpected(loaded.error());
-    return partition::PlanForSchedule(config, std::move(loaded->schedule), s.schedule_file, cal);
-  }
-  partition::PlanOverrides overrides{s.schedule, std::nullopt, s.chunks};
-  overrides.calibration = cal;
-  overrides.memory_cap_bytes = s.memory_cap_bytes;
-  if (!s.recompute.empty()) {
-    // Selective recompute, or leaving it, changes a transformer's costs.
-    const ir::RecomputeMode mode = *ir::RecomputeModeFromName(s.recompute);
-    if (mode == ir::RecomputeMode::kSelective && !config.transformer) {
-      return Fail(fmt::format("--recompute selective: {} has no transformer generator model (selective recompute "
-                              "re-runs a transformer's attention core)",
-                              config.source));
-    }
-    cost::SetParallelism(config, config.pipeline.tensor_parallel, config.pipeline.sequence_parallel, mode);
-  }
-  return partition::PlanFromConfig(config, overrides);
-}
-
-Result<std::vector<simulate::Run>> LoadRuns(const std::string& path) {
-  auto text = ReadFile(path);
-  if (!text) return tl::unexpected(text.error());
-  // A run is planned (cut, and its auto schedule ordered) with its config's catalogue costs.
-  return simulate::ReadRuns(*text, path,
-                            [](const cost::Config& config) { return partition::PlanFromConfig(config); });
-}
-
-Result<std::optional<simulate::Calibration>> LoadCalibration(const std::string& path, const cost::Config& config) {
-  if (path.empty()) return std::optional<simulate::Calibration>();
-  auto text = ReadFile(path);
-  if (!text) return tl::unexpected(text.error());
-  auto cal = cost::ReadCalibration(*text, path);
-  if (!cal) return tl::unexpected(cal.error());
-  const std::string& device = config.cluster.devices.at(0).name;
-  if (!cal->device.empty() && cal->device != device) {
-    return Fail(fmt::format("{}: /device: fitted on '{}', but {} runs on '{}'; calibrate from traces of this device",
-                            path, cal->device, config.source, device));
-  }
-  return std::optional<simulate::Calibration>(std::move(*cal));
 }
 
 void WarnExtrapolation(std::string_view command, const std::string& path, std::string_view what,

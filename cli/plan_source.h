@@ -1,33 +1,25 @@
-// Where `simulate` and `execute` get their plan: a schedule file run with the
-// config's model and cluster, or the config's own pipeline with overrides.
+// The command-line side of a plan's source (api/plan_source.h): the options
+// that fill a PlanSource, and the warning a calibration's coverage gives.
 //
-//   PlanSource src{.schedule_file = "pipe.csv"};
+//   PlanSource src;  AddPlanOptions(*cmd, src);
 //   Result<cost::Plan> plan = MakePlan(config, src);
 #pragma once
 
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
-#include "cost_models/config.h"
-#include "partition/pipeline_plan.h"
-#include "simulate/calibration.h"
-#include "simulate/runs.h"
+#include "api/plan_source.h"
+#include "api/schedule_io.h"
 
 namespace twinpipe::cli {
 
-struct PlanSource {
-  std::string schedule_file;
-  std::string format = "auto";
-  std::string dialect = "auto";
-  std::string schedule;   // override of pipeline.schedule
-  std::string recompute;  // override of pipeline.recompute
-  int chunks = 0;         // override of pipeline.chunks
-  double memory_cap_bytes = 0;  // the auto schedule's limit per device (0: its memory)
-};
+using api::LoadCalibration;
+using api::LoadRuns;
+using api::MakePlan;
+using api::PlanSource;
 
 // Adds --schedule-file, --format, --dialect, --schedule, --chunks and --recompute.
 void AddPlanOptions(CLI::App& cmd, PlanSource& source);
@@ -36,28 +28,11 @@ void AddPlanOptions(CLI::App& cmd, PlanSource& source);
 // search): a number in [1, 1e18], as /pipeline/memory_cap.
 CLI::Validator BytesValidator();
 
-// Bad files and configs are bad input; a builder failure or a model that
-// does not fit in memory is a runtime error.
-// The auto schedule plans with `calibration`'s costs when one is given.
-// `--recompute` changes `config` itself (a transformer's costs change with
-// selective recompute), so that costs taken from it after match the plan.
-Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& source,
-                            const simulate::Calibration* calibration = nullptr);
-
-// A calibration file for the config (`--calibration` of simulate and
-// search): none for an empty path; bad input when it cannot be read, is
-// malformed, or was fitted on another device than the config's.
-Result<std::optional<simulate::Calibration>> LoadCalibration(const std::string& path, const cost::Config& config);
-
 // Prints on stderr "twinpipe <command>: warning: the calibration (<path>)
 // was fitted on runs that do not cover <what>:" and then each of `lines`,
 // indented (simulate, validate and search with a calibration that records
 // its coverage); nothing when `lines` is empty.
 void WarnExtrapolation(std::string_view command, const std::string& path, std::string_view what,
                        const std::vector<std::string>& lines);
-
-// A table of runs (`calibrate --runs`, `validate`): bad input when the file
-// cannot be read or a line is malformed (naming the line and JSON path).
-Result<std::vector<simulate::Run>> LoadRuns(const std::string& path);
 
 }  // namespace twinpipe::cli

@@ -6,17 +6,13 @@
 
 #include <fmt/format.h>
 
+#include "api/commands.h"
 #include "cli/commands.h"
 #include "cli/fail.h"
 #include "cli/schedule_io.h"
-#include "ir/builders.h"
 #include "ir/json_format.h"
-#include "ir/passes.h"
-#include "ir/pipeline.h"
 #include "ir/text_format.h"
 #include "ir/torch_csv.h"
-#include "partition/pipeline_plan.h"
-#include "cost_models/plan_costs.h"
 #include "cost_models/config.h"
 
 namespace twinpipe::cli {
@@ -40,8 +36,16 @@ struct ScheduleOptions {
   std::string output;
 };
 
-int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
-  ir::Schedule s;
+int Run(const ScheduleOptions& o, bool stages_flag, bool micro_batches_flag) {
+  const api::ScheduleRequest request{.stages = o.stages,
+                                     .micro_batches = o.micro_batches,
+                                     .chunks = o.chunks,
+                                     .schedule = o.schedule,
+                                     .recompute = o.recompute,
+                                     .recompute_timing = o.recompute_timing,
+                                     .activation_bytes = o.activation_bytes,
+                                     .replicas = o.replicas};
+  Result<ir::Schedule> built = Fail("no schedule");
   if (!o.config.empty()) {
     if (o.recompute_timing_flag) {
       return Fail("schedule", {fmt::format("--recompute-timing is for a schedule built without a CONFIG; set "
@@ -52,42 +56,12 @@ int Run(ScheduleOptions o, bool stages_flag, bool micro_batches_flag) {
     }
     auto config = cost::LoadConfigFile(o.config);
     if (!config) return Fail("schedule", config.error());
-    partition::PlanOverrides overrides{o.schedule, std::nullopt, o.chunks};
-    if (!o.recompute.empty()) {
-      overrides.recompute = ir::RecomputeModeFromName(o.recompute);
-      if (!overrides.recompute) {
-        return Fail("schedule", {fmt::format("recompute '{}': expected none, full or except-last", o.recompute)});
-      }
-    }
-    auto plan = partition::PlanFromConfig(*config, overrides);
-    if (!plan) return Fail("schedule", plan.error());
-    s = std::move(plan->schedule);
+    built = api::BuildSchedule(&*config, request);
   } else {
-    if (o.stages == 0 || o.micro_batches == 0) {
-      return Fail("schedule", {"give a CONFIG, or both --stages and --microbatches"});
-    }
-    if (o.schedule.empty()) o.schedule = "gpipe";
-    if (o.recompute.empty()) o.recompute = "none";
-    if (o.schedule == ir::kAutoSchedule) {
-      return Fail("schedule", {"auto needs a CONFIG: its order comes from the model's op costs"});
-    }
-    auto built = ir::BuildByName(o.schedule, o.stages, o.micro_batches, o.chunks);
-    if (!built) return Fail("schedule", built.error());
-    auto mode = ir::RecomputeModeFromName(o.recompute);
-    if (!mode) {
-      return Fail("schedule", {fmt::format("recompute '{}': expected none, full or except-last", o.recompute)});
-    }
-    s = std::move(*built);
-    s.replicas = o.replicas;
-    const std::vector<int64_t> boundary(std::max(0, s.num_stages - 1), o.activation_bytes);
-    if (auto ok = ir::CompletePipeline(s, {.recompute = *mode,
-                                            .recompute_timing = *ir::RecomputeTimingFromName(o.recompute_timing),
-                                            .comm = {boundary, boundary},
-                                            .what = fmt::format("the built {} schedule", o.schedule)});
-        !ok) {
-      return Fail("schedule", {"internal error: " + ok.error().message, ok.error().kind});
-    }
+    built = api::BuildSchedule(nullptr, request);
   }
+  if (!built) return Fail("schedule", built.error());
+  const ir::Schedule& s = *built;
   if (o.format != "torch-csv" && (!o.torch_version.empty() || o.compute_only || !o.dialect.empty())) {
     return Fail("schedule", {"--torch-version, --compute-only and --dialect are for --format torch-csv"});
   }

@@ -1,41 +1,16 @@
-// Reading and writing files for the command line: whole-file I/O, traces, and
-// the three formats (twinpipe text, twinpipe JSON, torch CSV), chosen by flag
-// or by the file's extension.
-//
-//   auto loaded = LoadSchedule("pipe.csv", "auto", "auto");
-//   if (!loaded) { fmt::print(stderr, "{}\n", loaded.error().message); return 2; }
+// The files the commands read and write (api/schedule_io.h), by their names
+// in the command line's namespace.
 #pragma once
 
-#include <string>
-
-#include "ir/result.h"
-#include "ir/schedule.h"
-#include "traces/trace.h"
+#include "api/schedule_io.h"
+#include "cli/fail.h"
 
 namespace twinpipe::cli {
 
-// Exit codes of every subcommand (DESIGN.md section 8).
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitRuntime = 1;
-inline constexpr int kExitBadInput = 2;
-
-Result<std::string> ReadFile(const std::string& path);
-// Writes `text` to `path`, or to stdout when path is empty or "-"; a file
-// that cannot be written is a runtime failure.
-Result<void> WriteOutput(const std::string& path, const std::string& text);
-
-struct LoadedSchedule {
-  ir::Schedule schedule;
-  std::string format;  // "text", "json" or "torch-csv"
-  std::string note;    // e.g. "torch CSV, older dialect (detected), comm inserted"
-};
-
-// format: auto|text|json|torch-csv (auto: .json -> json, .csv -> torch-csv,
-// else text); dialect: auto|current|older (torch CSV only).
-Result<LoadedSchedule> LoadSchedule(const std::string& path, const std::string& format,
-                                    const std::string& dialect);
-
-// Reads a trace file (native JSON); errors name the file and JSON path.
-Result<traces::Trace> LoadTrace(const std::string& path);
+using api::LoadedSchedule;
+using api::LoadSchedule;
+using api::LoadTrace;
+using api::ReadFile;
+using api::WriteOutput;
 
 }  // namespace twinpipe::cli

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "api/commands.h"
 #include "cli/commands.h"
 #include "cli/fail.h"
 #include "cli/plan_source.h"
@@ -37,26 +38,6 @@ struct SearchCmdOptions {
   std::string tp_comm_overlap = "both";
   int max_chunks = 0;
 };
-
-nlohmann::ordered_json CandidateJson(const search::Candidate& c) {
-  return {{"tensor_parallel", c.tensor_parallel},
-          {"sequence_parallel", c.sequence_parallel},
-          {"stages", c.stages},
-          {"replicas", c.replicas},
-          {"micro_batches", c.micro_batches},
-          {"schedule", c.schedule},
-          {"chunks", c.chunks},
-          {"recompute", std::string(ir::RecomputeModeName(c.recompute))},
-          {"partition", std::string(cost::PartitionAlgorithmName(c.partition))},
-          {"batch_per_replica", c.batch},
-          {"step_time_s", c.step_time_s},
-          {"throughput_samples_per_s", c.throughput},
-          {"bubble_fraction", c.bubble_fraction},
-          {"peak_memory_bytes", c.peak_memory_bytes},
-          {"context_parallel", c.context_parallel},
-          {"data_parallel_sharding", std::string(ir::NameOf(cost::kDataParallelShardingNames, c.sharding))},
-          {"tp_comm_overlap", c.tp_comm_overlap}};
-}
 
 // A bar on stderr once the search has run for a second.
 class Progress {
@@ -86,17 +67,7 @@ int RunMaxLayers(const SearchCmdOptions& o, const cost::Config& config, const se
   auto rows = search::MaxLayers(config, so);
   if (!rows) return Fail("search", rows.error());
   if (o.json) {
-    nlohmann::ordered_json j;
-    j["schedule"] = config.pipeline.schedule;
-    j["micro_batches"] = config.training.micro_batches;
-    j["rows"] = nlohmann::ordered_json::array();
-    for (const auto& r : *rows) {
-      j["rows"].push_back({{"stages", r.stages},
-                           {"recompute", std::string(ir::RecomputeModeName(r.recompute))},
-                           {"max_layers", r.max_layers},
-                           {"peak_memory_bytes", r.peak_memory_bytes}});
-    }
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}", api::MaxLayersJson(config, *rows));
     return kExitOk;
   }
   fmt::print("largest {} that fit, {} schedule, {} micro-batches:\n", config.generator == "mlp" ? "layer count" : "block count",
@@ -149,17 +120,7 @@ int Run(const SearchCmdOptions& o) {
     }
   }
   if (o.json) {
-    nlohmann::ordered_json j;
-    j["configs_evaluated"] = result->configs_evaluated;
-    j["configs_simulated"] = result->configs_simulated;
-    j["configs_skipped_on_bounds"] = result->configs_bounded;
-    j["over_memory_cap"] = result->over_cap;
-    j["wall_s"] = result->wall_s;
-    j["pareto"] = nlohmann::ordered_json::array();
-    for (const auto& c : result->pareto) j["pareto"].push_back(CandidateJson(c));
-    j["best"] = result->best ? best_config : nlohmann::ordered_json();
-    if (result->best) j["best_prediction"] = CandidateJson(*result->best);
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}", api::SearchJson(*result, best_config));
   } else {
     fmt::print("{} configs in {:.3f} s ({:.0f} per second): {} simulated, {} skipped on their bounds, "
                "{} over the memory cap\n",

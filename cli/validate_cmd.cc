@@ -4,15 +4,14 @@
 // billions of parameters, pipeline depth, precision, tensor-parallel degree;
 // simulate/runs.h states the rules). With a calibration that records the
 // runs it was fitted on, a warning on stderr names the runs outside them.
-#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 
+#include "api/commands.h"
 #include "cli/commands.h"
 #include "cli/fail.h"
 #include "cli/plan_source.h"
@@ -42,12 +41,8 @@ int Run(const ValidateOptions& o) {
   // With a calibration that records its coverage: what each run (by line)
   // has outside it.
   const bool covered = *cal && (*cal)->coverage;
-  std::map<int, std::vector<std::string>> outside;
+  const auto outside = api::RunExtrapolations(*runs, *cal ? &**cal : nullptr);
   if (covered) {
-    for (const simulate::Run& r : *runs) {
-      auto lines = cost::Extrapolations(*(*cal)->coverage, r.config);
-      if (!lines.empty()) outside[r.line] = std::move(lines);
-    }
     std::vector<std::string> shown;
     for (const auto& [line, why] : outside) {
       if (shown.size() == kShownRuns) break;
@@ -59,29 +54,7 @@ int Run(const ValidateOptions& o) {
                       shown);
   }
   if (o.json) {
-    nlohmann::ordered_json j;
-    j["runs"] = v->rows.size();
-    j["mape"] = v->mape;
-    j["bias"] = v->bias;
-    if (covered) j["extrapolated_runs"] = outside.size();
-    j["groups"] = nlohmann::ordered_json::array();
-    for (const auto& g : v->groups) {
-      j["groups"].push_back({{"key", g.key}, {"value", g.value}, {"runs", g.runs}, {"mape", g.mape}, {"bias", g.bias}});
-    }
-    // The ten worst, then every run in table order (a study over the
-    // predictions, as scripts/fp8_ratio.py makes, reads them here).
-    for (const auto& [key, list] : {std::pair{"worst", &v->worst}, std::pair{"rows", &v->rows}}) {
-      j[key] = nlohmann::ordered_json::array();
-      for (const auto& w : *list) {
-        j[key].push_back({{"line", w.line}, {"measured_s", w.measured_s}, {"predicted_s", w.predicted_s},
-                          {"error", w.error}});
-        if (covered) {  // [] inside the calibration's coverage
-          auto why = outside.find(w.line);
-          j[key].back()["extrapolated"] = why != outside.end() ? why->second : std::vector<std::string>{};
-        }
-      }
-    }
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}", api::ValidateJson(*v, covered ? &outside : nullptr));
     return kExitOk;
   }
   fmt::print("{} runs   mean absolute error {:.2f}%   bias {:+.2f}%{}\n", v->rows.size(), 100 * v->mape,

@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(cmake g++ ninja-build make libboost-graph-dev nlohmann-json3-dev libcli11-dev libfmt-dev
           libopenblas-dev libopenmpi-dev openmpi-bin libgtest-dev libgmock-dev libbenchmark-dev
-          libexpected-dev clang libclang-rt-14-dev)
+          libexpected-dev clang libclang-rt-14-dev pybind11-dev python3-dev python3-pytest zlib1g-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

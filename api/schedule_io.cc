@@ -1,4 +1,4 @@
-#include "cli/schedule_io.h"
+#include "api/schedule_io.h"
 
 #include <cerrno>
 #include <cstring>
@@ -13,7 +13,7 @@
 #include "ir/text_format.h"
 #include "ir/torch_csv.h"
 
-namespace twinpipe::cli {
+namespace twinpipe::api {
 
 Result<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -94,4 +94,4 @@ Result<LoadedSchedule> LoadSchedule(const std::string& path, const std::string& 
   return loaded;
 }
 
-}  // namespace twinpipe::cli
+}  // namespace twinpipe::api

@@ -1,0 +1,175 @@
+#include "api/commands.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "cost_models/coverage.h"
+#include "cost_models/plan_costs.h"
+#include "ir/builders.h"
+#include "ir/pipeline.h"
+#include "ir/units.h"
+#include "partition/pipeline_plan.h"
+#include "simulate/report.h"
+
+namespace twinpipe::api {
+
+Result<Simulation> RunSimulation(cost::Config config, const PlanSource& source,
+                                 const simulate::Calibration* calibration, const ir::Schedule* schedule,
+                                 const std::string& schedule_source) {
+  Result<cost::Plan> plan = schedule ? partition::PlanForSchedule(config, *schedule, schedule_source, calibration)
+                                     : MakePlan(config, source, calibration);
+  if (!plan) return tl::unexpected(plan.error());
+  Simulation s{.config = std::move(config), .plan = std::move(*plan)};
+  // What the config has outside the runs the calibration was fitted on.
+  if (calibration && calibration->coverage) s.extrapolation = cost::Extrapolations(*calibration->coverage, s.config);
+  const simulate::PlanCosts costs = cost::CostsFromPlan(s.config, s.plan, calibration);
+  auto result = simulate::Simulate(s.plan.schedule, costs);
+  if (!result) return tl::unexpected(result.error());
+  s.result = std::move(*result);
+  s.samples_per_step = static_cast<double>(s.config.training.batch) * s.plan.schedule.replicas;
+  return s;
+}
+
+std::string SimulateJson(const Simulation& s) {
+  return simulate::SummaryJson(s.plan.schedule, s.result, s.samples_per_step,
+                               s.extrapolation ? &*s.extrapolation : nullptr);
+}
+
+traces::Trace SimulationTrace(const Simulation& s) {
+  traces::Trace trace = simulate::ToTrace(s.plan.schedule, s.result, "simulate");
+  trace.tensor_parallel = s.config.pipeline.tensor_parallel;
+  return trace;
+}
+
+std::optional<std::string> OverflowMessage(const Simulation& s) {
+  auto over = simulate::FirstOverflow(s.config, s.result);
+  if (!over) return std::nullopt;
+  return fmt::format("device {} is predicted to run out of memory: peak {}, capacity {}", over->device,
+                     GiB(over->peak_bytes), GiB(over->capacity_bytes));
+}
+
+Result<ir::Schedule> BuildSchedule(const cost::Config* config, ScheduleRequest r) {
+  auto recompute_error = [&] { return Fail(fmt::format("recompute '{}': expected none, full or except-last", r.recompute)); };
+  if (config) {
+    partition::PlanOverrides overrides{r.schedule, std::nullopt, r.chunks};
+    if (!r.recompute.empty()) {
+      overrides.recompute = ir::RecomputeModeFromName(r.recompute);
+      if (!overrides.recompute) return recompute_error();
+    }
+    auto plan = partition::PlanFromConfig(*config, overrides);
+    if (!plan) return tl::unexpected(plan.error());
+    return std::move(plan->schedule);
+  }
+  if (r.stages == 0 || r.micro_batches == 0) return Fail("give a CONFIG, or both --stages and --microbatches");
+  if (r.schedule.empty()) r.schedule = "gpipe";
+  if (r.recompute.empty()) r.recompute = "none";
+  if (r.schedule == ir::kAutoSchedule) return Fail("auto needs a CONFIG: its order comes from the model's op costs");
+  auto built = ir::BuildByName(r.schedule, r.stages, r.micro_batches, r.chunks);
+  if (!built) return tl::unexpected(built.error());
+  auto mode = ir::RecomputeModeFromName(r.recompute);
+  if (!mode) return recompute_error();
+  auto timing = ir::RecomputeTimingFromName(r.recompute_timing);
+  if (!timing) {
+    return Fail(fmt::format("recompute timing '{}': expected overlapped or in-backward", r.recompute_timing));
+  }
+  ir::Schedule s = std::move(*built);
+  s.replicas = r.replicas;
+  const std::vector<int64_t> boundary(std::max(0, s.num_stages - 1), r.activation_bytes);
+  if (auto ok = ir::CompletePipeline(s, {.recompute = *mode,
+                                          .recompute_timing = *timing,
+                                          .comm = {boundary, boundary},
+                                          .what = fmt::format("the built {} schedule", r.schedule)});
+      !ok) {
+    return tl::unexpected(Error{"internal error: " + ok.error().message, ok.error().kind});
+  }
+  return s;
+}
+
+std::map<int, std::vector<std::string>> RunExtrapolations(const std::vector<simulate::Run>& runs,
+                                                          const simulate::Calibration* calibration) {
+  std::map<int, std::vector<std::string>> outside;
+  if (!calibration || !calibration->coverage) return outside;
+  for (const simulate::Run& r : runs) {
+    auto lines = cost::Extrapolations(*calibration->coverage, r.config);
+    if (!lines.empty()) outside[r.line] = std::move(lines);
+  }
+  return outside;
+}
+
+std::string ValidateJson(const simulate::Validation& v, const std::map<int, std::vector<std::string>>* outside) {
+  nlohmann::ordered_json j;
+  j["runs"] = v.rows.size();
+  j["mape"] = v.mape;
+  j["bias"] = v.bias;
+  if (outside) j["extrapolated_runs"] = outside->size();
+  j["groups"] = nlohmann::ordered_json::array();
+  for (const auto& g : v.groups) {
+    j["groups"].push_back({{"key", g.key}, {"value", g.value}, {"runs", g.runs}, {"mape", g.mape}, {"bias", g.bias}});
+  }
+  // The ten worst, then every run in table order (a study over the
+  // predictions, as scripts/fp8_ratio.py makes, reads them here).
+  for (const auto& [key, list] : {std::pair{"worst", &v.worst}, std::pair{"rows", &v.rows}}) {
+    j[key] = nlohmann::ordered_json::array();
+    for (const auto& w : *list) {
+      j[key].push_back({{"line", w.line}, {"measured_s", w.measured_s}, {"predicted_s", w.predicted_s},
+                        {"error", w.error}});
+      if (outside) {  // [] inside the calibration's coverage
+        auto why = outside->find(w.line);
+        j[key].back()["extrapolated"] = why != outside->end() ? why->second : std::vector<std::string>{};
+      }
+    }
+  }
+  return j.dump(2) + "\n";
+}
+
+nlohmann::ordered_json CandidateJson(const search::Candidate& c) {
+  return {{"tensor_parallel", c.tensor_parallel},
+          {"sequence_parallel", c.sequence_parallel},
+          {"stages", c.stages},
+          {"replicas", c.replicas},
+          {"micro_batches", c.micro_batches},
+          {"schedule", c.schedule},
+          {"chunks", c.chunks},
+          {"recompute", std::string(ir::RecomputeModeName(c.recompute))},
+          {"partition", std::string(cost::PartitionAlgorithmName(c.partition))},
+          {"batch_per_replica", c.batch},
+          {"step_time_s", c.step_time_s},
+          {"throughput_samples_per_s", c.throughput},
+          {"bubble_fraction", c.bubble_fraction},
+          {"peak_memory_bytes", c.peak_memory_bytes},
+          {"context_parallel", c.context_parallel},
+          {"data_parallel_sharding", std::string(ir::NameOf(cost::kDataParallelShardingNames, c.sharding))},
+          {"tp_comm_overlap", c.tp_comm_overlap}};
+}
+
+std::string SearchJson(const search::SearchResult& result, const nlohmann::ordered_json& best_config) {
+  nlohmann::ordered_json j;
+  j["configs_evaluated"] = result.configs_evaluated;
+  j["configs_simulated"] = result.configs_simulated;
+  j["configs_skipped_on_bounds"] = result.configs_bounded;
+  j["over_memory_cap"] = result.over_cap;
+  j["wall_s"] = result.wall_s;
+  j["pareto"] = nlohmann::ordered_json::array();
+  for (const auto& c : result.pareto) j["pareto"].push_back(CandidateJson(c));
+  j["best"] = result.best ? best_config : nlohmann::ordered_json();
+  if (result.best) j["best_prediction"] = CandidateJson(*result.best);
+  return j.dump(2) + "\n";
+}
+
+std::string MaxLayersJson(const cost::Config& config, const std::vector<search::MaxLayersRow>& rows) {
+  nlohmann::ordered_json j;
+  j["schedule"] = config.pipeline.schedule;
+  j["micro_batches"] = config.training.micro_batches;
+  j["rows"] = nlohmann::ordered_json::array();
+  for (const auto& r : rows) {
+    j["rows"].push_back({{"stages", r.stages},
+                         {"recompute", std::string(ir::RecomputeModeName(r.recompute))},
+                         {"max_layers", r.max_layers},
+                         {"peak_memory_bytes", r.peak_memory_bytes}});
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace twinpipe::api

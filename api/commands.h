@@ -1,0 +1,82 @@
+// What the commands compute and what their --json prints, as library calls:
+// the `twinpipe` program and the Python module (`import twinpipe`) both call
+// these, so the module's JSON is the program's, byte for byte.
+//
+//   auto sim = api::RunSimulation(config, PlanSource{}, nullptr);
+//   std::string json = api::SimulateJson(*sim);   // what `simulate --json` prints
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/plan_source.h"
+#include "cost_models/config.h"
+#include "ir/result.h"
+#include "ir/schedule.h"
+#include "search/search.h"
+#include "simulate/calibration.h"
+#include "simulate/engine.h"
+#include "simulate/runs.h"
+#include "traces/trace.h"
+
+namespace twinpipe::api {
+
+// One simulated training step: the config as planned (MakePlan may change
+// its recompute), the plan, the simulation, and what the config has outside
+// the calibration's runs (set when the calibration records its coverage).
+struct Simulation {
+  cost::Config config;
+  cost::Plan plan;
+  simulate::SimResult result;
+  double samples_per_step = 0;  // samples of all replicas together
+  std::optional<std::vector<std::string>> extrapolation;
+};
+
+// `simulate`: plans `config` from `source` (or runs `schedule` when given,
+// named `schedule_source` in messages), costs and simulates it.
+Result<Simulation> RunSimulation(cost::Config config, const PlanSource& source,
+                                 const simulate::Calibration* calibration, const ir::Schedule* schedule = nullptr,
+                                 const std::string& schedule_source = "the schedule");
+// `simulate --json`.
+std::string SimulateJson(const Simulation& simulation);
+// `simulate --trace` (native trace, the SVG timeline's input).
+traces::Trace SimulationTrace(const Simulation& simulation);
+// The predicted out-of-memory that makes `simulate` exit 1 ("device 1 is
+// predicted to run out of memory: ..."), or nothing.
+std::optional<std::string> OverflowMessage(const Simulation& simulation);
+
+// `schedule`: built from a config (its plan's verified schedule), or with no
+// config from stages, micro-batches and the rest.
+struct ScheduleRequest {
+  int stages = 0;
+  int micro_batches = 0;
+  int chunks = 0;
+  std::string schedule;   // default gpipe (a config's own without one)
+  std::string recompute;  // default none (a config's own without one)
+  std::string recompute_timing = "overlapped";
+  int64_t activation_bytes = 0;
+  int replicas = 1;
+};
+Result<ir::Schedule> BuildSchedule(const cost::Config* config, ScheduleRequest request);
+
+// `validate`: each run's line -> what its config has outside the
+// calibration's coverage (runs inside are left out); empty without a
+// calibration that records coverage.
+std::map<int, std::vector<std::string>> RunExtrapolations(const std::vector<simulate::Run>& runs,
+                                                          const simulate::Calibration* calibration);
+// `validate --json`; `outside` given when the calibration records coverage.
+std::string ValidateJson(const simulate::Validation& validation,
+                         const std::map<int, std::vector<std::string>>* outside);
+
+// `search --json`: `best_config` is the best candidate as a config (null
+// when none fits).
+nlohmann::ordered_json CandidateJson(const search::Candidate& candidate);
+std::string SearchJson(const search::SearchResult& result, const nlohmann::ordered_json& best_config);
+// `search --max-layers --json`.
+std::string MaxLayersJson(const cost::Config& config, const std::vector<search::MaxLayersRow>& rows);
+
+}  // namespace twinpipe::api

@@ -1,0 +1,50 @@
+// Where `simulate`, `execute` and the Python module get their plan: a
+// schedule file run with the config's model and cluster, or the config's own
+// pipeline with overrides; and the calibration and run tables they read.
+//
+//   PlanSource src{.schedule_file = "pipe.csv"};
+//   Result<cost::Plan> plan = MakePlan(config, src);
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cost_models/config.h"
+#include "partition/pipeline_plan.h"
+#include "simulate/calibration.h"
+#include "simulate/runs.h"
+
+namespace twinpipe::api {
+
+struct PlanSource {
+  std::string schedule_file;
+  std::string format = "auto";
+  std::string dialect = "auto";
+  std::string schedule;   // override of pipeline.schedule
+  std::string recompute;  // override of pipeline.recompute
+  int chunks = 0;         // override of pipeline.chunks
+  double memory_cap_bytes = 0;  // the auto schedule's limit per device (0: its memory)
+};
+
+// Bad files and configs are bad input; a builder failure or a model that
+// does not fit in memory is a runtime error.
+// The auto schedule plans with `calibration`'s costs when one is given.
+// `--recompute` changes `config` itself (a transformer's costs change with
+// selective recompute), so that costs taken from it after match the plan.
+Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& source,
+                            const simulate::Calibration* calibration = nullptr);
+
+// A calibration file for the config (`--calibration` of simulate and
+// search): none for an empty path; bad input when it cannot be read, is
+// malformed, or was fitted on another device than the config's.
+Result<std::optional<simulate::Calibration>> LoadCalibration(const std::string& path, const cost::Config& config);
+
+// A table of runs (`calibrate --runs`, `validate`): bad input when the file
+// cannot be read or a line is malformed (naming the line and JSON path).
+// LoadRunsText reads the table's text, its messages naming `source`.
+Result<std::vector<simulate::Run>> LoadRuns(const std::string& path);
+Result<std::vector<simulate::Run>> LoadRunsText(std::string_view text, std::string_view source);
+
+}  // namespace twinpipe::api

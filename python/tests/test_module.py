@@ -1,0 +1,241 @@
+"""The twinpipe module against the twinpipe program: the same JSON byte for
+byte, the same errors with their JSON paths, schedules that round-trip."""
+import json
+
+import pytest
+
+from conftest import SOURCE_DIR, cli_error, import_twinpipe
+
+twinpipe = import_twinpipe()
+
+EXAMPLES = sorted((SOURCE_DIR / "examples").glob("*.json"))
+INPUTS = SOURCE_DIR / "tests" / "inputs"
+VTRAIN = SOURCE_DIR / "traces" / "published" / "vtrain-a100"
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_simulate_json_is_the_programs(cli, path):
+    run = cli("simulate", path, "--json")
+    if run.returncode == 2:  # a config the program does not simulate: the same error
+        with pytest.raises(twinpipe.ConfigError) as e:
+            twinpipe.simulate(str(path))
+        assert e.value.message == cli_error(run, "simulate")
+        return
+    result = twinpipe.simulate(str(path))
+    assert result.json == run.stdout
+    assert result == json.loads(run.stdout)
+    if run.returncode == 1:  # predicted out of memory: the JSON, and the message
+        assert result.overflow == cli_error(run, "simulate")
+    else:
+        assert run.returncode == 0, run.stderr
+        assert result.overflow is None
+
+
+def test_simulate_from_a_dict_equals_from_its_file():
+    path = SOURCE_DIR / "examples" / "quickstart.json"
+    from_dict = twinpipe.simulate(json.loads(path.read_text()))
+    assert from_dict.json == twinpipe.simulate(str(path)).json
+
+
+def test_simulate_overrides_are_the_programs_flags(cli):
+    path = SOURCE_DIR / "examples" / "quickstart.json"
+    run = cli("simulate", path, "--json", "--schedule", "1f1b", "--recompute", "none")
+    assert run.returncode == 0, run.stderr
+    assert twinpipe.simulate(str(path), name="1f1b", recompute="none").json == run.stdout
+
+
+def test_timeline_and_svg_are_the_programs_trace_and_render(cli, tmp_path):
+    path = SOURCE_DIR / "examples" / "quickstart.json"
+    trace, svg = tmp_path / "t.json", tmp_path / "t.svg"
+    assert cli("simulate", path, "--trace", trace).returncode == 0
+    assert cli("render", trace, "--svg", svg).returncode == 0
+    result = twinpipe.simulate(str(path))
+    assert result.trace_json() == trace.read_text()
+    assert result.timeline == json.loads(trace.read_text())["events"]
+    assert {"kind", "device", "start_s", "end_s", "microbatch"} <= set(result.timeline[0])
+    assert result._repr_svg_() == svg.read_text()
+
+
+def test_to_dataframe_has_a_row_per_op():
+    pandas = pytest.importorskip("pandas", reason="pandas is not installed: to_dataframe not tested")
+    result = twinpipe.simulate(str(SOURCE_DIR / "examples" / "quickstart.json"))
+    frame = result.to_dataframe()
+    assert isinstance(frame, pandas.DataFrame)
+    assert len(frame) == len(result.timeline)
+    assert list(frame["kind"]) == [e["kind"] for e in result.timeline]
+
+
+# Errors: the program's message, with its JSON path.
+
+def test_config_error_carries_the_programs_message_and_path(cli):
+    path = INPUTS / "config_stages_string.json"
+    run = cli("simulate", path)
+    assert run.returncode == 2
+    with pytest.raises(twinpipe.ConfigError) as e:
+        twinpipe.load_config(str(path))
+    assert isinstance(e.value, ValueError)
+    assert e.value.message == cli_error(run, "simulate")
+    assert e.value.json_path == "/pipeline/stages"
+
+
+def test_config_error_of_a_dict_names_its_path():
+    config = json.loads((SOURCE_DIR / "examples" / "quickstart.json").read_text())
+    config["pipeline"]["stages"] = "four"
+    with pytest.raises(twinpipe.ConfigError) as e:
+        twinpipe.simulate(config)
+    assert e.value.json_path == "/pipeline/stages"
+    assert str(e.value).startswith("<dict>: /pipeline/stages: expected an integer")
+
+
+# (program's arguments, the module's call, its error class, the JSON path)
+SAME_ERRORS = {
+    "bad line of runs": (["validate", INPUTS / "runs_bad.jsonl"],
+                         lambda: twinpipe.validate(str(INPUTS / "runs_bad.jsonl")), twinpipe.ConfigError,
+                         "/step_time_s"),
+    "calibration of another device": (
+        ["simulate", SOURCE_DIR / "examples" / "transformer_h100.json", "--calibration",
+         INPUTS / "cpu_quickstart.calibration.json"],
+        lambda: twinpipe.simulate(str(SOURCE_DIR / "examples" / "transformer_h100.json"),
+                                  calibration=str(INPUTS / "cpu_quickstart.calibration.json")),
+        twinpipe.ConfigError, "/device"),
+    "bad schedule token": (["verify", INPUTS / "bad_token.txt"],
+                           lambda: twinpipe.read_schedule(str(INPUTS / "bad_token.txt")), twinpipe.ScheduleError,
+                           None),
+    "unknown schedule": (["schedule", "-k", 4, "-m", 8, "-s", "zigzag"],
+                         lambda: twinpipe.schedule(stages=4, micro_batches=8, name="zigzag"), twinpipe.ScheduleError,
+                         None),
+}
+
+
+@pytest.mark.parametrize("case", SAME_ERRORS)
+def test_errors_carry_the_programs_message_and_path(cli, case):
+    args, call, error, json_path = SAME_ERRORS[case]
+    run = cli(*args)
+    assert run.returncode == 2
+    with pytest.raises(error) as e:
+        call()
+    assert isinstance(e.value, ValueError)
+    assert e.value.message == cli_error(run, args[0])
+    assert e.value.json_path == json_path
+
+
+# Schedules: the program's, and round trips.
+
+@pytest.mark.parametrize("name,chunks", [("gpipe", 0), ("1f1b", 0), ("interleaved", 2), ("zb-h1", 0), ("zb-v", 2)])
+def test_schedule_is_the_programs_and_round_trips(cli, name, chunks):
+    args = ["-k", 4, "-m", 8, "-s", name, "--activation-bytes", 4096] + (["-v", chunks] if chunks else [])
+    s = twinpipe.schedule(stages=4, micro_batches=8, name=name, chunks=chunks, activation_bytes=4096)
+    for fmt, text in [("text", s.to_text()), ("json", s.to_json()), ("torch-csv", s.to_torch_csv())]:
+        run = cli("schedule", *args, "--format", fmt)
+        assert run.returncode == 0, run.stderr
+        assert text == run.stdout, fmt
+    assert twinpipe.parse_schedule(s.to_text(), "text") == s
+    assert twinpipe.parse_schedule(s.to_json(), "json").to_json() == s.to_json()
+    assert twinpipe.verify(s) == []
+    assert s.num_stages == 4 * (chunks or 1) and s.num_micro_batches == 8
+    ops = [op for program in s.programs for op in program]
+    forwards = [op for op in ops if op["kind"] == "F"]
+    assert len(forwards) == s.num_stages * 8
+    sends = [op for op in ops if op["kind"] == "SEND_F"]
+    assert sends and all(op["bytes"] == 4096 and op["peer"] >= 0 for op in sends)
+    assert set(ops[0]) == {"kind", "device", "stage", "micro_batch", "peer", "bytes", "token"}
+
+
+def test_schedule_of_a_config_is_the_programs(cli):
+    path = SOURCE_DIR / "examples" / "quickstart.json"
+    run = cli("schedule", path, "--format", "json")
+    assert run.returncode == 0, run.stderr
+    assert twinpipe.schedule(str(path)).to_json() == run.stdout
+
+
+def test_schedule_refuses_what_the_program_refuses_with_a_config():
+    path = str(SOURCE_DIR / "examples" / "quickstart.json")
+    with pytest.raises(twinpipe.ScheduleError, match="not both"):
+        twinpipe.schedule(path, stages=4)
+    with pytest.raises(twinpipe.ScheduleError, match="/pipeline/recompute_timing"):
+        twinpipe.schedule(path, recompute_timing="in-backward")
+
+
+def test_recompute_timing_is_the_programs(cli):
+    args = dict(stages=2, micro_batches=4, recompute="full", recompute_timing="in-backward")
+    run = cli("schedule", "-k", 2, "-m", 4, "--recompute", "full", "--recompute-timing", "in-backward")
+    assert run.returncode == 0, run.stderr
+    s = twinpipe.schedule(**args)
+    assert s.to_text() == run.stdout
+    assert s.to_text() != twinpipe.schedule(stages=2, micro_batches=4, recompute="full").to_text()
+
+
+def test_verify_reports_what_the_program_reports(cli, tmp_path):
+    s = twinpipe.schedule(stages=2, micro_batches=2)
+    # Device 0 issues its first backward before its forwards: out of order.
+    broken = s.to_text().replace("0F0 0SEND_F0", "0SEND_F0 0F0", 1)
+    assert broken != s.to_text(), s.to_text()
+    path = tmp_path / "broken.txt"
+    path.write_text(broken)
+    run = cli("verify", path)
+    assert run.returncode == 2
+    diagnostics = twinpipe.verify(str(path))
+    assert diagnostics
+    expected = [line[len(f"{path}: "):] for line in run.stderr.splitlines()[:-1]]
+    assert [d["text"] for d in diagnostics] == expected
+    assert all({"device", "position", "message"} <= set(d) for d in diagnostics)
+
+
+def test_simulate_a_schedule_object_equals_the_schedule_file(cli, tmp_path):
+    config = SOURCE_DIR / "examples" / "quickstart.json"
+    s = twinpipe.schedule(str(config), name="1f1b")
+    path = tmp_path / "pipe.txt"
+    path.write_text(s.to_text())
+    run = cli("simulate", config, "--schedule-file", path, "--json")
+    assert run.returncode == 0, run.stderr
+    assert twinpipe.simulate(str(config), schedule=str(path)).json == run.stdout
+    assert twinpipe.simulate(str(config), schedule=s)["step_time_s"] == json.loads(run.stdout)["step_time_s"]
+
+
+# Tables of runs: validate and calibrate_runs on the published runs.
+
+def test_validate_is_the_programs(cli):
+    path = VTRAIN / "runs_tp.jsonl"
+    run = cli("validate", path, "--json")
+    assert run.returncode == 0, run.stderr
+    result = twinpipe.validate(str(path))
+    assert result.json == run.stdout
+    assert result["runs"] == len(path.read_text().splitlines())
+
+
+def test_validate_a_list_of_runs_equals_its_file():
+    path = VTRAIN / "runs_tp.jsonl"
+    runs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    from_list, from_file = twinpipe.validate(runs), twinpipe.validate(str(path))
+    assert from_list["mape"] == from_file["mape"] and from_list["rows"] == from_file["rows"]
+
+
+def test_calibrate_runs_is_the_programs_and_validates(cli, tmp_path):
+    path = VTRAIN / "runs_layers12.jsonl"
+    out = tmp_path / "cal.json"
+    run = cli("calibrate", "--runs", path, "-o", out)
+    assert run.returncode == 0, run.stderr
+    calibration = twinpipe.calibrate_runs(str(path))
+    expected = json.loads(out.read_text())
+    for key in ("command", "commit"):
+        expected.pop(key, None)
+    assert {k: v for k, v in calibration.items() if k not in ("command", "commit")} == expected
+    assert calibration["command"] == f"twinpipe.calibrate_runs({path})"
+    run = cli("validate", path, "--calibration", out, "--json")
+    assert run.returncode == 0, run.stderr
+    assert twinpipe.validate(str(path), calibration=calibration).json == run.stdout
+
+
+# search: the program's figures (its wall time aside).
+
+def test_search_is_the_programs(cli):
+    path = SOURCE_DIR / "examples" / "transformer_h100.json"
+    run = cli("search", path, "--devices", 8, "--json")
+    assert run.returncode == 0, run.stderr
+    expected = json.loads(run.stdout)
+    result = twinpipe.search(str(path), devices=8)
+    for figures in (expected, result):
+        figures.pop("wall_s")
+    assert result == expected
+    run = cli("search", path, "--max-layers", "--json")
+    assert twinpipe.search(str(path), max_layers=True).json == run.stdout

@@ -1,0 +1,193 @@
+"""twinpipe in Python: the planner and the simulator of the `twinpipe`
+program as a module, over the same C++ library (the C++ extension
+`twinpipe._twinpipe`); the program stays the reference, and every JSON
+figure here is the one `twinpipe <command> --json` prints.
+
+    import twinpipe
+    config = twinpipe.load_config("examples/quickstart.json")
+    result = twinpipe.simulate(config)
+    result["step_time_s"], result.timeline[0], result.json  # the CLI's JSON text
+    s = twinpipe.schedule(stages=4, micro_batches=8, name="1f1b")
+    twinpipe.verify(s)  # [] for a valid schedule
+
+Bad input raises ConfigError or ScheduleError (both ValueError) with the
+program's message and its JSON path; a runtime failure RuntimeFailure.
+"""
+import json as _json
+import os as _os
+import tempfile as _tempfile
+
+from .errors import ConfigError, RuntimeFailure, ScheduleError
+from .results import JsonResult, SimulationResult
+from .torch_layers import layers_from_torch
+
+try:
+    from . import _twinpipe
+except ImportError as _error:  # the package without its extension
+    _twinpipe = None
+    _IMPORT_ERROR = _error
+    Config = Schedule = None
+else:
+    _IMPORT_ERROR = None
+    Config = _twinpipe.Config
+    Schedule = _twinpipe.Schedule
+
+__all__ = ["ConfigError", "ScheduleError", "RuntimeFailure", "Config", "Schedule", "JsonResult",
+           "SimulationResult", "load_config", "simulate", "schedule", "read_schedule", "parse_schedule",
+           "verify", "validate", "calibrate_runs", "search", "layers_from_torch", "available"]
+
+
+def available():
+    """True when the C++ extension was built (the pure-Python parts work without it)."""
+    return _twinpipe is not None
+
+
+def _lib():
+    if _twinpipe is None:
+        raise ImportError("twinpipe: the C++ extension _twinpipe is not built (configure the project with "
+                          f"Debian's pybind11-dev installed, then build): {_IMPORT_ERROR}")
+    return _twinpipe
+
+
+def load_config(config):
+    """A config from a dict (as the JSON file holds it), a path, or a Config
+    (returned as is). Errors name the source ("<dict>" for a dict) and the
+    JSON path, as `twinpipe simulate` prints them."""
+    lib = _lib()
+    if isinstance(config, lib.Config):
+        return config
+    if isinstance(config, dict):
+        return lib.load_config_text(_json.dumps(config), "<dict>")
+    if isinstance(config, (str, _os.PathLike)):
+        return lib.load_config_file(_os.fspath(config))
+    raise TypeError(f"load_config: expected a dict, a path or a twinpipe.Config, got {type(config).__name__}")
+
+
+def _path_of(value, what, suffix=".json"):
+    """A path for a file argument given as a path, or as the text (a
+    JsonResult, from calibrate_runs) written to a temporary file; returns
+    (path, temporary file or None)."""
+    if value is None:
+        return "", None
+    if isinstance(value, JsonResult):
+        f = _tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False)
+        f.write(value.json)
+        f.close()
+        return f.name, f.name
+    if isinstance(value, (str, _os.PathLike)):
+        return _os.fspath(value), None
+    raise TypeError(f"{what}: expected a path or a result of calibrate_runs, got {type(value).__name__}")
+
+
+def _with_file(value, what, call):
+    path, temporary = _path_of(value, what)
+    try:
+        return call(path)
+    finally:
+        if temporary:
+            _os.unlink(temporary)
+
+
+def simulate(config, schedule=None, calibration=None, *, name=None, recompute=None, chunks=0, memory_cap=0,
+             format="auto", dialect="auto"):
+    """`twinpipe simulate --json` as a SimulationResult (a dict of the same
+    figures, .json the same text, .timeline the predicted events).
+
+    schedule: a Schedule to run with the config's model and cluster, or a
+    schedule file's path (format and dialect as --format, --dialect);
+    calibration: a calibration file's path or calibrate_runs' result; name,
+    recompute, chunks, memory_cap: as --schedule, --recompute, --chunks,
+    --memory-cap. A predicted out-of-memory (the program's exit 1) is
+    result.overflow, not an error."""
+    lib = _lib()
+    config = load_config(config)
+    schedule_object, schedule_file = None, ""
+    if isinstance(schedule, lib.Schedule):
+        schedule_object = schedule
+    elif isinstance(schedule, (str, _os.PathLike)):
+        schedule_file = _os.fspath(schedule)
+    elif schedule is not None:
+        raise TypeError(f"simulate: schedule: expected a twinpipe.Schedule or a path, got {type(schedule).__name__}")
+    simulation = _with_file(calibration, "simulate: calibration", lambda path: lib.simulate(
+        config, schedule_object, schedule_file, format, dialect, name or "", recompute or "", chunks,
+        float(memory_cap), path))
+    return SimulationResult(simulation)
+
+
+def schedule(config=None, *, stages=0, micro_batches=0, name=None, chunks=0, recompute=None,
+             recompute_timing=None, activation_bytes=0, replicas=1):
+    """`twinpipe schedule`: the verified schedule IR of a config's pipeline,
+    or with no config one built from stages K, micro_batches M and the
+    builder's name (default gpipe), recompute (default none) and its timing
+    (overlapped or in-backward), comm of activation_bytes inserted."""
+    lib = _lib()
+    loaded = None
+    if config is not None:
+        if stages or micro_batches:
+            raise ScheduleError("give either a config or stages and micro_batches, not both")
+        if recompute_timing is not None:
+            raise ScheduleError("recompute_timing is for a schedule built without a config; set "
+                                "/pipeline/recompute_timing in the config")
+        loaded = load_config(config)
+    return lib.build_schedule(loaded, stages, micro_batches, chunks, name or "", recompute or "",
+                              recompute_timing or "overlapped", activation_bytes, replicas)
+
+
+def read_schedule(path, format="auto", dialect="auto"):
+    """A schedule file (twinpipe text, twinpipe JSON or torch CSV), as `twinpipe verify` reads it."""
+    return _lib().read_schedule(_os.fspath(path), format, dialect)
+
+
+def parse_schedule(text, format="text", source="<text>"):
+    """A schedule from its text: format text, json or torch-csv."""
+    return _lib().parse_schedule(text, format, source)
+
+
+def verify(schedule):
+    """The verifier's diagnostics of a Schedule (or a schedule file): a list
+    of {device, position, message, text}, text as `twinpipe verify` prints
+    it; [] when the schedule is valid."""
+    lib = _lib()
+    if not isinstance(schedule, lib.Schedule):
+        schedule = read_schedule(schedule)
+    return lib.verify(schedule)
+
+
+def _runs_text(runs):
+    """A table of runs' text and source: a JSONL path, or a list of
+    {"config": {...}, "step_time_s": t}."""
+    if isinstance(runs, (str, _os.PathLike)):
+        path = _os.fspath(runs)
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read(), path
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot open: {e.strerror}") from None
+    if isinstance(runs, (list, tuple)):
+        return "".join(_json.dumps(r) + "\n" for r in runs), "<runs>"
+    raise TypeError(f"expected a JSONL path or a list of runs, got {type(runs).__name__}")
+
+
+def validate(runs, calibration=None):
+    """`twinpipe validate --json`: runs, mape, bias, groups, worst, rows."""
+    lib = _lib()
+    text, source = _runs_text(runs)
+    return JsonResult(_with_file(calibration, "validate: calibration",
+                                 lambda path: lib.validate(text, source, path)))
+
+
+def calibrate_runs(runs, keep_bounds=False):
+    """`twinpipe calibrate --runs`: the calibration file fitted to a table of
+    runs, as a JsonResult (.json the file's text, .save(path) writes it); it
+    is a calibration simulate and validate take."""
+    text, source = _runs_text(runs)
+    return JsonResult(_lib().calibrate_runs(text, source, keep_bounds))
+
+
+def search(config, *, devices=0, memory_cap=0, objective="throughput", max_layers=False, calibration=None):
+    """`twinpipe search --json` (or --max-layers --json): configs_evaluated,
+    pareto[], best (a config) and best_prediction."""
+    lib = _lib()
+    config = load_config(config)
+    return JsonResult(_with_file(calibration, "search: calibration", lambda path: lib.search(
+        config, devices, float(memory_cap), objective, max_layers, path)))
