@@ -223,7 +223,7 @@ cli_case(simulate_bad_calibration 2 "/format: expected \"twinpipe-calibration\""
 if(TWINPIPE_SANITIZE STREQUAL "")
   add_test(NAME loop.fidelity COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fidelity_check.sh ${TP}
            ${SRC}/examples/quickstart.json ${CMAKE_CURRENT_BINARY_DIR}/fidelity)
-  set_tests_properties(loop.fidelity PROPERTIES RUN_SERIAL TRUE)
+  set_tests_properties(loop.fidelity PROPERTIES RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
   # The same loop with data-parallel replicas (2 stages x 2 replicas, ALLREDUCE):
   # 4 workers. Issue 6's targets were set with one device per core; with
   # fewer cores than workers the measured bubble is the OS's scheduling, which
