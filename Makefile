@@ -6,7 +6,7 @@ CMAKE_ARGS ?=
 
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps build test check demo bench bench-torch test-asan test-tsan fuzz clean
+.PHONY: all deps build test check demo bench bench-torch test-torch test-asan test-tsan fuzz clean
 
 all: build
 
@@ -45,6 +45,14 @@ bench-torch: build
 	@/usr/bin/python3 -c "import torch" 2>/dev/null || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get install -y -q python3-torch; else sudo apt-get install -y -q python3-torch; fi; }
 	python3 bench/torch_cpu_compare.py $(BUILD)/twinpipe --json $(BUILD)/torch_cpu_compare.json
+
+# twinpipe's schedules through real torch.distributed.pipelining and back
+# (scripts/test_torch.sh): PyPI's torch (2.15.0 and 2.5.1 by default, in
+# $(BUILD)/torch-VERSION), K gloo processes per case. Not in `make test`: the
+# download is several GB. TORCH_VERSIONS picks the releases.
+TORCH_VERSIONS ?= 2.15.0 2.5.1
+test-torch: build
+	bash scripts/test_torch.sh $(BUILD) $(TORCH_VERSIONS)
 
 test-asan: deps
 	@[ -f build-asan/CMakeCache.txt ] || cmake -S . -B build-asan $(GENERATOR) -DCMAKE_BUILD_TYPE=Debug -DTWINPIPE_SANITIZE=address

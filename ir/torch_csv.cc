@@ -403,6 +403,41 @@ Result<std::string> ExportTorchCsv(const Schedule& s, const TorchExportOptions& 
                             "for torch 2.6 or later",
                             v.major, v.minor, OpToken(*full), full->device, OpToken(*split), split->device));
   }
+  if (older_names) {
+    // What torch 2.5.1's runtime cannot run at all (found by running every
+    // export in it, scripts/torch_roundtrip.py): its _PipelineScheduleRuntime
+    // is a PipelineScheduleMulti, which refuses a rank of one stage; and it
+    // receives every non-first stage's input over the process group, with no
+    // hand-off between two stages on one rank (a V placement).
+    std::map<int32_t, int32_t> device_of;  // stage -> device
+    std::map<int32_t, std::set<int32_t>> stages_of;
+    for (size_t d = 0; d < s.programs.size(); ++d) {
+      for (const Op& op : s.programs[d]) {
+        if (op.kind == OpKind::kForward) {
+          device_of.emplace(op.stage, static_cast<int32_t>(d));
+          stages_of[static_cast<int32_t>(d)].insert(op.stage);
+        }
+      }
+    }
+    for (const auto& [device, stages] : stages_of) {
+      if (stages.size() < 2) {
+        return Fail(fmt::format("torch {}.{} runs a schedule CSV only with two or more stages per rank (its "
+                                "_PipelineScheduleRuntime is a PipelineScheduleMulti), and device {} holds one "
+                                "(stage {}); run this schedule with torch's ScheduleGPipe / Schedule1F1B there, or "
+                                "export for torch 2.6 or later",
+                                v.major, v.minor, device, *stages.begin()));
+      }
+    }
+    for (const auto& [stage, device] : device_of) {
+      auto next = device_of.find(stage + 1);
+      if (next != device_of.end() && next->second == device) {
+        return Fail(fmt::format("torch {}.{} receives every stage's input from another rank (its runtime has no "
+                                "hand-off between stages of one rank), and stages {} and {} are both on device {}; "
+                                "export for torch 2.6 or later",
+                                v.major, v.minor, stage, stage + 1, device));
+      }
+    }
+  }
   if (older_names && options.compute_only && !split) {
     return Fail(fmt::format("torch {}.{}'s compute-only loader needs a W for every stage and micro-batch "
                             "(_validate_schedule), and this schedule has full backward only; write compute and comm "

@@ -15,9 +15,11 @@ cli_case(schedule_1f1b_golden 0 file:${EXP}/1f1b_k4_m8_except_last.txt
          ${TP} schedule -k 4 -m 8 -s 1f1b --recompute except-last --activation-bytes 4096)
 cli_case(schedule_json_golden 0 file:${EXP}/1f1b_k2_m3_replicas2.json
          ${TP} schedule -k 2 -m 3 -s 1f1b --replicas 2 --format json)
-# torch 2.5's form: a full backward is B (the schedule built with use_full_backward=True).
-cli_case(schedule_torch_golden 0 file:${EXP}/1f1b_k2_m4_torch2.5.csv
-         ${TP} schedule -k 2 -m 4 -s 1f1b --format torch-csv --dialect older)
+# torch 2.5's form: a full backward is B (the schedule built with use_full_backward=True);
+# two stages per rank, as 2.5.1's runtime needs (it trained this file to the
+# unpipelined gradients: scripts/torch_roundtrip.py).
+cli_case(schedule_torch_golden 0 file:${EXP}/interleaved_k2_m4_torch2.5.csv
+         ${TP} schedule -k 2 -m 4 -s interleaved --format torch-csv --dialect older)
 cli_case(schedule_from_config 0 "stages=4 microbatches=16 devices=4 replicas=1 placement=0,1,2,3"
          ${TP} schedule ${SRC}/examples/transformer_h100.json)
 # Megatron-LM's recompute timing: the gradient's receive before R.
@@ -61,7 +63,11 @@ cli_case(schedule_torch_compute_only 0 "0F0,0F1,0I0,0W0,0F2,0I1,0W1,0F3,0I2,0W2,
 cli_case(schedule_torch_2_8_unscaled 0 "warning: torch 2.8 scales a stage's gradients after its last full backward B only"
          ${TP} schedule -k 2 -m 4 -s zb-h1 --format torch-csv --torch-version 2.8)
 cli_case(schedule_torch_2_5_compute_only_full 2 "torch 2.5's compute-only loader needs a W for every stage and micro-batch"
-         ${TP} schedule -k 2 -m 4 -s 1f1b --format torch-csv --torch-version 2.5 --compute-only)
+         ${TP} schedule -k 2 -m 4 -s interleaved --format torch-csv --torch-version 2.5 --compute-only)
+cli_case(schedule_torch_2_5_one_stage_per_rank 2 "torch 2.5 runs a schedule CSV only with two or more stages per rank"
+         ${TP} schedule -k 2 -m 4 -s 1f1b --format torch-csv --torch-version 2.5)
+cli_case(schedule_torch_2_5_v_placement 2 "stages 1 and 2 are both on device 1"
+         ${TP} schedule -k 2 -m 4 -s zb-v --format torch-csv --torch-version 2.5)
 cli_case(schedule_torch_2_5_mixed 2 "torch 2.5 reads B as one kind of backward for a whole schedule"
          ${TP} schedule -k 2 -m 8 -s dualpipev --format torch-csv --dialect older)
 cli_case(schedule_torch_version_range 2 "torch version '2.4': twinpipe writes the schedule CSVs of torch 2.5 to 2.15"
@@ -74,8 +80,19 @@ foreach(version 2.5 2.6 2.9 2.10 2.14 2.15)
     if(form STREQUAL compute)
       set(flag --compute-only)
     endif()
+    # torch 2.5 runs a CSV only with two stages per rank, and a split backward
+    # only in its compute-only form: interleaved (comm) there.
+    set(kind "-m 7 -s zb-h1")
+    if(version STREQUAL 2.5 AND form STREQUAL comms)
+      set(kind "-m 6 -s interleaved")
+    elseif(version STREQUAL 2.5)
+      set(kind "")
+    endif()
+    if(kind STREQUAL "")
+      continue()
+    endif()
     cli_case(schedule_then_verify_torch_${version}_${form} 0 "valid"
-             bash -c "${TP} schedule -k 3 -m 7 -s zb-h1 --format torch-csv --torch-version ${version} ${flag} -o \"$0\" && ${TP} verify \"$0\""
+             bash -c "${TP} schedule -k 3 ${kind} --format torch-csv --torch-version ${version} ${flag} -o \"$0\" && ${TP} verify \"$0\""
              ${CMAKE_CURRENT_BINARY_DIR}/torch_${version}_${form}.csv)
   endforeach()
 endforeach()
