@@ -127,7 +127,8 @@ void LoadModel(const Reader& r, const json& root, Config& c) {
   constexpr int64_t kBig = 1 << 24;
   if (c.generator == "transformer") {
     r.Keys(m, p, {"generator", "layers", "d_model", "ffn", "heads", "seq", "vocab", "causal", "dtype", "kv_heads",
-                  "mlp", "norm", "position", "bias", "tied_embeddings", "attention"});
+                  "mlp", "norm", "position", "bias", "tied_embeddings", "attention", "experts", "top_k", "moe_ffn",
+                  "shared_experts", "moe_every", "capacity_factor", "grouped_gemm"});
     TransformerSpec t;
     t.layers = static_cast<int>(r.Int(m, "layers", p, 1, kBig));
     t.d_model = static_cast<int>(r.Int(m, "d_model", p, 1, kBig));
@@ -151,6 +152,23 @@ void LoadModel(const Reader& r, const json& root, Config& c) {
     t.bias = r.Bool(m, "bias", p, true);
     t.tied_embeddings = r.Bool(m, "tied_embeddings", p, false);
     t.attention = r.Enum(m, "attention", p, kAttentionKindNames, AttentionKind::kUnfused);
+    // Mixture of experts: every field but `experts` describes the experts.
+    t.experts = static_cast<int>(r.Int(m, "experts", p, 0, 1 << 16, 0));
+    if (t.experts == 0) {
+      for (const char* key : {"top_k", "moe_ffn", "shared_experts", "moe_every", "capacity_factor", "grouped_gemm"}) {
+        if (m.contains(key)) {
+          r.Fail(p + "/" + key, fmt::format("describes the experts of a mixture of experts, but /model/experts is "
+                                            "not given (or 0: a dense model)"));
+        }
+      }
+    } else {
+      t.top_k = static_cast<int>(r.Int(m, "top_k", p, 1, t.experts, 1));
+      t.moe_ffn = static_cast<int>(r.Int(m, "moe_ffn", p, 1, kBig, t.ffn));
+      t.shared_experts = static_cast<int>(r.Int(m, "shared_experts", p, 0, 1 << 10, 0));
+      t.moe_every = static_cast<int>(r.Int(m, "moe_every", p, 1, t.layers, 1));
+      t.capacity_factor = r.Number(m, "capacity_factor", p, 0, 1024, 0.0);
+      t.grouped_gemm = r.Bool(m, "grouped_gemm", p, true);
+    }
     c.transformer = t;
     c.model = GenerateTransformer(t);
   } else if (c.generator == "mlp") {
@@ -418,6 +436,11 @@ Config Load(const Reader& r, const json& root, std::string source) {
     if (c.transformer->ffn % tp != 0) {
       r.Fail("/pipeline/tensor_parallel", fmt::format("{} GPUs do not divide the FFN width {} (/model/ffn)", tp,
                                                       c.transformer->ffn));
+    }
+    if (c.transformer->experts > 0 && c.transformer->moe_ffn % tp != 0) {
+      r.Fail("/pipeline/tensor_parallel", fmt::format("{} GPUs do not divide the experts' FFN width {} (/model/moe_ffn: "
+                                                      "each expert is split across the tensor-parallel group)", tp,
+                                                      c.transformer->moe_ffn));
     }
     if (c.transformer->vocab % tp != 0) {
       r.Fail("/pipeline/tensor_parallel", fmt::format("{} GPUs do not divide the vocabulary of {} (/model/vocab; pad "

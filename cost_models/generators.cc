@@ -38,6 +38,25 @@ void AddLinear(std::vector<Kernel>& k, const std::string& name, double S, double
   k.back().fp8 = fp8;
 }
 
+// The experts' linear (MoE): `experts` GEMMs of m tokens each (m = the
+// tokens routed to one expert per sample), in -> out, as one grouped kernel
+// or as a kernel per expert; FP8 as AddLinear.
+void AddExpertLinear(std::vector<Kernel>& k, const std::string& name, double m, double in, double out, double experts,
+                     bool grouped, bool fp8) {
+  const double launches = grouped ? 1 : experts;
+  if (fp8) k.push_back(Memory(name + ".cast", Kernel::Pass::kForward, 4 * m * experts * in));
+  k.push_back(Gemm(name, Kernel::Pass::kForward, m, out, in, experts));
+  if (fp8) k.push_back(Memory(name + ".dgrad.cast", Kernel::Pass::kInput, 4 * m * experts * out));
+  k.push_back(Gemm(name + ".dgrad", Kernel::Pass::kInput, m, in, out, experts));
+  k.push_back(Gemm(name + ".wgrad", Kernel::Pass::kWeight, in, out, m, experts, Kernel::Scaled::kK));
+  for (size_t i = k.size() - 3; i < k.size(); ++i) {
+    if (k[i].gemm) {
+      k[i].fp8 = fp8;
+      k[i].launches = launches;
+    }
+  }
+}
+
 // Makes the collective `collective` of k run beside the kernel `target`
 // (Kernel::overlaps), `exposed` of it showing; nothing when either is absent.
 void Beside(std::vector<Kernel>& k, const std::string& collective, const std::string& target, double exposed) {
@@ -154,7 +173,7 @@ BlockShape ShapeOf(const TransformerSpec& s) {
 // bias gradients' reductions when there are biases. Tensor parallelism (tp):
 // QKV and FFN-up split their outputs, the output projection and FFN-down
 // their inputs, the heads and K/V heads divide; the collectives join them.
-std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParallel& tp) {
+std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParallel& tp, bool moe) {
   using P = Kernel::Pass;
   // Named copies, not a structured binding: lambdas below capture them (C++20 as clang 14 reads it).
   const BlockShape shape = ShapeOf(spec);
@@ -166,7 +185,6 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   const double A = h / t * S * S, dh = d / h, hs = h / t;
   const double act = S * d * e;  // one S x d activation, the collectives' tensor
   const double rotary = 2 * S * (d + kv) / t * e, expand = 2 * S * (kv + d) / t * e;
-  const double fc1_out = (spec.mlp == MlpKind::kSwiglu ? 2 * f : f) / t;
   const bool fp8 = spec.dtype == Dtype::kFp8;
   const double cp = spec.context_parallel;
   // The context-parallel ring: the group's K and V (all S tokens), gathered
@@ -202,12 +220,38 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   k.push_back(Memory("residual1", P::kForward, (3 * act + S * d) / n));
   k.push_back(Memory("ln2", P::kForward, 2 * act / n));
   tp.Gather(k, "ln2.allgather", P::kForward, act);
-  AddLinear(k, "fc1", S, d, fc1_out, fp8);
   const std::string activation = spec.mlp == MlpKind::kGelu ? "gelu" : spec.mlp == MlpKind::kSwiglu ? "swiglu"
                                                                                                      : "squared_relu";
-  const double per_f = S * f / t * e;
-  k.push_back(Memory(activation, P::kForward, (spec.mlp == MlpKind::kSwiglu ? 3 : 2) * per_f));
-  AddLinear(k, "fc2", S, f / t, d, fp8);
+  const bool swiglu = spec.mlp == MlpKind::kSwiglu;
+  // The MLP's activation kernels over `width` (per token, this GPU's share)
+  // of `tokens` tokens: forward and backward bytes.
+  std::vector<std::pair<std::string, double>> activations;  // name, S x width x e on this GPU
+  auto mlp = [&](const std::string& prefix, double tokens, double width) {
+    AddLinear(k, prefix + "fc1", tokens, d, (swiglu ? 2 : 1) * width / t, fp8);
+    const double per = tokens * width / t * e;
+    k.push_back(Memory(prefix + activation, P::kForward, (swiglu ? 3 : 2) * per));
+    activations.emplace_back(prefix + activation, per);
+    AddLinear(k, prefix + "fc2", tokens, width / t, d, fp8);
+  };
+  // MoE: the router on this GPU's tokens (sequence parallel: its shard),
+  // replicated across the group and kept in the model's dtype.
+  const double E = spec.experts, r = spec.RoutedPerToken(), fe = spec.ExpertFfn(), top_k = spec.top_k;
+  const double Sn = S / n, routed = r * S;
+  const double permute = S * d * e * (1 + r);
+  if (moe) {
+    AddLinear(k, "router", Sn, d, E);
+    k.push_back(Memory("router.topk", P::kForward, (8 * E + 8 * top_k) * Sn));
+    k.push_back(Memory("permute", P::kForward, permute));
+    AddExpertLinear(k, "experts.fc1", routed / E, d, (swiglu ? 2 : 1) * fe / t, E, spec.grouped_gemm, fp8);
+    const double per = routed * fe / t * e;
+    k.push_back(Memory("experts." + activation, P::kForward, (swiglu ? 3 : 2) * per));
+    activations.emplace_back("experts." + activation, per);
+    AddExpertLinear(k, "experts.fc2", routed / E, fe / t, d, E, spec.grouped_gemm, fp8);
+    k.push_back(Memory("unpermute", P::kForward, permute + 4 * S * top_k));
+    if (spec.shared_experts > 0) mlp("shared.", S, spec.shared_experts * fe);
+  } else {
+    mlp("", S, f);
+  }
   tp.Reduce(k, "fc2.reduce", P::kForward, act);
   k.push_back(Memory("residual2", P::kForward, (3 * act + S * d) / n));
   // Selective recompute: the attention core's forward again, in the backward.
@@ -231,7 +275,12 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   if (rope) k.push_back(Memory("rope.bwd", P::kInput, rotary));
   k.push_back(Memory("ln1.bwd", P::kInput, 3 * act / n));
   k.push_back(Memory("ln2.bwd", P::kInput, 3 * act / n));
-  k.push_back(Memory(activation + ".bwd", P::kInput, (spec.mlp == MlpKind::kSwiglu ? 5 : 3) * per_f));
+  for (const auto& [name, per] : activations) k.push_back(Memory(name + ".bwd", P::kInput, (swiglu ? 5 : 3) * per));
+  if (moe) {
+    k.push_back(Memory("router.topk.bwd", P::kInput, 12 * E * Sn));
+    k.push_back(Memory("permute.bwd", P::kInput, permute));
+    k.push_back(Memory("unpermute.bwd", P::kInput, permute + 4 * S * top_k));
+  }
   k.push_back(Memory("residual1.bwd", P::kInput, (2 * act + S * d) / n));
   k.push_back(Memory("residual2.bwd", P::kInput, (2 * act + S * d) / n));
   // Backward of the collectives: a row-parallel GEMM's input gradient is
@@ -244,7 +293,9 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   // (normed) input, so Megatron gathers it again for the weight gradient.
   tp.Gather(k, "qkv.wgrad.allgather", P::kWeight, act);
   tp.Gather(k, "fc1.wgrad.allgather", P::kWeight, act);
-  if (spec.bias) k.push_back(Memory("bias.wgrad", P::kWeight, S * (4 * d + 2 * kv + (u - 1) * f) / t * e));
+  // The FFN-up biases' gradient sums over the tokens that pass it.
+  const double up_bias = moe ? r * fe + spec.shared_experts * fe : f;
+  if (spec.bias) k.push_back(Memory("bias.wgrad", P::kWeight, S * (4 * d + 2 * kv + (u - 1) * up_bias) / t * e));
   for (const char* suffix : {"", ".recompute"}) Beside(k, std::string("cp.kv") + suffix, std::string("flash_attn") + suffix, 0);
   Beside(k, "cp.kv.bwd", "flash_attn.bwd", 0);
   Beside(k, "cp.dkv", "flash_attn.bwd", 0);
@@ -306,6 +357,12 @@ Model GenerateTransformer(const TransformerSpec& spec) {
                            .kernels = std::move(embedding)});
   // QKV, output projection and the MLP's u GEMMs (integers: exact in any order).
   const double matmul = (2 * S * d * (d + 2 * kv) + 2 * S * d * d + 2 * u * S * d * f) / t;
+  // An MoE block's: the attention's, the router's on this GPU's tokens
+  // (replicated across the group), the experts' over the routed tokens and
+  // the shared experts'.
+  const double E = spec.experts, fe = spec.ExpertFfn(), r = spec.RoutedPerToken(), ns = spec.shared_experts;
+  const double moe_matmul = (2 * S * d * (d + 2 * kv) + 2 * S * d * d + 2 * u * S * d * fe * (r + ns)) / t +
+                            2 * (S / n) * d * E;
   // Korthikanti et al.'s per-layer activations in 16-bit units, scaled to e;
   // the block's changes (see the header) adjust the tensor-parallel part.
   const double scores = spec.selective_recompute || fused ? 0 : 5 * h * S / (d * t);
@@ -319,15 +376,24 @@ Model GenerateTransformer(const TransformerSpec& spec) {
   // inputs as their FP8 casts: half of the QKV and FC1 inputs (2 of the 10
   // units not split without sequence parallelism), of the projection's
   // input and of FC2's.
-  const double mlp_units = (u == 3 ? 6 : 4) * f / d;
-  double split_change = mlp_units - 16 + (fused ? -4 * (1 - kv / d) : 0);
-  double unsplit_change = 0;
-  if (spec.dtype == Dtype::kFp8) {
-    split_change -= 1 + f / d;
-    unsplit_change -= 2;
-  }
-  if (split_change != 0) stash_units += split_change / t;
-  if (unsplit_change != 0) stash_units += unsplit_change / n;
+  // An MoE block's MLP part: the experts' over the r routed copies of each
+  // token and the shared experts', the routed copies in and out of the
+  // experts (4 r) and the router's fp32 probabilities (2 E / d), not split;
+  // in FP8 the experts' and shared experts' inputs as FP8 casts.
+  auto stash_of = [&](bool moe) {
+    const double mlp_width = moe ? fe * (r + ns) : spec.experts == 1 ? fe : f;
+    const double mlp_units = (u == 3 ? 6 : 4) * mlp_width / d;
+    double split_change = mlp_units - 16 + (fused ? -4 * (1 - kv / d) : 0);
+    double unsplit_change = moe ? 4 * r + 2 * E / d : 0;
+    if (spec.dtype == Dtype::kFp8) {
+      split_change -= 1 + mlp_width / d;
+      unsplit_change -= moe ? 1 + r + (ns > 0 ? 1 : 0) : 2;
+    }
+    double units = stash_units;
+    if (split_change != 0) units += split_change / t;
+    if (unsplit_change != 0) units += unsplit_change / (moe ? 1 : n);
+    return units;
+  };
   // The attention core: unfused, the full scores and four GEMMs in the
   // backward; fused, the causal share c and the scores recomputed in the backward.
   const double core = (fused ? c : 1) * 4 * S * S_all * d / t;  // 1/c of the keys' work with context parallelism
@@ -336,18 +402,36 @@ Model GenerateTransformer(const TransformerSpec& spec) {
   // replicated (as the norms are); whole numbers, summed before dividing.
   const double split_params = d * (d + 2 * kv) + d * d + u * d * f + (spec.bias ? d + 2 * kv + (u - 1) * f : 0);
   const double replicated_params = (spec.bias ? 2 * d : 0) + 2 * norm_params;
-  const Kernels block_kernels = BlockKernels(spec, tp);
+  // MoE: every expert's MLP (with its biases: FFN-up's split, FFN-down's
+  // per expert), the shared experts' as one MLP; the router replicated.
+  const double moe_split_params = d * (d + 2 * kv) + d * d + u * d * fe * (E + ns) +
+                                  (spec.bias ? d + 2 * kv + (u - 1) * fe * (E + ns) : 0);
+  const double moe_replicated_params = replicated_params + d * E + (spec.bias ? d * (E - 1 + (ns > 0 ? 1 : 0)) : 0);
+  const Kernels dense_kernels = BlockKernels(spec, tp, false);
+  const Kernels moe_kernels = spec.experts > 1 ? BlockKernels(spec, tp, true) : Kernels{};
+  // E = 1 routes nothing: a dense MLP of the expert's width.
+  TransformerSpec dense_spec = spec;
+  if (spec.experts == 1) dense_spec.ffn = spec.ExpertFfn();
+  const double dense_f = dense_spec.ffn;
+  const double dense_matmul = (2 * S * d * (d + 2 * kv) + 2 * S * d * d + 2 * u * S * d * dense_f) / t;
+  const double dense_split_params =
+      d * (d + 2 * kv) + d * d + u * d * dense_f + (spec.bias ? d + 2 * kv + (u - 1) * dense_f : 0);
+  const Kernels expert_dense_kernels = spec.experts == 1 ? BlockKernels(dense_spec, tp, false) : Kernels{};
   for (int i = 0; i < spec.layers; ++i) {
+    const bool moe = spec.IsMoeBlock(i);
+    const double mm = moe ? moe_matmul : spec.experts == 1 ? dense_matmul : matmul;
     m.layers.push_back(Layer{.name = fmt::format("block{}", i),
                              .kind = "transformer_block",
-                             .fwd_flops = matmul + core,
-                             .bwd_input_flops = matmul + core_bwd + (spec.selective_recompute ? core : 0),
-                             .bwd_weight_flops = matmul,
-                             .params = split_params / t + replicated_params,
+                             .fwd_flops = mm + core,
+                             .bwd_input_flops = mm + core_bwd + (spec.selective_recompute ? core : 0),
+                             .bwd_weight_flops = mm,
+                             .params = moe ? moe_split_params / t + moe_replicated_params
+                                           : (spec.experts == 1 ? dense_split_params : split_params) / t +
+                                                 replicated_params,
                              .out_bytes = act / t,
-                             .stash_bytes = S * d * stash_units * (e / 2),
+                             .stash_bytes = S * d * stash_of(moe) * (e / 2),
                              .input_replicas = t / n,  // each GPU holds the whole S x d input without sp
-                             .kernels = block_kernels});
+                             .kernels = moe ? moe_kernels : spec.experts == 1 ? expert_dense_kernels : dense_kernels});
   }
   // Final layernorm, vocabulary projection, and Megatron's vocabulary-
   // parallel cross-entropy (tensor_parallel/cross_entropy.py) in fp32, each

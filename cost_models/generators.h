@@ -65,6 +65,30 @@ struct TransformerSpec {
   // split in t chunks, of which one shows; the weight gradients' all-gathers
   // beside the data-gradient GEMMs.
   bool tp_comm_overlap = false;
+  // Mixture of experts (issue 41; Megatron-Core's MoE layer, experts sharded
+  // by the tensor-parallel group as NeMo's 24.x runs them). With experts E >
+  // 1, block i is an MoE block when i % moe_every == 0 (Megatron's
+  // moe_layer_freq): its MLP becomes a router (a d -> E GEMM on this GPU's
+  // tokens, its top-k and auxiliary-loss kernels), the permutation of each
+  // token to its top_k experts, the experts (each an MLP of `moe_ffn`, as
+  // `mlp` says) over the tokens routed to them, the unpermutation with the
+  // weighted combine, and `shared_experts` experts every token passes
+  // through beside them. Balanced routing: each expert receives S top_k / E
+  // tokens; with a capacity factor cf > 0 (token dropping, padded to the
+  // capacity as pad_expert_input_to_capacity does) exactly cf S top_k / E.
+  // E = 1 routes nothing: the block is dense with an MLP of moe_ffn.
+  int experts = 0;
+  int top_k = 1;
+  int moe_ffn = 0;               // each expert's width (per gate with swiglu); 0 means ffn
+  int shared_experts = 0;        // experts every token passes through (one MLP shared_experts x moe_ffn wide)
+  int moe_every = 1;
+  double capacity_factor = 0;    // 0: dropless
+  bool grouped_gemm = true;      // the experts' GEMMs as one grouped kernel; false: E GEMMs of their own
+  bool IsMoeBlock(int block) const { return experts > 1 && block % moe_every == 0; }
+  int ExpertFfn() const { return moe_ffn > 0 ? moe_ffn : ffn; }
+  // The tokens the experts process per token of the sequence: top_k, times
+  // the capacity factor when tokens are padded to it.
+  double RoutedPerToken() const { return top_k * (capacity_factor > 0 ? capacity_factor : 1.0); }
 };
 
 // embedding (tokens + positions), `layers` pre-norm blocks, output head
@@ -104,6 +128,17 @@ struct TransformerSpec {
 // Context parallelism c: every per-token figure above (GEMMs, kernels,
 // activations, the boundary) takes S / c tokens; the attention core does
 // 1/c of its FLOPs (Megatron's load-balanced causal split), in c kernels.
+// MoE block (experts E > 1; r = top_k x capacity factor tokens per token,
+// f_e each expert's width, n_s shared experts, u as above): the MLP's
+// matmul FLOPs 2 u S d f become 2 S d E (router) + 2 u r S d f_e (experts)
+// + 2 u S d n_s f_e (shared) in each of forward, input and weight backward;
+// params d E + E u d f_e + u d n_s f_e (+ biases); the MLP's stash (16 of
+// Korthikanti's units at f = 4d) becomes the experts' r (6 or 4) f_e / d and
+// the shared experts' (6 or 4) n_s f_e / d (split by t), and the routed
+// copies of the tokens in and out of the experts, 4 r, with the router's
+// fp32 probabilities, 2 E / d (not split). Memory-bound: the permutation
+// reads S d and writes r S d elements, the unpermutation and combine the
+// reverse, each again in the backward.
 // FP8 (dtype fp8): the four linears' GEMMs (QKV, output projection, FFN up
 // and down) are FP8, each with Transformer Engine's cast-and-transpose of
 // its input in the forward (read 2 bytes, write two 1-byte copies: 4 bytes

@@ -1,0 +1,243 @@
+// The mixture-of-experts block (issue 41, point 1) against closed forms
+// written from its shapes, published parameter counts, and the dense block it
+// must equal when nothing is routed.
+#include <string>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "cost_models/config.h"
+#include "cost_models/generators.h"
+
+namespace twinpipe::cost {
+namespace {
+
+double Sum(const Model& m, double Layer::*field) {
+  double s = 0;
+  for (const auto& l : m.layers) s += l.*field;
+  return s;
+}
+
+double PassFlops(const Layer& l, Kernel::Pass pass) {
+  double f = 0;
+  for (const Kernel& k : l.kernels) f += k.pass == pass ? k.Flops() : 0;
+  return f;
+}
+
+const Kernel* Find(const Layer& l, const std::string& name) {
+  for (const Kernel& k : l.kernels) {
+    if (k.name == name) return &k;
+  }
+  return nullptr;
+}
+
+// Mixtral 8x7B (Jiang et al. 2024, and its released config): 32 blocks of d
+// 4096, 32 heads, 8 K/V heads, 8 SwiGLU experts of 14336, top-2, vocabulary
+// 32000, RMSNorm, rotary positions, no biases, untied embeddings.
+TransformerSpec Mixtral8x7B(int layers = 32) {
+  return {.layers = layers, .d_model = 4096, .ffn = 14336, .heads = 32, .seq = 4096, .vocab = 32000,
+          .causal = true, .dtype = Dtype::kBf16, .kv_heads = 8, .mlp = MlpKind::kSwiglu, .norm = NormKind::kRmsNorm,
+          .position = PositionKind::kRope, .bias = false, .tied_embeddings = false,
+          .attention = AttentionKind::kFused, .experts = 8, .top_k = 2, .moe_ffn = 14336};
+}
+
+// Mistral AI's figures: 46.7B parameters in all, 12.9B used per token.
+TEST(Moe, Mixtral8x7BParameterCounts) {
+  const Model m = GenerateTransformer(Mixtral8x7B());
+  const double d = 4096, kv = 1024, f = 14336, E = 8, V = 32000;
+  // A block: Wq, Wo (d x d), Wk, Wv (d x kv), the router (d x E), 8 experts
+  // of three d x f matrices, two RMSNorm scales.
+  const double block = 2 * d * d + 2 * d * kv + d * E + E * 3 * d * f + 2 * d;
+  EXPECT_DOUBLE_EQ(m.layers[1].params, block);
+  const double total = Sum(m, &Layer::params);
+  EXPECT_DOUBLE_EQ(total, 32 * block + 2 * V * d + d);
+  EXPECT_NEAR(total, 46.7e9, 0.05e9);
+  // Active: two of the eight experts.
+  EXPECT_NEAR(total - 32 * (E - 2) * 3 * d * f, 12.9e9, 0.05e9);
+}
+
+// Per sample of S tokens, GEMM by GEMM: the router 2 S d E; each token's k
+// routed copies through an expert's gate, up and down (2 S d f_e each, times
+// k x the capacity factor when padded); a shared expert as a dense SwiGLU
+// MLP of n_s f_e; the attention as the dense block's. The kernels add up to
+// the layer in each pass.
+TEST(Moe, BlockFlopsInClosedForm) {
+  for (const double cf : {0.0, 1.25}) {
+    for (const int shared : {0, 2}) {
+      for (const int t : {1, 4}) {
+        SCOPED_TRACE(fmt::format("capacity {} shared {} t {}", cf, shared, t));
+        TransformerSpec s = Mixtral8x7B(2);
+        s.seq = 2048;
+        s.capacity_factor = cf;
+        s.shared_experts = shared;
+        s.moe_ffn = 2048;
+        s.tensor_parallel = t;
+        s.sequence_parallel = t > 1;
+        TransformerSpec dense = s;
+        dense.experts = 0;
+        const Model m = GenerateTransformer(s), md = GenerateTransformer(dense);
+        const Layer& b = m.layers[1];
+        const Layer& bd = md.layers[1];
+        const double S = 2048, d = 4096, f = 14336, fe = 2048, E = 8, k = 2;
+        const double r = k * (cf > 0 ? cf : 1);
+        const double router = 2 * (S / t) * d * E;  // on this GPU's shard of the tokens, replicated
+        const double experts = 3 * 2 * S * r * d * fe / t;
+        const double shared_mlp = 3 * 2 * S * d * shared * fe / t;
+        const double dense_mlp = 3 * 2 * S * d * f / t;
+        for (auto [moe_flops, dense_flops] : {std::pair{b.fwd_flops, bd.fwd_flops},
+                                              {b.bwd_input_flops, bd.bwd_input_flops},
+                                              {b.bwd_weight_flops, bd.bwd_weight_flops}}) {
+          EXPECT_DOUBLE_EQ(moe_flops - (dense_flops - dense_mlp), router + experts + shared_mlp);
+        }
+        for (size_t i = 1; i < m.layers.size(); ++i) {  // the embedding's adds are no GEMMs
+          const Layer& l = m.layers[i];
+          EXPECT_DOUBLE_EQ(PassFlops(l, Kernel::Pass::kForward), l.fwd_flops) << l.name;
+          EXPECT_DOUBLE_EQ(PassFlops(l, Kernel::Pass::kInput), l.bwd_input_flops) << l.name;
+          EXPECT_DOUBLE_EQ(PassFlops(l, Kernel::Pass::kWeight), l.bwd_weight_flops) << l.name;
+        }
+        // The experts' GEMMs: E of (S r / E) tokens each; gate and up as one.
+        const Kernel* fc1 = Find(b, "experts.fc1");
+        ASSERT_NE(fc1, nullptr);
+        EXPECT_DOUBLE_EQ(fc1->m, S * r / E);
+        EXPECT_DOUBLE_EQ(fc1->batch, E);
+        EXPECT_DOUBLE_EQ(fc1->n, 2 * fe / t);
+        EXPECT_EQ(Find(b, "shared.fc1") != nullptr, shared > 0);
+        EXPECT_EQ(Find(b, "fc1"), nullptr);
+      }
+    }
+  }
+}
+
+// Bytes of the routing kernels per sample (e bytes an element): the
+// permutation reads S d and writes r S d elements, the unpermutation the
+// reverse plus the k combine weights (fp32); the router's top-k over fp32
+// logits reads and writes S E and writes S k indices and weights (8 bytes a
+// logit, 8 a choice), its backward 12 bytes a logit. Without a grouped GEMM
+// each expert's GEMM is a launch of its own.
+TEST(Moe, RoutingKernelsBytesInClosedForm) {
+  TransformerSpec s = Mixtral8x7B(1);
+  s.seq = 1024;
+  s.grouped_gemm = false;
+  const Model m = GenerateTransformer(s);
+  const Layer& b = m.layers[1];
+  const double S = 1024, d = 4096, e = 2, E = 8, k = 2;
+  EXPECT_DOUBLE_EQ(Find(b, "permute")->bytes, S * d * e * (1 + k));
+  EXPECT_DOUBLE_EQ(Find(b, "permute.bwd")->bytes, S * d * e * (1 + k));
+  EXPECT_DOUBLE_EQ(Find(b, "unpermute")->bytes, S * d * e * (1 + k) + 4 * S * k);
+  EXPECT_DOUBLE_EQ(Find(b, "router.topk")->bytes, 8 * S * E + 8 * S * k);
+  EXPECT_DOUBLE_EQ(Find(b, "router.topk.bwd")->bytes, 12 * S * E);
+  EXPECT_DOUBLE_EQ(Find(b, "experts.fc1")->launches, E);
+  EXPECT_DOUBLE_EQ(Find(b, "experts.fc2.wgrad")->launches, E);
+  EXPECT_DOUBLE_EQ(Find(b, "router")->launches, 1);
+}
+
+// One expert that every token takes (E = k = 1) is no router and no
+// permutation: exactly the dense block with an MLP of the expert's width.
+TEST(Moe, OneExpertIsTheDenseBlock) {
+  for (const Dtype dtype : {Dtype::kBf16, Dtype::kFp8}) {
+    TransformerSpec s = Mixtral8x7B(3);
+    s.dtype = dtype;
+    s.experts = 1;
+    s.top_k = 1;
+    s.moe_ffn = 6144;
+    s.tensor_parallel = 2;
+    s.sequence_parallel = true;
+    TransformerSpec dense = s;
+    dense.experts = 0;
+    dense.moe_ffn = 0;
+    dense.ffn = 6144;
+    const Model a = GenerateTransformer(s), b = GenerateTransformer(dense);
+    ASSERT_EQ(a.layers.size(), b.layers.size());
+    for (size_t i = 0; i < a.layers.size(); ++i) {
+      const Layer &x = a.layers[i], &y = b.layers[i];
+      SCOPED_TRACE(x.name);
+      EXPECT_EQ(x.fwd_flops, y.fwd_flops);
+      EXPECT_EQ(x.bwd_input_flops, y.bwd_input_flops);
+      EXPECT_EQ(x.bwd_weight_flops, y.bwd_weight_flops);
+      EXPECT_EQ(x.params, y.params);
+      EXPECT_EQ(x.stash_bytes, y.stash_bytes);
+      ASSERT_EQ(x.kernels.size(), y.kernels.size());
+      for (size_t j = 0; j < x.kernels.size(); ++j) {
+        const Kernel &p = x.kernels.begin()[j], &q = y.kernels.begin()[j];
+        EXPECT_EQ(p.name, q.name);
+        EXPECT_EQ(p.Flops(), q.Flops());
+        EXPECT_EQ(p.bytes, q.bytes);
+      }
+    }
+  }
+}
+
+// moe_every n: blocks 0, n, 2n, ... are MoE (Megatron's moe_layer_freq), the
+// others dense with `ffn`.
+TEST(Moe, EveryNthBlock) {
+  TransformerSpec s = Mixtral8x7B(4);
+  s.moe_every = 2;
+  s.ffn = 8192;
+  const Model m = GenerateTransformer(s);
+  for (int i = 0; i < 4; ++i) {
+    const Layer& b = m.layers[1 + i];
+    EXPECT_EQ(Find(b, "router") != nullptr, i % 2 == 0) << b.name;
+    if (i % 2 == 1) EXPECT_DOUBLE_EQ(Find(b, "fc1")->n, 2 * 8192.0) << b.name;
+  }
+}
+
+// The stash of an MoE block from its parts, in Korthikanti's units of S d
+// 16-bit elements: the dense block's 34 less the MLP's 16 (at f = 4d), plus
+// the experts' SwiGLU activations over the r routed copies (6 r f_e / d),
+// the routed copies in and out of the experts (4 r) and the router's fp32
+// probabilities (2 E / d); fused attention keeps K and V unexpanded (-4 (1 -
+// kv / d)).
+TEST(Moe, StashFromItsParts) {
+  TransformerSpec s = Mixtral8x7B(1);
+  s.seq = 2048;
+  s.capacity_factor = 1.5;
+  const Model m = GenerateTransformer(s);
+  const double S = 2048, d = 4096, kv = 1024, fe = 14336, E = 8, r = 3;
+  const double units = 34 - 16 + 6 * r * fe / d + 4 * r + 2 * E / d - 4 * (1 - kv / d);
+  EXPECT_DOUBLE_EQ(m.layers[1].stash_bytes, S * d * units);
+}
+
+Config Load(const std::string& model_extra, const std::string& pipeline_extra = "") {
+  const std::string text = fmt::format(R"({{
+    "model": {{"generator": "transformer", "layers": 4, "d_model": 512, "ffn": 2048, "heads": 8, "seq": 128,
+               "vocab": 1024, "mlp": "swiglu"{}}},
+    "training": {{"batch": 8, "microbatches": 4}},
+    "pipeline": {{"stages": 2{}}},
+    "cluster": {{"device": "H100-SXM", "devices": 4}}
+  }})", model_extra, pipeline_extra);
+  return LoadConfig(text, "moe.json").value();
+}
+
+TEST(Moe, ConfigReadsTheFieldsAndNamesBadOnes) {
+  const Config c = Load(R"(, "experts": 8, "top_k": 2, "moe_ffn": 1024, "shared_experts": 1, "moe_every": 2,
+                           "capacity_factor": 1.25, "grouped_gemm": false)");
+  ASSERT_TRUE(c.transformer);
+  EXPECT_EQ(c.transformer->experts, 8);
+  EXPECT_EQ(c.transformer->top_k, 2);
+  EXPECT_EQ(c.transformer->moe_ffn, 1024);
+  EXPECT_EQ(c.transformer->shared_experts, 1);
+  EXPECT_EQ(c.transformer->moe_every, 2);
+  EXPECT_DOUBLE_EQ(c.transformer->capacity_factor, 1.25);
+  EXPECT_FALSE(c.transformer->grouped_gemm);
+  auto bad = [](const std::string& model_extra, const std::string& pipeline_extra = "") {
+    const std::string text = fmt::format(R"({{
+      "model": {{"generator": "transformer", "layers": 4, "d_model": 512, "ffn": 2048, "heads": 8, "seq": 128,
+                 "vocab": 1024{}}},
+      "training": {{"batch": 8, "microbatches": 4}},
+      "pipeline": {{"stages": 2{}}},
+      "cluster": {{"device": "H100-SXM", "devices": 4}}
+    }})", model_extra, pipeline_extra);
+    auto r = LoadConfig(text, "moe.json");
+    return r ? std::string("accepted") : r.error().message;
+  };
+  EXPECT_NE(bad(R"(, "experts": 8, "top_k": 9)").find("/model/top_k"), std::string::npos);
+  EXPECT_NE(bad(R"(, "top_k": 2)").find("/model/top_k: describes the experts of a mixture of experts"),
+            std::string::npos);
+  EXPECT_NE(bad(R"(, "experts": 8, "capacity_factor": -1)").find("/model/capacity_factor"), std::string::npos);
+  EXPECT_NE(bad(R"(, "experts": 8, "moe_every": 5)").find("/model/moe_every"), std::string::npos);
+  EXPECT_NE(bad(R"(, "experts": 8, "moe_ffn": 1022)", R"(, "tensor_parallel": 4)").find("/model/moe_ffn"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace twinpipe::cost
