@@ -32,6 +32,15 @@ double CollectiveTime(Kernel::Collective kind, double bytes, const CollectiveGro
   const double bus_bandwidth = slowest.bandwidth * slowest.collective_efficiency;
   const double phases = kind == Kernel::Collective::kAllReduce ? 2 : 1;
   const double fixed = std::max(g.intra->collective_latency_s, nodes > 1 ? inter.collective_latency_s : 0.0);
+  if (kind == Kernel::Collective::kAllToAll) {
+    // Each rank keeps 1/n of its buffer and sends 1/n to each other rank at
+    // once: those of its node over `intra`, the others over `inter`, the two
+    // side by side; a step's latency per peer link crossed.
+    const double local = n / nodes;
+    const double intra_s = (local - 1) / n * bytes / (g.intra->bandwidth * g.intra->collective_efficiency);
+    const double inter_s = nodes > 1 ? (n - local) / n * bytes / (inter.bandwidth * inter.collective_efficiency) : 0;
+    return fixed + std::max(intra_s, inter_s) + (local - 1) * g.intra->latency_s + (n - local) * inter.latency_s;
+  }
   // Ring: n - 1 steps a phase, nodes - 1 of them crossing between nodes.
   const double ring = fixed + phases * ((n - 1) / n * bytes / bus_bandwidth + (n - nodes) * g.intra->latency_s +
                                         (nodes - 1) * inter.latency_s);

@@ -127,6 +127,7 @@ double KernelTime(const Kernel& kn, double samples, const Device& d, Dtype dtype
     const double bytes = kn.fixed_bytes ? kn.bytes : kn.bytes * samples;
     const double nodes = kn.over == Kernel::Over::kContext ? links.context_nodes
                          : kn.over == Kernel::Over::kData  ? links.data_nodes
+                         : kn.over == Kernel::Over::kExpert ? links.expert_nodes
                                                            : 1;
     return CollectiveTime(kn.collective, bytes,
                           {.ranks = kn.group, .nodes = nodes, .intra = links.intra,

@@ -39,6 +39,7 @@ struct CollectiveLinks {
   const Link* inter = nullptr;
   double context_nodes = 1;
   double data_nodes = 1;
+  double expert_nodes = 1;  // the expert-parallel group's
 };
 
 // The achievable fraction of their rate a GEMM reaches on the CUDA cores (a

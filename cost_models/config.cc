@@ -344,7 +344,7 @@ Config Load(const Reader& r, const json& root, std::string source) {
 
   const json& pl = r.Object(root, "pipeline", "");
   r.Keys(pl, "/pipeline", {"stages", "schedule", "chunks", "recompute", "partition", "first_layers", "tensor_parallel",
-                           "sequence_parallel", "memory_cap", "p2p", "recompute_timing", "context_parallel",
+                           "sequence_parallel", "memory_cap", "p2p", "recompute_timing", "context_parallel", "expert_parallel",
                            "tp_comm_overlap", "account_for_embedding", "account_for_loss", "recompute_granularity",
                            "distribute_saved_activations"});
   c.pipeline.stages = static_cast<int>(r.Int(pl, "stages", "/pipeline", 1, 1 << 20));
@@ -373,6 +373,7 @@ Config Load(const Reader& r, const json& root, std::string source) {
   c.pipeline.sequence_parallel = r.Bool(pl, "sequence_parallel", "/pipeline", false);
   c.pipeline.context_parallel = static_cast<int>(r.Int(pl, "context_parallel", "/pipeline", 1, 1 << 16, 1));
   c.pipeline.tp_comm_overlap = r.Bool(pl, "tp_comm_overlap", "/pipeline", false);
+  c.pipeline.expert_parallel = static_cast<int>(r.Int(pl, "expert_parallel", "/pipeline", 1, 1 << 16, 1));
   c.pipeline.blocking_p2p = r.String(pl, "p2p", "/pipeline", {"overlapped", "blocking"}, "overlapped") == "blocking";
   c.pipeline.recompute_timing = *ir::RecomputeTimingFromName(
       r.String(pl, "recompute_timing", "/pipeline", {"overlapped", "in-backward"}, "overlapped"));
@@ -504,6 +505,24 @@ Config Load(const Reader& r, const json& root, std::string source) {
                                          "(its fp8_flops is 0)", i, c.cluster.devices[i].name));
     }
   }
+  if (const int ep = c.pipeline.expert_parallel; ep > 1) {
+    const int experts = c.transformer ? c.transformer->experts : 0;
+    if (experts < 2) {
+      r.Fail("/pipeline/expert_parallel", fmt::format("divides the experts of a mixture of experts over GPUs, but "
+                                                      "the model has none (/model/experts {})", experts));
+    }
+    if (experts % ep != 0) {
+      r.Fail("/pipeline/expert_parallel", fmt::format("{} GPUs do not divide the {} experts (/model/experts)", ep,
+                                                      experts));
+    }
+    const int holders = c.GradientRanks();
+    if (holders % ep != 0) {
+      r.Fail("/pipeline/expert_parallel",
+             fmt::format("an expert-parallel group of {} GPUs is taken from the {} that hold the same other weights "
+                         "(context_parallel x data-parallel replicas), and {} does not divide {}", ep, holders, ep,
+                         holders));
+    }
+  }
   // Megatron's placement: a tensor-parallel group inside one node.
   if (c.cluster.gpus_per_node % tp != 0) {
     r.Fail("/pipeline/tensor_parallel", fmt::format("a tensor-parallel group of {} GPUs must fit inside one node, and "
@@ -532,11 +551,12 @@ void SetParallelism(Config& c, int tensor_parallel, bool sequence_parallel, ir::
   const bool overlap = c.pipeline.tp_comm_overlap && sequence_parallel;
   if (t.tensor_parallel != tensor_parallel || t.sequence_parallel != sequence_parallel ||
       t.selective_recompute != selective || t.context_parallel != c.pipeline.context_parallel ||
-      t.tp_comm_overlap != overlap) {
+      t.tp_comm_overlap != overlap || t.expert_parallel != c.pipeline.expert_parallel) {
     t.tensor_parallel = tensor_parallel;
     t.sequence_parallel = sequence_parallel;
     t.selective_recompute = selective;
     t.context_parallel = c.pipeline.context_parallel;
+    t.expert_parallel = c.pipeline.expert_parallel;
     t.tp_comm_overlap = overlap;
     c.model = GenerateTransformer(t);
   }
@@ -563,6 +583,12 @@ int Config::ContextNodes() const {
   return CountNodes(pipeline.context_parallel, cluster.gpus_per_node, [&](int64_t j) { return GpuOf(j, 0, 0); });
 }
 
+int Config::ExpertNodes() const {
+  const int64_t c = pipeline.context_parallel;
+  return CountNodes(pipeline.expert_parallel, cluster.gpus_per_node,
+                    [&](int64_t i) { return GpuOf(static_cast<int>(i % c), 0, static_cast<int>(i / c)); });
+}
+
 int Config::GradientNodes(int device) const {
   const int64_t c = pipeline.context_parallel;
   return CountNodes(c * Replicas(), cluster.gpus_per_node,
@@ -573,7 +599,8 @@ CollectiveLinks LinksOf(const Config& c) {
   return CollectiveLinks{.intra = &c.cluster.link,
                          .inter = &c.cluster.inter_node_link,
                          .context_nodes = static_cast<double>(c.ContextNodes()),
-                         .data_nodes = static_cast<double>(c.GradientNodes(0))};
+                         .data_nodes = static_cast<double>(c.GradientNodes(0)),
+                         .expert_nodes = static_cast<double>(c.ExpertNodes())};
 }
 
 double ModelParameters(const Config& config) {

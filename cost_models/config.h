@@ -94,6 +94,11 @@ struct PipelineConfig {
   // Context parallelism: each pipeline device's GPUs are c tensor-parallel
   // groups, each with seq / c tokens of every sample.
   int context_parallel = 1;
+  // Expert parallelism (mixture of experts): the experts divided over e GPUs
+  // of the c x replicas that hold the same other weights (Megatron-Core's
+  // order tensor, context, expert, data: an expert-parallel group is c x
+  // replicas' first e, the rest of them expert data parallelism).
+  int expert_parallel = 1;
   // Tensor-parallel collectives beside their GEMMs (Transformer Engine's
   // userbuffers; needs sequence parallelism).
   bool tp_comm_overlap = false;
@@ -162,6 +167,9 @@ struct Config {
   int ContextNodes() const;
   // Nodes the gradient group (GradientRanks) of pipeline device d spans.
   int GradientNodes(int device) const;
+  // Nodes an expert-parallel group spans (the first e of the c x replicas
+  // GPUs of a pipeline device's tensor rank 0, context rank first).
+  int ExpertNodes() const;
   // The GPUs that all-gather a received pipeline boundary: the t of a
   // tensor-parallel group, each sent 1/t of it; 1 (none) without tensor
   // parallelism, or with sequence parallelism, where it stays sharded.

@@ -238,15 +238,25 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   const double E = spec.experts, r = spec.RoutedPerToken(), fe = spec.ExpertFfn(), top_k = spec.top_k;
   const double Sn = S / n, routed = r * S;
   const double permute = S * d * e * (1 + r);
+  // Expert parallelism: E / ep experts here, each over S r ep / E tokens.
+  const double ep = spec.expert_parallel, local_experts = E / ep;
+  auto all_to_all = [&](const std::string& name, P pass) {
+    if (ep <= 1) return;
+    k.push_back(Collective(name, pass, Kernel::Collective::kAllToAll, r * Sn * d * e, ep));
+    k.back().over = Kernel::Over::kExpert;
+  };
   if (moe) {
     AddLinear(k, "router", Sn, d, E);
     k.push_back(Memory("router.topk", P::kForward, (8 * E + 8 * top_k) * Sn));
     k.push_back(Memory("permute", P::kForward, permute));
-    AddExpertLinear(k, "experts.fc1", routed / E, d, (swiglu ? 2 : 1) * fe / t, E, spec.grouped_gemm, fp8);
+    all_to_all("dispatch", P::kForward);
+    AddExpertLinear(k, "experts.fc1", routed / local_experts, d, (swiglu ? 2 : 1) * fe / t, local_experts,
+                    spec.grouped_gemm, fp8);
     const double per = routed * fe / t * e;
     k.push_back(Memory("experts." + activation, P::kForward, (swiglu ? 3 : 2) * per));
     activations.emplace_back("experts." + activation, per);
-    AddExpertLinear(k, "experts.fc2", routed / E, fe / t, d, E, spec.grouped_gemm, fp8);
+    AddExpertLinear(k, "experts.fc2", routed / local_experts, fe / t, d, local_experts, spec.grouped_gemm, fp8);
+    all_to_all("combine", P::kForward);
     k.push_back(Memory("unpermute", P::kForward, permute + 4 * S * top_k));
     if (spec.shared_experts > 0) mlp("shared.", S, spec.shared_experts * fe);
   } else {
@@ -280,6 +290,8 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
     k.push_back(Memory("router.topk.bwd", P::kInput, 12 * E * Sn));
     k.push_back(Memory("permute.bwd", P::kInput, permute));
     k.push_back(Memory("unpermute.bwd", P::kInput, permute + 4 * S * top_k));
+    all_to_all("combine.bwd", P::kInput);
+    all_to_all("dispatch.bwd", P::kInput);
   }
   k.push_back(Memory("residual1.bwd", P::kInput, (2 * act + S * d) / n));
   k.push_back(Memory("residual2.bwd", P::kInput, (2 * act + S * d) / n));
@@ -404,9 +416,11 @@ Model GenerateTransformer(const TransformerSpec& spec) {
   const double replicated_params = (spec.bias ? 2 * d : 0) + 2 * norm_params;
   // MoE: every expert's MLP (with its biases: FFN-up's split, FFN-down's
   // per expert), the shared experts' as one MLP; the router replicated.
-  const double moe_split_params = d * (d + 2 * kv) + d * d + u * d * fe * (E + ns) +
-                                  (spec.bias ? d + 2 * kv + (u - 1) * fe * (E + ns) : 0);
-  const double moe_replicated_params = replicated_params + d * E + (spec.bias ? d * (E - 1 + (ns > 0 ? 1 : 0)) : 0);
+  // With expert parallelism e, E / e experts on a GPU.
+  const double El = E / spec.expert_parallel;
+  const double moe_split_params = d * (d + 2 * kv) + d * d + u * d * fe * (El + ns) +
+                                  (spec.bias ? d + 2 * kv + (u - 1) * fe * (El + ns) : 0);
+  const double moe_replicated_params = replicated_params + d * E + (spec.bias ? d * (El - 1 + (ns > 0 ? 1 : 0)) : 0);
   const Kernels dense_kernels = BlockKernels(spec, tp, false);
   const Kernels moe_kernels = spec.experts > 1 ? BlockKernels(spec, tp, true) : Kernels{};
   // E = 1 routes nothing: a dense MLP of the expert's width.

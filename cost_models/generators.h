@@ -84,6 +84,14 @@ struct TransformerSpec {
   int moe_every = 1;
   double capacity_factor = 0;    // 0: dropless
   bool grouped_gemm = true;      // the experts' GEMMs as one grouped kernel; false: E GEMMs of their own
+  // Expert parallelism e (set from the config's pipeline section): each GPU
+  // holds E / e experts and runs them over the tokens the e GPUs of its
+  // expert-parallel group route to them (balanced: as many as it routes
+  // itself); an all-to-all over the group sends each routed token to its
+  // expert's GPU and one brings it back (dispatch and combine), both again
+  // in the backward, each of r S d / n elements per GPU (n = t with sequence
+  // parallelism: the shard of the tokens a GPU routes).
+  int expert_parallel = 1;
   bool IsMoeBlock(int block) const { return experts > 1 && block % moe_every == 0; }
   int ExpertFfn() const { return moe_ffn > 0 ? moe_ffn : ffn; }
   // The tokens the experts process per token of the sequence: top_k, times

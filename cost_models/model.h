@@ -27,7 +27,7 @@ namespace twinpipe::cost {
 struct Kernel {
   enum class Pass : uint8_t { kForward, kInput, kWeight };  // F (and R), I, W
   enum class Scaled : uint8_t { kM, kN, kK, kBatch };       // the dimension the micro-batch multiplies
-  enum class Collective : uint8_t { kNone, kAllReduce, kReduceScatter, kAllGather };
+  enum class Collective : uint8_t { kNone, kAllReduce, kReduceScatter, kAllGather, kAllToAll };
   Pass pass = Pass::kForward;
   bool gemm = true;
   Collective collective = Collective::kNone;  // set: a collective (gemm false)
@@ -53,7 +53,7 @@ struct Kernel {
   // The GPUs a collective runs over (its `group` of them): the tensor-
   // parallel group inside a node, the context-parallel group (the ring that
   // passes K and V), or the data-parallel group.
-  enum class Over : uint8_t { kTensor, kContext, kData };
+  enum class Over : uint8_t { kTensor, kContext, kData, kExpert };
   Over over = Over::kTensor;
   // `bytes` is per micro-batch, not per sample (a gathered layer's weights).
   bool fixed_bytes = false;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "cost_models/comm_model.h"
 #include "cost_models/config.h"
 #include "cost_models/generators.h"
 
@@ -237,6 +238,93 @@ TEST(Moe, ConfigReadsTheFieldsAndNamesBadOnes) {
   EXPECT_NE(bad(R"(, "experts": 8, "moe_every": 5)").find("/model/moe_every"), std::string::npos);
   EXPECT_NE(bad(R"(, "experts": 8, "moe_ffn": 1022)", R"(, "tensor_parallel": 4)").find("/model/moe_ffn"),
             std::string::npos);
+}
+
+// Expert parallelism e, balanced routing: each GPU runs E / e experts over
+// as many routed tokens as it routes itself (S r e / E per expert), so its
+// FLOPs do not change; it holds E / e experts' weights; four all-to-alls per
+// MoE block (dispatch and combine, forward and backward), each of r S d / n
+// elements over the e GPUs.
+TEST(Moe, ExpertParallelismDividesTheExpertsNotTheWork) {
+  for (const bool sp : {false, true}) {
+    SCOPED_TRACE(fmt::format("sequence parallel {}", sp));
+    TransformerSpec s = Mixtral8x7B(2);
+    s.seq = 2048;
+    s.tensor_parallel = 2;
+    s.sequence_parallel = sp;
+    TransformerSpec s4 = s;
+    s4.expert_parallel = 4;
+    const Model one = GenerateTransformer(s), four = GenerateTransformer(s4);
+    const Layer &b1 = one.layers[1], &b4 = four.layers[1];
+    EXPECT_DOUBLE_EQ(b4.fwd_flops, b1.fwd_flops);
+    EXPECT_DOUBLE_EQ(b4.bwd_input_flops, b1.bwd_input_flops);
+    EXPECT_DOUBLE_EQ(b4.bwd_weight_flops, b1.bwd_weight_flops);
+    const double S = 2048, d = 4096, fe = 14336, E = 8, r = 2, t = 2, e = 2, n = sp ? t : 1;
+    EXPECT_DOUBLE_EQ(b1.params - b4.params, (E - E / 4) * 3 * d * fe / t);
+    EXPECT_DOUBLE_EQ(Find(b4, "experts.fc1")->m, S * r * 4 / E);
+    EXPECT_DOUBLE_EQ(Find(b4, "experts.fc1")->batch, E / 4);
+    int all_to_alls = 0;
+    for (const Kernel& k : b4.kernels) {
+      if (k.collective != Kernel::Collective::kAllToAll) continue;
+      ++all_to_alls;
+      EXPECT_DOUBLE_EQ(k.bytes, r * S / n * d * e) << k.name;
+      EXPECT_DOUBLE_EQ(k.group, 4) << k.name;
+      EXPECT_EQ(k.over, Kernel::Over::kExpert) << k.name;
+    }
+    EXPECT_EQ(all_to_alls, 4);
+    EXPECT_EQ(Find(b1, "dispatch"), nullptr);
+  }
+}
+
+// An all-to-all: each rank sends (n - 1)/n of its buffer, 1/n to each peer;
+// inside a node at the link's achievable rate; across nodes the peers of its
+// node over `intra` and the others over `inter`, side by side.
+TEST(Moe, AllToAllTime) {
+  const Link nv{.name = "nv", .latency_s = 1e-6, .bandwidth = 400e9, .collective_efficiency = 0.5};
+  const Link ib{.name = "ib", .latency_s = 5e-6, .bandwidth = 50e9, .collective_efficiency = 0.8};
+  const double bytes = 64e6;
+  EXPECT_DOUBLE_EQ(CollectiveTime(Kernel::Collective::kAllToAll, bytes, 8, nv), 7.0 / 8 * bytes / 200e9 + 7e-6);
+  // 16 ranks on 2 nodes: 7 peers over NVLink, 8 over InfiniBand (the slower side).
+  const double two_nodes = CollectiveTime(Kernel::Collective::kAllToAll, bytes,
+                                          {.ranks = 16, .nodes = 2, .intra = &nv, .inter = &ib});
+  EXPECT_DOUBLE_EQ(two_nodes, std::max(7.0 / 16 * bytes / 200e9, 8.0 / 16 * bytes / 40e9) + 7 * 1e-6 + 8 * 5e-6);
+  EXPECT_DOUBLE_EQ(CollectiveTime(Kernel::Collective::kAllToAll, bytes, 1, nv), 0);
+}
+
+// Where the expert-parallel group sits (Megatron-Core: tensor, context,
+// expert, data): e of the GPUs holding the same other weights, so with t = 4
+// on nodes of 8, e = 2 stays in a node and e = 4 spans two.
+TEST(Moe, ExpertGroupPlacementAndBadValues) {
+  auto config = [](int ep) {
+    return fmt::format(R"({{
+      "model": {{"generator": "transformer", "layers": 4, "d_model": 512, "ffn": 2048, "heads": 8, "seq": 128,
+                 "vocab": 1024, "experts": 8, "top_k": 2}},
+      "training": {{"batch": 8, "microbatches": 4}},
+      "pipeline": {{"stages": 1, "tensor_parallel": 4, "expert_parallel": {}}},
+      "cluster": {{"device": "H100-SXM", "devices": 16, "gpus_per_node": 8, "link": "nvlink4",
+                   "inter_node_link": "ib-ndr"}}
+    }})", ep);
+  };
+  const Config two = LoadConfig(config(2), "moe.json").value(), four = LoadConfig(config(4), "moe.json").value();
+  EXPECT_EQ(two.ExpertNodes(), 1);
+  EXPECT_EQ(four.ExpertNodes(), 2);
+  EXPECT_EQ(LinksOf(four).expert_nodes, 2);
+  EXPECT_EQ(four.transformer->expert_parallel, 4);
+  auto error = [&](int ep) {
+    auto r = LoadConfig(config(ep), "moe.json");
+    return r ? std::string("accepted") : r.error().message;
+  };
+  EXPECT_NE(error(3).find("/pipeline/expert_parallel: 3 GPUs do not divide the 8 experts"), std::string::npos);
+  EXPECT_NE(error(8).find("/pipeline/expert_parallel: an expert-parallel group of 8 GPUs"), std::string::npos);
+  auto dense = LoadConfig(R"({
+      "model": {"generator": "transformer", "layers": 4, "d_model": 512, "ffn": 2048, "heads": 8, "seq": 128,
+                "vocab": 1024},
+      "training": {"batch": 8, "microbatches": 4},
+      "pipeline": {"stages": 1, "expert_parallel": 2},
+      "cluster": {"device": "H100-SXM", "devices": 4}
+    })", "dense.json");
+  ASSERT_FALSE(dense);
+  EXPECT_NE(dense.error().message.find("/pipeline/expert_parallel"), std::string::npos);
 }
 
 }  // namespace
