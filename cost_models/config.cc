@@ -345,6 +345,7 @@ Config Load(const Reader& r, const json& root, std::string source) {
   const json& pl = r.Object(root, "pipeline", "");
   r.Keys(pl, "/pipeline", {"stages", "schedule", "chunks", "recompute", "partition", "first_layers", "tensor_parallel",
                            "sequence_parallel", "memory_cap", "p2p", "recompute_timing", "context_parallel", "expert_parallel",
+                           "expert_tensor_parallel",
                            "tp_comm_overlap", "account_for_embedding", "account_for_loss", "recompute_granularity",
                            "distribute_saved_activations"});
   c.pipeline.stages = static_cast<int>(r.Int(pl, "stages", "/pipeline", 1, 1 << 20));
@@ -374,6 +375,15 @@ Config Load(const Reader& r, const json& root, std::string source) {
   c.pipeline.context_parallel = static_cast<int>(r.Int(pl, "context_parallel", "/pipeline", 1, 1 << 16, 1));
   c.pipeline.tp_comm_overlap = r.Bool(pl, "tp_comm_overlap", "/pipeline", false);
   c.pipeline.expert_parallel = static_cast<int>(r.Int(pl, "expert_parallel", "/pipeline", 1, 1 << 16, 1));
+  c.pipeline.expert_tensor_parallel =
+      static_cast<int>(r.Int(pl, "expert_tensor_parallel", "/pipeline", 1, 1 << 16, c.pipeline.tensor_parallel));
+  if (c.pipeline.tensor_parallel % c.pipeline.expert_tensor_parallel != 0) {
+    r.Fail("/pipeline/expert_tensor_parallel",
+           fmt::format("expected a divisor of tensor_parallel {} (each expert is split over part of the "
+                       "tensor-parallel group), got {}", c.pipeline.tensor_parallel, c.pipeline.expert_tensor_parallel));
+  }
+  // Following tensor_parallel unless given (search varies t).
+  if (!pl.contains("expert_tensor_parallel")) c.pipeline.expert_tensor_parallel = 0;
   c.pipeline.blocking_p2p = r.String(pl, "p2p", "/pipeline", {"overlapped", "blocking"}, "overlapped") == "blocking";
   c.pipeline.recompute_timing = *ir::RecomputeTimingFromName(
       r.String(pl, "recompute_timing", "/pipeline", {"overlapped", "in-backward"}, "overlapped"));
@@ -515,12 +525,15 @@ Config Load(const Reader& r, const json& root, std::string source) {
       r.Fail("/pipeline/expert_parallel", fmt::format("{} GPUs do not divide the {} experts (/model/experts)", ep,
                                                       experts));
     }
-    const int holders = c.GradientRanks();
-    if (holders % ep != 0) {
+    // The GPUs of one pipeline stage (t x c x replicas) hold et x e x expert
+    // data-parallel replicas of the experts.
+    const int et = c.pipeline.expert_tensor_parallel > 0 ? c.pipeline.expert_tensor_parallel : tp;
+    const int64_t holders = int64_t{c.GradientRanks()} * tp;
+    if (holders % (int64_t{ep} * et) != 0) {
       r.Fail("/pipeline/expert_parallel",
-             fmt::format("an expert-parallel group of {} GPUs is taken from the {} that hold the same other weights "
-                         "(context_parallel x data-parallel replicas), and {} does not divide {}", ep, holders, ep,
-                         holders));
+             fmt::format("an expert-parallel group of {} GPUs, each expert split over {}, is taken from the {} GPUs of "
+                         "a pipeline stage (tensor_parallel x context_parallel x data-parallel replicas), and {} x {} "
+                         "does not divide {}", ep, et, holders, ep, et, holders));
     }
   }
   // Megatron's placement: a tensor-parallel group inside one node.
@@ -551,12 +564,14 @@ void SetParallelism(Config& c, int tensor_parallel, bool sequence_parallel, ir::
   const bool overlap = c.pipeline.tp_comm_overlap && sequence_parallel;
   if (t.tensor_parallel != tensor_parallel || t.sequence_parallel != sequence_parallel ||
       t.selective_recompute != selective || t.context_parallel != c.pipeline.context_parallel ||
-      t.tp_comm_overlap != overlap || t.expert_parallel != c.pipeline.expert_parallel) {
+      t.tp_comm_overlap != overlap || t.expert_parallel != c.pipeline.expert_parallel ||
+      t.expert_tensor_parallel != c.pipeline.expert_tensor_parallel) {
     t.tensor_parallel = tensor_parallel;
     t.sequence_parallel = sequence_parallel;
     t.selective_recompute = selective;
     t.context_parallel = c.pipeline.context_parallel;
     t.expert_parallel = c.pipeline.expert_parallel;
+    t.expert_tensor_parallel = c.pipeline.expert_tensor_parallel;
     t.tp_comm_overlap = overlap;
     c.model = GenerateTransformer(t);
   }
@@ -584,9 +599,14 @@ int Config::ContextNodes() const {
 }
 
 int Config::ExpertNodes() const {
-  const int64_t c = pipeline.context_parallel;
-  return CountNodes(pipeline.expert_parallel, cluster.gpus_per_node,
-                    [&](int64_t i) { return GpuOf(static_cast<int>(i % c), 0, static_cast<int>(i / c)); });
+  // The GPUs of pipeline device 0 in the order tensor, context, replica;
+  // the group's members et apart.
+  const int64_t t = pipeline.tensor_parallel, c = pipeline.context_parallel;
+  const int64_t et = pipeline.expert_tensor_parallel > 0 ? pipeline.expert_tensor_parallel : t;
+  return CountNodes(pipeline.expert_parallel, cluster.gpus_per_node, [&](int64_t i) {
+    const int64_t j = i * et;
+    return GpuOf(static_cast<int>((j / t) % c), 0, static_cast<int>(j / (t * c))) + j % t;
+  });
 }
 
 int Config::GradientNodes(int device) const {

@@ -99,6 +99,11 @@ struct PipelineConfig {
   // order tensor, context, expert, data: an expert-parallel group is c x
   // replicas' first e, the rest of them expert data parallelism).
   int expert_parallel = 1;
+  // Expert tensor parallelism: each expert split over et GPUs of the
+  // tensor-parallel group (0: all t of them). With et < t the expert-parallel
+  // group also takes GPUs of the tensor-parallel group (Megatron-Core's
+  // expert order: expert tensor, expert, expert data).
+  int expert_tensor_parallel = 0;
   // Tensor-parallel collectives beside their GEMMs (Transformer Engine's
   // userbuffers; needs sequence parallelism).
   bool tp_comm_overlap = false;

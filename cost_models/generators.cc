@@ -237,9 +237,12 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   // replicated across the group and kept in the model's dtype.
   const double E = spec.experts, r = spec.RoutedPerToken(), fe = spec.ExpertFfn(), top_k = spec.top_k;
   const double Sn = S / n, routed = r * S;
-  const double permute = S * d * e * (1 + r);
+  // The routed copies a GPU holds: all S tokens' (experts split over the
+  // whole group), or its share et / t of them.
+  const double permute = S * d * e * (1 + r) * spec.ExpertTensorParallel() / t;
   // Expert parallelism: E / ep experts here, each over S r ep / E tokens.
   const double ep = spec.expert_parallel, local_experts = E / ep;
+  const double et = spec.ExpertTensorParallel(), expert_tokens = routed * et / t;
   auto all_to_all = [&](const std::string& name, P pass) {
     if (ep <= 1) return;
     k.push_back(Collective(name, pass, Kernel::Collective::kAllToAll, r * Sn * d * e, ep));
@@ -250,12 +253,13 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
     k.push_back(Memory("router.topk", P::kForward, (8 * E + 8 * top_k) * Sn));
     k.push_back(Memory("permute", P::kForward, permute));
     all_to_all("dispatch", P::kForward);
-    AddExpertLinear(k, "experts.fc1", routed / local_experts, d, (swiglu ? 2 : 1) * fe / t, local_experts,
+    AddExpertLinear(k, "experts.fc1", expert_tokens / local_experts, d, (swiglu ? 2 : 1) * fe / et, local_experts,
                     spec.grouped_gemm, fp8);
-    const double per = routed * fe / t * e;
+    const double per = expert_tokens * fe / et * e;
     k.push_back(Memory("experts." + activation, P::kForward, (swiglu ? 3 : 2) * per));
     activations.emplace_back("experts." + activation, per);
-    AddExpertLinear(k, "experts.fc2", routed / local_experts, fe / t, d, local_experts, spec.grouped_gemm, fp8);
+    AddExpertLinear(k, "experts.fc2", expert_tokens / local_experts, fe / et, d, local_experts, spec.grouped_gemm,
+                    fp8);
     all_to_all("combine", P::kForward);
     k.push_back(Memory("unpermute", P::kForward, permute + 4 * S * top_k));
     if (spec.shared_experts > 0) mlp("shared.", S, spec.shared_experts * fe);
@@ -396,10 +400,10 @@ Model GenerateTransformer(const TransformerSpec& spec) {
     const double mlp_width = moe ? fe * (r + ns) : spec.experts == 1 ? fe : f;
     const double mlp_units = (u == 3 ? 6 : 4) * mlp_width / d;
     double split_change = mlp_units - 16 + (fused ? -4 * (1 - kv / d) : 0);
-    double unsplit_change = moe ? 4 * r + 2 * E / d : 0;
+    double unsplit_change = moe ? 4 * r * spec.ExpertTensorParallel() / t + 2 * E / d : 0;
     if (spec.dtype == Dtype::kFp8) {
       split_change -= 1 + mlp_width / d;
-      unsplit_change -= moe ? 1 + r + (ns > 0 ? 1 : 0) : 2;
+      unsplit_change -= moe ? 1 + r * spec.ExpertTensorParallel() / t + (ns > 0 ? 1 : 0) : 2;
     }
     double units = stash_units;
     if (split_change != 0) units += split_change / t;
@@ -417,9 +421,13 @@ Model GenerateTransformer(const TransformerSpec& spec) {
   // MoE: every expert's MLP (with its biases: FFN-up's split, FFN-down's
   // per expert), the shared experts' as one MLP; the router replicated.
   // With expert parallelism e, E / e experts on a GPU.
-  const double El = E / spec.expert_parallel;
-  const double moe_split_params = d * (d + 2 * kv) + d * d + u * d * fe * (El + ns) +
-                                  (spec.bias ? d + 2 * kv + (u - 1) * fe * (El + ns) : 0);
+  const double El = E / spec.expert_parallel, et = spec.ExpertTensorParallel();
+  // The experts' weights split over et GPUs, the rest over t (integers
+  // summed before dividing: exact).
+  const double moe_split_params = d * (d + 2 * kv) + d * d + u * d * fe * ns +
+                                  (spec.bias ? d + 2 * kv + (u - 1) * fe * ns : 0) +
+                                  (et == t ? u * d * fe * El + (spec.bias ? (u - 1) * fe * El : 0) : 0);
+  const double expert_params = et == t ? 0 : (u * d * fe * El + (spec.bias ? (u - 1) * fe * El : 0)) / et;
   const double moe_replicated_params = replicated_params + d * E + (spec.bias ? d * (El - 1 + (ns > 0 ? 1 : 0)) : 0);
   const Kernels dense_kernels = BlockKernels(spec, tp, false);
   const Kernels moe_kernels = spec.experts > 1 ? BlockKernels(spec, tp, true) : Kernels{};
@@ -439,7 +447,7 @@ Model GenerateTransformer(const TransformerSpec& spec) {
                              .fwd_flops = mm + core,
                              .bwd_input_flops = mm + core_bwd + (spec.selective_recompute ? core : 0),
                              .bwd_weight_flops = mm,
-                             .params = moe ? moe_split_params / t + moe_replicated_params
+                             .params = moe ? moe_split_params / t + expert_params + moe_replicated_params
                                            : (spec.experts == 1 ? dense_split_params : split_params) / t +
                                                  replicated_params,
                              .out_bytes = act / t,

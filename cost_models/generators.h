@@ -92,6 +92,13 @@ struct TransformerSpec {
   // in the backward, each of r S d / n elements per GPU (n = t with sequence
   // parallelism: the shard of the tokens a GPU routes).
   int expert_parallel = 1;
+  // Expert tensor parallelism (Megatron-Core's expert_tensor_parallel_size):
+  // each expert split over et GPUs of the tensor-parallel group; 0 means t
+  // (NeMo 24.x: experts sharded like the dense MLP). With et < t each GPU
+  // runs whole-er experts (f_e / et) over its own share of the routed tokens
+  // (r S et / t): the same FLOPs, et / t of the routed copies.
+  int expert_tensor_parallel = 0;
+  int ExpertTensorParallel() const { return expert_tensor_parallel > 0 ? expert_tensor_parallel : tensor_parallel; }
   bool IsMoeBlock(int block) const { return experts > 1 && block % moe_every == 0; }
   int ExpertFfn() const { return moe_ffn > 0 ? moe_ffn : ffn; }
   // The tokens the experts process per token of the sequence: top_k, times

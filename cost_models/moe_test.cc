@@ -327,5 +327,46 @@ TEST(Moe, ExpertGroupPlacementAndBadValues) {
   EXPECT_NE(dense.error().message.find("/pipeline/expert_parallel"), std::string::npos);
 }
 
+// Expert tensor parallelism et < t: each GPU holds E / e whole-er experts
+// (f_e / et wide) and runs them over its share et / t of the routed tokens:
+// the same FLOPs, the experts' weights split by et, not t; the group of e
+// steps through the tensor-parallel group's GPUs first (nodes of 8, t = 4:
+// e = 8 at et = 1 is one node, at et = 4 four).
+TEST(Moe, ExpertTensorParallelism) {
+  TransformerSpec s = Mixtral8x7B(2);
+  s.seq = 2048;
+  s.tensor_parallel = 4;
+  s.sequence_parallel = true;
+  s.expert_parallel = 8;
+  TransformerSpec s1 = s;
+  s1.expert_tensor_parallel = 1;
+  const Model a = GenerateTransformer(s), b = GenerateTransformer(s1);
+  const Layer &ba = a.layers[1], &bb = b.layers[1];
+  EXPECT_DOUBLE_EQ(bb.fwd_flops, ba.fwd_flops);
+  const double S = 2048, d = 4096, fe = 14336, r = 2, e = 2;
+  EXPECT_DOUBLE_EQ(bb.params - ba.params, 1 * 3 * d * fe - 1 * 3 * d * fe / 4);  // one expert per GPU
+  EXPECT_DOUBLE_EQ(Find(bb, "experts.fc1")->n, 2 * fe);
+  EXPECT_DOUBLE_EQ(Find(bb, "experts.fc1")->m, r * S / 4);
+  EXPECT_DOUBLE_EQ(Find(bb, "permute")->bytes, S * d * e * (1 + r) / 4);
+  EXPECT_DOUBLE_EQ(ba.stash_bytes - bb.stash_bytes, S * d * 4 * r * (1 - 1.0 / 4));
+  auto config = [](int et) {
+    return fmt::format(R"({{
+      "model": {{"generator": "transformer", "layers": 4, "d_model": 512, "ffn": 2048, "heads": 8, "seq": 128,
+                 "vocab": 1024, "experts": 8, "top_k": 2}},
+      "training": {{"batch": 8, "microbatches": 4}},
+      "pipeline": {{"stages": 1, "tensor_parallel": 4, "sequence_parallel": true, "expert_parallel": 8,
+                   "expert_tensor_parallel": {}}},
+      "cluster": {{"device": "H100-SXM", "devices": 32, "gpus_per_node": 8, "link": "nvlink4",
+                   "inter_node_link": "ib-ndr"}}
+    }})", et);
+  };
+  EXPECT_EQ(LoadConfig(config(1), "moe.json").value().ExpertNodes(), 1);
+  EXPECT_EQ(LoadConfig(config(4), "moe.json").value().ExpertNodes(), 4);
+  auto bad = LoadConfig(config(3), "moe.json");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("/pipeline/expert_tensor_parallel: expected a divisor of tensor_parallel 4"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace twinpipe::cost
