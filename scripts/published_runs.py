@@ -183,7 +183,7 @@ class Counts:
     """What the shared schema's conversion had to assume, for the stderr summary."""
 
     def __init__(self):
-        self.recompute_unknown = self.overlap_unknown = self.sequence_parallel_tp1 = 0
+        self.recompute_unknown = self.overlap_unknown = self.sequence_parallel_tp1 = self.grouped_unknown = 0
 
 
 def shared_config(row, bias, counts):
@@ -277,12 +277,179 @@ def vtrain_config(row, bias, counts):
     return config, step_time_s, layers, tp
 
 
-SCHEMAS = {"shared": (SHARED_COLUMNS, shared_config), "vtrain": (VTRAIN_COLUMNS, vtrain_config)}
+MOE_COLUMNS = (
+    "layers", "hidden", "heads", "kv_heads", "head_dim", "attention", "dense_ffn_hidden", "moe_ffn_hidden",
+    "num_experts", "topk", "shared_experts", "moe_layer_pattern", "vocab", "seq_len", "arch_notes", "precision",
+    "gpu", "n_gpus", "gpus_per_node", "interconnect", "tp", "pp", "ep", "etp", "cp", "dp", "edp", "vp",
+    "seq_parallel", "dist_opt_zero", "recompute", "mbs", "gbs", "token_drop_capacity", "dispatcher",
+    "grouped_gemm", "other_opts", "value", "unit", "derived_step_time_s")
+GPU_NAMES = (("H100-SXM", "H100-SXM"), ("H100 SXM", "H100-SXM"), ("H200", "H200"), ("A100-SXM4-80GB", "A100-80GB"),
+             ("A100-80GB", "A100-80GB"))
+
+
+def leading_int(row, column, least=1, empty=None):
+    """The integer a free-text field starts with ("128256 (Llama-3 tokenizer as proxy)"); `empty` if blank."""
+    value = row.text(column)
+    if not value and empty is not None:
+        return empty
+    m = re.match(r"\s*([0-9]+)\b", value)
+    if not m or int(m.group(1)) < least:
+        row.fail(column, f"expected an integer of at least {least} (possibly followed by a note), got {value!r}")
+    return int(m.group(1))
+
+
+def moe_config(row, bias, counts):
+    """The MoE runs schema (traces/published/moe-dgx-cloud/README.md): its free-text columns read by their
+    documented meaning; what cannot be read names its column."""
+    layers, hidden, heads, kv_heads = (row.integer(c) for c in ("layers", "hidden", "heads", "kv_heads"))
+    head_dim = row.integer("head_dim")
+    if head_dim * heads != hidden:
+        row.fail("head_dim", f"expected hidden / heads = {hidden} / {heads} (the generator's heads split the model "
+                             f"width), got {head_dim}")
+    attention = row.text("attention").lower()
+    if "mla" in attention or "latent" in attention:
+        row.fail("attention", f"multi-head latent attention is not modelled yet, got {row.text('attention')!r}")
+    position = "rope" if "rope" in attention or "rotary" in attention else "learned"
+    experts, top_k = row.integer("num_experts"), row.integer("topk")
+    moe_ffn, shared = row.integer("moe_ffn_hidden"), row.integer("shared_experts", least=0)
+    pattern = row.text("moe_layer_pattern").lower()
+    every = re.fullmatch(r"every (?:layer|block)(?: moe)?|all(?: layers)?", pattern)
+    nth = re.fullmatch(r"every (\d+)(?:st|nd|rd|th)? (?:layer|block)s?(?: moe)?", pattern)
+    if every:
+        moe_every = 1
+    elif nth:
+        moe_every = int(nth.group(1))
+    else:
+        row.fail("moe_layer_pattern", f"expected 'every layer MoE' or 'every N layers', got {row.text('moe_layer_pattern')!r}")
+    dense_ffn = leading_int(row, "dense_ffn_hidden", empty=0)
+    if moe_every > 1 and not dense_ffn:
+        row.fail("dense_ffn_hidden", "expected the dense blocks' FFN width: not every block is MoE")
+    vocab, seq = leading_int(row, "vocab"), row.integer("seq_len")
+    notes = row.text("arch_notes").lower()
+    norm = "rmsnorm" if "rmsnorm" in notes else "layernorm" if "layernorm" in notes else None
+    if norm is None:
+        row.fail("arch_notes", f"expected the norm (RMSNorm or LayerNorm) among the notes, got {row.text('arch_notes')!r}")
+    if "squared" in notes and "relu" in notes:
+        mlp = "squared-relu"
+    elif any(w in notes for w in ("geglu", "swiglu", "silu", "gated")):
+        mlp = "swiglu"  # gated: three GEMMs whatever the activation
+    elif "gelu" in notes:
+        mlp = "gelu"
+    else:
+        row.fail("arch_notes", f"expected the MLP's activation among the notes, got {row.text('arch_notes')!r}")
+    has_bias = ("bias" in notes and "no bias" not in notes) if "bias" in notes else (norm == "layernorm")
+    if bias != "auto":
+        has_bias = bias == "yes"
+    precision_text = row.text("precision")
+    precision = precision_text.split()[0].lower() if precision_text else ""
+    if precision not in PRECISIONS:
+        row.fail("precision", f"expected BF16, FP8 or FP16 (and a note), got {precision_text!r}")
+    gpu_text = row.text("gpu")
+    gpu = next((name for prefix, name in GPU_NAMES if gpu_text.startswith(prefix)), None)
+    if gpu is None:
+        row.fail("gpu", f"expected one of {', '.join(p for p, _ in GPU_NAMES)} (and a note), got {gpu_text!r}")
+    gpus, gpus_per_node = row.integer("n_gpus"), row.integer("gpus_per_node")
+    fabric = row.text("interconnect").lower()
+    inter_node = ("roce" if "roce" in fabric else "ib-ndr" if "400gb" in fabric or "ndr" in fabric
+                  else "ib-hdr" if "200gb" in fabric or "hdr" in fabric else None)
+    if inter_node is None:
+        row.fail("interconnect", f"expected the inter-node fabric (400Gb/s or NDR InfiniBand, 200Gb/s or HDR, RoCE), "
+                                 f"got {row.text('interconnect')!r}")
+    tp, pp, ep, etp, cp, dp, edp = (row.integer(c) for c in ("tp", "pp", "ep", "etp", "cp", "dp", "edp"))
+    vp = leading_int(row, "vp", empty=1)
+    sequence_parallel = row.choice("seq_parallel", YES_NO)
+    optimizer = row.text("dist_opt_zero").lower()
+    sharding = ("full" if "fsdp" in optimizer or "zero-3" in optimizer or "zero3" in optimizer
+                else "optimizer" if "distributed" in optimizer or "dist-opt" in optimizer or "zero-1" in optimizer
+                else "none" if optimizer in ("none", "no", "") else None)
+    if sharding is None:
+        row.fail("dist_opt_zero", f"expected the distributed optimizer, FSDP / ZeRO-3 or none, got {row.text('dist_opt_zero')!r}")
+    recompute = row.text("recompute").split(" ")[0].lower()
+    if recompute not in ("none", "selective", "full"):
+        row.fail("recompute", f"expected none, selective or full (and a note), got {row.text('recompute')!r}")
+    micro_batch, global_batch = row.integer("mbs"), row.integer("gbs")
+    capacity_text = row.text("token_drop_capacity").lower()
+    capacity = 0.0
+    if "dropless" not in capacity_text and capacity_text not in ("", "none", "no"):
+        m = re.search(r"capacity(?:[ _]factor)?\s*[=:]?\s*([0-9.]+)", capacity_text)
+        if not m:
+            row.fail("token_drop_capacity", f"expected 'dropless' or a capacity factor, got {row.text('token_drop_capacity')!r}")
+        # Padded to the capacity, each expert runs exactly that many; dropping
+        # without padding leaves balanced routing's tokens as they are.
+        capacity = float(m.group(1)) if "pad" in capacity_text else 0.0
+    dispatcher = row.text("dispatcher").lower()
+    if not dispatcher.startswith("alltoall"):
+        row.fail("dispatcher", f"expected alltoall (the dispatcher modelled), got {row.text('dispatcher')!r}")
+    grouped_text = row.text("grouped_gemm").lower()
+    said_no = re.match(r"no\b", grouped_text) is not None
+    if re.match(r"yes\b", grouped_text):
+        grouped = True
+    elif said_no or "unknown" in grouped_text or "not set" in grouped_text:
+        grouped = False  # Megatron-Core's moe_grouped_gemm defaults to False
+        if not said_no:
+            counts.grouped_unknown += 1
+    else:
+        row.fail("grouped_gemm", f"expected yes, no or unknown (and a note), got {row.text('grouped_gemm')!r}")
+    overlap = "tp comm overlap" in row.text("other_opts").lower()
+    derived = row.text("derived_step_time_s")
+    if derived:
+        step_time_s = row.seconds("derived_step_time_s")
+    else:
+        unit = row.text("unit")
+        if unit not in ("s", "ms"):
+            row.fail("unit", f"expected s or ms, got {unit!r}")
+        step_time_s = row.seconds("value", scale=1e3 if unit == "ms" else 1.0)
+
+    if heads % kv_heads:
+        row.fail("kv_heads", f"expected a divisor of heads ({heads}), got {kv_heads}")
+    if gpus != tp * pp * dp * cp:
+        row.fail("n_gpus", f"expected tp x pp x dp x cp = {tp} x {pp} x {dp} x {cp} = {tp * pp * dp * cp}, got {gpus}")
+    if etp * ep * edp != tp * cp * dp:
+        row.fail("edp", f"expected etp x ep x edp = tp x cp x dp = {tp * cp * dp} (the expert layers' split of a "
+                        f"pipeline stage's GPUs), got {etp} x {ep} x {edp}")
+    if global_batch % (dp * micro_batch):
+        row.fail("gbs", f"expected a multiple of dp x mbs = {dp * micro_batch}, got {global_batch}")
+    cells = pp * vp
+    if layers < cells:
+        row.fail("layers", f"expected at least pp x vp = {cells} blocks, got {layers}")
+    batch = global_batch // dp
+    model = {"generator": "transformer", "layers": layers, "d_model": hidden, "heads": heads, "kv_heads": kv_heads,
+             "ffn": dense_ffn or moe_ffn, "seq": seq, "vocab": padded_vocab(vocab, tp), "dtype": precision,
+             "causal": True, "attention": "fused", "mlp": mlp, "norm": norm, "position": position,
+             "bias": has_bias, "tied_embeddings": "tied" in notes and "untied" not in notes,
+             "experts": experts, "top_k": top_k, "moe_ffn": moe_ffn, "shared_experts": shared,
+             "moe_every": moe_every, "capacity_factor": capacity, "grouped_gemm": grouped}
+    training = {"batch": batch, "microbatches": batch // micro_batch, "optimizer": "adam",
+                "bytes_per_param": 20 if precision == "fp16" else 18, "data_parallel_sharding": sharding}
+    if precision == "fp8" and "fp8_params=true" in precision_text.lower().replace(" ", ""):
+        training["fp8_params"] = True
+    pipeline = {"stages": pp, "schedule": "interleaved" if vp > 1 else "1f1b", "tensor_parallel": tp,
+                "sequence_parallel": tp > 1 and sequence_parallel == "yes", "context_parallel": cp,
+                "expert_parallel": ep, "expert_tensor_parallel": etp,
+                "tp_comm_overlap": overlap and tp > 1 and sequence_parallel == "yes", "recompute": recompute,
+                "recompute_timing": "in-backward", "partition": "manual",
+                "first_layers": megatron_first_layers(layers, cells)}
+    if vp > 1:
+        pipeline["chunks"] = vp
+    else:
+        pipeline["p2p"] = "blocking"
+    if recompute == "full":
+        pipeline["recompute_granularity"] = "layer"
+    cluster = {"device": gpu, "devices": gpus, "gpus_per_node": gpus_per_node, "link": INTRA_NODE_LINK[gpu],
+               "inter_node_link": inter_node, "placement": "tp-cp-dp-pp"}
+    return {"model": model, "training": training, "pipeline": pipeline, "cluster": cluster}, step_time_s, layers, tp
+
+
+SCHEMAS = {"shared": (SHARED_COLUMNS, shared_config), "vtrain": (VTRAIN_COLUMNS, vtrain_config),
+           "moe": (MOE_COLUMNS, moe_config)}
 
 
 def detect_schema(header):
-    """vTrain's CSV times its iterations in milliseconds; everything else is read as the shared schema."""
-    return "vtrain" if "iteration_time_ms" in header else "shared"
+    """vTrain's CSV times its iterations in milliseconds; the MoE schema names its experts; everything else is
+    read as the shared schema."""
+    if "iteration_time_ms" in header:
+        return "vtrain"
+    return "moe" if "num_experts" in header else "shared"
 
 
 def convert(path, schema, bias, layers_kept, tp_kept):
@@ -326,7 +493,7 @@ def convert(path, schema, bias, layers_kept, tp_kept):
                     skipped += 1
                     continue
                 run = {"config": config, "step_time_s": step_time_s, "row": line}
-                if schema == "shared":
+                if schema in ("shared", "moe"):
                     run["source"] = f"{path}:{line}"
                 out.append(json.dumps(run, sort_keys=True))
         except (csv.Error, UnicodeDecodeError) as e:
@@ -334,6 +501,8 @@ def convert(path, schema, bias, layers_kept, tp_kept):
     if problems:
         raise BadInput("\n".join(problems))
     summary = f"{path}: {len(out)} runs ({skipped} rows left out by --layers / --tensor-parallel)"
+    if schema == "moe":
+        summary += f"; moe schema: grouped_gemm unknown read as Megatron-Core's default (off) in {counts.grouped_unknown}"
     if schema == "shared":
         summary += (f"; {schema} schema: recompute unknown read as none in {counts.recompute_unknown} rows, "
                     f"tp_comm_overlap unknown as off in {counts.overlap_unknown}, sequence_parallel yes at tp 1 "
@@ -345,7 +514,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("csv")
     ap.add_argument("--schema", choices=("auto", *SCHEMAS), default="auto",
-                    help="the CSV's columns (auto: vtrain if it has iteration_time_ms, else shared)")
+                    help="the CSV's columns (auto: vtrain if it has iteration_time_ms, moe if num_experts, "
+                         "else shared)")
     ap.add_argument("--bias", choices=("auto", "yes", "no"), default="auto",
                     help="biases in the blocks (shared schema; auto: with layernorm, none with rmsnorm)")
     ap.add_argument("--layers", type=int, action="append", help="keep only rows of these layer counts")

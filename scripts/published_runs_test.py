@@ -336,6 +336,89 @@ class VTrainMode(unittest.TestCase):
             self.assertIn(f"{path}:2: layers: expected an integer", err)
 
 
+MOE = "traces/published/moe-dgx-cloud"
+
+
+class MoeSchema(unittest.TestCase):
+    """The MoE runs schema (traces/published/moe-dgx-cloud/README.md): told apart by its header, its
+    free-text columns read by their documented meaning."""
+
+    def rows(self):
+        with open(ROOT / MOE / "runs.csv", newline="") as f:
+            return list(csv.DictReader(f))
+
+    def write(self, d, rows):
+        path = Path(d) / "moe.csv"
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        return path
+
+    def test_the_grok_table_converts_to_40_runs(self):
+        code, out, err = convert(f"{MOE}/runs.csv")
+        self.assertEqual(code, 0, err)
+        runs = runs_of(out)
+        self.assertEqual(len(runs), 40)
+        self.assertIn("grouped_gemm unknown read as Megatron-Core's default (off) in 4", err)
+        first = runs[0]["config"]
+        # Row 1: Grok-1 proxy, 2 blocks, 8 H100s, tp 4, ep 2, etp 4, BF16, capacity 1.0 padded, no grouped GEMM.
+        self.assertEqual(first["model"]["experts"], 8)
+        self.assertEqual(first["model"]["top_k"], 2)
+        self.assertEqual(first["model"]["moe_ffn"], 32768)
+        self.assertEqual(first["model"]["capacity_factor"], 1.0)
+        self.assertFalse(first["model"]["grouped_gemm"])
+        self.assertEqual((first["model"]["mlp"], first["model"]["norm"], first["model"]["position"]),
+                         ("swiglu", "rmsnorm", "rope"))
+        self.assertEqual(first["model"]["vocab"], 128512)  # 128256 padded to 128 x 4
+        self.assertEqual((first["pipeline"]["expert_parallel"], first["pipeline"]["expert_tensor_parallel"]), (2, 4))
+        self.assertTrue(first["pipeline"]["tp_comm_overlap"])
+        self.assertEqual(first["training"], {"batch": 512, "bytes_per_param": 18, "data_parallel_sharding":
+                                             "optimizer", "microbatches": 512, "optimizer": "adam"})
+        last = runs[-1]["config"]  # NeMo 2: etp 1, FP8 without fp8_params, VP 8
+        self.assertEqual(last["pipeline"]["expert_tensor_parallel"], 1)
+        self.assertEqual((last["pipeline"]["schedule"], last["pipeline"]["chunks"]), ("interleaved", 8))
+        self.assertEqual(last["model"]["dtype"], "fp8")
+        self.assertNotIn("fp8_params", last["training"])
+        fp8_params = [r["config"]["training"].get("fp8_params") for r in runs if r["config"]["model"]["dtype"] == "fp8"]
+        self.assertEqual(fp8_params.count(True), 18)  # NeMo 1's recipe says fp8_params=True
+
+    def test_the_committed_runs_jsonl_is_what_the_script_writes(self):
+        code, out, _ = convert(f"{MOE}/runs.csv")
+        self.assertEqual((code, out.encode()), (0, (ROOT / MOE / "runs.jsonl").read_bytes()))
+
+    def test_bad_rows_are_named(self):
+        cases = [
+            ("attention", "MLA (DeepSeek)", "attention: multi-head latent attention is not modelled yet"),
+            ("edp", "3", "edp: expected etp x ep x edp = tp x cp x dp"),
+            ("moe_layer_pattern", "first 3 dense", "moe_layer_pattern: expected 'every layer MoE' or 'every N layers'"),
+            ("dispatcher", "allgather", "dispatcher: expected alltoall"),
+            ("token_drop_capacity", "token dropping", "token_drop_capacity: expected 'dropless' or a capacity factor"),
+            ("arch_notes", "no bias", "arch_notes: expected the norm"),
+            ("head_dim", "96", "head_dim: expected hidden / heads"),
+            ("interconnect", "ethernet", "interconnect: expected the inter-node fabric"),
+        ]
+        for column, value, message in cases:
+            with self.subTest(column=column), tempfile.TemporaryDirectory() as d:
+                rows = self.rows()[:2]
+                rows[1][column] = value
+                path = self.write(d, rows)
+                code, out, err = convert(path)
+                self.assertEqual((code, out), (2, ""))
+                self.assertIn(f"{path}:3: {message}", err)
+
+    def test_every_nth_block_and_dropless(self):
+        with tempfile.TemporaryDirectory() as d:
+            rows = self.rows()[:1]
+            rows[0].update({"moe_layer_pattern": "every 2 layers", "dense_ffn_hidden": "16384",
+                            "token_drop_capacity": "dropless", "grouped_gemm": "yes"})
+            code, out, err = convert(self.write(d, rows))
+            self.assertEqual(code, 0, err)
+            model = runs_of(out)[0]["config"]["model"]
+            self.assertEqual((model["moe_every"], model["ffn"], model["capacity_factor"], model["grouped_gemm"]),
+                             (2, 16384, 0.0, True))
+
+
 if __name__ == "__main__":
     os.chdir(ROOT)
     unittest.main()
