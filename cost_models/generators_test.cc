@@ -1,4 +1,5 @@
 #include "cost_models/generators.h"
+#include "cost_models/model_test_util.h"
 
 #include <string>
 
@@ -8,11 +9,9 @@
 namespace twinpipe::cost {
 namespace {
 
-double Sum(const Model& m, double Layer::*field) {
-  double s = 0;
-  for (const auto& l : m.layers) s += l.*field;
-  return s;
-}
+using testing::Find;
+using testing::PassFlops;
+using testing::Sum;
 
 TEST(Transformer, Gpt2SmallParameterCount) {
   // GPT-2 small: 124,439,808 parameters with the output head tied to the
@@ -49,19 +48,6 @@ TransformerSpec Llama3_8B(int layers = 32) {
           .causal = true, .dtype = Dtype::kBf16, .kv_heads = 8, .mlp = MlpKind::kSwiglu, .norm = NormKind::kRmsNorm,
           .position = PositionKind::kRope, .bias = false, .tied_embeddings = false,
           .attention = AttentionKind::kFused};
-}
-
-double PassFlops(const Layer& l, Kernel::Pass pass) {
-  double f = 0;
-  for (const Kernel& k : l.kernels) f += k.pass == pass ? k.Flops() : 0;
-  return f;
-}
-
-const Kernel* Find(const Layer& l, const std::string& name) {
-  for (const Kernel& k : l.kernels) {
-    if (k.name == name) return &k;
-  }
-  return nullptr;
 }
 
 TEST(Transformer, Llama3_8BParameterCount) {

@@ -9,28 +9,14 @@
 #include "cost_models/comm_model.h"
 #include "cost_models/config.h"
 #include "cost_models/generators.h"
+#include "cost_models/model_test_util.h"
 
 namespace twinpipe::cost {
 namespace {
 
-double Sum(const Model& m, double Layer::*field) {
-  double s = 0;
-  for (const auto& l : m.layers) s += l.*field;
-  return s;
-}
-
-double PassFlops(const Layer& l, Kernel::Pass pass) {
-  double f = 0;
-  for (const Kernel& k : l.kernels) f += k.pass == pass ? k.Flops() : 0;
-  return f;
-}
-
-const Kernel* Find(const Layer& l, const std::string& name) {
-  for (const Kernel& k : l.kernels) {
-    if (k.name == name) return &k;
-  }
-  return nullptr;
-}
+using testing::Find;
+using testing::PassFlops;
+using testing::Sum;
 
 // Mixtral 8x7B (Jiang et al. 2024, and its released config): 32 blocks of d
 // 4096, 32 heads, 8 K/V heads, 8 SwiGLU experts of 14336, top-2, vocabulary

@@ -179,6 +179,24 @@ def padded_vocab(vocab, tp):
     return -(-vocab // step) * step
 
 
+def megatron_layout(pp, vp, tp, cp, sequence_parallel, overlap, recompute, layers, gpu, gpus, gpus_per_node,
+                    inter_node):
+    """The pipeline and cluster sections of a Megatron-Core run (see the docstring's shared schema)."""
+    pipeline = {"stages": pp, "schedule": "interleaved" if vp > 1 else "1f1b", "tensor_parallel": tp,
+                "sequence_parallel": tp > 1 and sequence_parallel, "context_parallel": cp,
+                "tp_comm_overlap": overlap, "recompute": recompute, "recompute_timing": "in-backward",
+                "partition": "manual", "first_layers": megatron_first_layers(layers, pp * vp)}
+    if vp > 1:
+        pipeline["chunks"] = vp
+    else:
+        pipeline["p2p"] = "blocking"
+    if recompute == "full":
+        pipeline["recompute_granularity"] = "layer"
+    cluster = {"device": gpu, "devices": gpus, "gpus_per_node": gpus_per_node, "link": INTRA_NODE_LINK[gpu],
+               "inter_node_link": inter_node, "placement": "tp-cp-dp-pp"}
+    return pipeline, cluster
+
+
 class Counts:
     """What the shared schema's conversion had to assume, for the stderr summary."""
 
@@ -233,18 +251,8 @@ def shared_config(row, bias, counts):
                 "bytes_per_param": 20 if precision == "fp16" else 18, "data_parallel_sharding": sharding}
     if precision == "fp8":
         training["fp8_params"] = True
-    pipeline = {"stages": pp, "schedule": "interleaved" if vp > 1 else "1f1b", "tensor_parallel": tp,
-                "sequence_parallel": tp > 1 and sequence_parallel == "yes", "context_parallel": cp,
-                "tp_comm_overlap": overlap == "yes", "recompute": recompute, "recompute_timing": "in-backward",
-                "partition": "manual", "first_layers": megatron_first_layers(layers, cells)}
-    if vp > 1:
-        pipeline["chunks"] = vp
-    else:
-        pipeline["p2p"] = "blocking"
-    if recompute == "full":
-        pipeline["recompute_granularity"] = "layer"
-    cluster = {"device": gpu, "devices": gpus, "gpus_per_node": gpus_per_node, "link": INTRA_NODE_LINK[gpu],
-               "inter_node_link": inter_node, "placement": "tp-cp-dp-pp"}
+    pipeline, cluster = megatron_layout(pp, vp, tp, cp, sequence_parallel == "yes", overlap == "yes", recompute,
+                                        layers, gpu, gpus, gpus_per_node, inter_node)
     config = {"model": model, "training": training, "pipeline": pipeline, "cluster": cluster}
     return config, step_time_s, layers, tp
 
@@ -423,20 +431,10 @@ def moe_config(row, bias, counts):
                 "bytes_per_param": 20 if precision == "fp16" else 18, "data_parallel_sharding": sharding}
     if precision == "fp8" and "fp8_params=true" in precision_text.lower().replace(" ", ""):
         training["fp8_params"] = True
-    pipeline = {"stages": pp, "schedule": "interleaved" if vp > 1 else "1f1b", "tensor_parallel": tp,
-                "sequence_parallel": tp > 1 and sequence_parallel == "yes", "context_parallel": cp,
-                "expert_parallel": ep, "expert_tensor_parallel": etp,
-                "tp_comm_overlap": overlap and tp > 1 and sequence_parallel == "yes", "recompute": recompute,
-                "recompute_timing": "in-backward", "partition": "manual",
-                "first_layers": megatron_first_layers(layers, cells)}
-    if vp > 1:
-        pipeline["chunks"] = vp
-    else:
-        pipeline["p2p"] = "blocking"
-    if recompute == "full":
-        pipeline["recompute_granularity"] = "layer"
-    cluster = {"device": gpu, "devices": gpus, "gpus_per_node": gpus_per_node, "link": INTRA_NODE_LINK[gpu],
-               "inter_node_link": inter_node, "placement": "tp-cp-dp-pp"}
+    pipeline, cluster = megatron_layout(pp, vp, tp, cp, sequence_parallel == "yes",
+                                        overlap and tp > 1 and sequence_parallel == "yes", recompute, layers, gpu,
+                                        gpus, gpus_per_node, inter_node)
+    pipeline.update({"expert_parallel": ep, "expert_tensor_parallel": etp})
     return {"model": model, "training": training, "pipeline": pipeline, "cluster": cluster}, step_time_s, layers, tp
 
 
