@@ -450,6 +450,9 @@ Model GenerateTransformer(const TransformerSpec& spec) {
                              .params = moe ? moe_split_params / t + expert_params + moe_replicated_params
                                            : (spec.experts == 1 ? dense_split_params : split_params) / t +
                                                  replicated_params,
+                             .expert_params = moe ? (u * d * fe * El + (spec.bias ? (u - 1) * fe * El : 0)) / et +
+                                                        (spec.bias ? d * El : 0)
+                                                  : 0,
                              .out_bytes = act / t,
                              .stash_bytes = S * d * stash_of(moe) * (e / 2),
                              .input_replicas = t / n,  // each GPU holds the whole S x d input without sp

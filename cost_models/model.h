@@ -118,6 +118,8 @@ struct Layer {
   double bwd_input_flops = 0;     // input gradient, per sample
   double bwd_weight_flops = 0;    // weight gradient, per sample
   double params = 0;              // parameter count
+  double expert_params = 0;       // of which an MoE block's experts on this GPU (their data-parallel group is
+                                  // the expert data-parallel one: 1/e of the other weights')
   double out_bytes = 0;           // output activation, per sample
   double stash_bytes = 0;         // activations kept for backward without recompute, per sample
   std::optional<double> cost;     // the user's c_i: what the partitioner balances when given

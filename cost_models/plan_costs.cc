@@ -94,7 +94,8 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
   costs.static_bytes.assign(D, 0.0);
   costs.step_s.assign(D, 0.0);
   costs.stage_buckets.assign(K, 1.0);
-  std::vector<double> device_params(D, 0.0), device_fp8_params(D, 0.0), device_largest_layer(D, 0.0);
+  std::vector<double> device_params(D, 0.0), device_fp8_params(D, 0.0), device_largest_layer(D, 0.0),
+      device_expert_params(D, 0.0);
   const double e = DtypeBytes(c.model.dtype);
   // The layers' times per device kind, taken once for all the cells on it.
   std::vector<std::pair<const Device*, CalibratedOpTimes>> timed;
@@ -145,17 +146,24 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
     costs.rebuilt_bytes[st] = held.rebuilt * mb;
     costs.static_bytes[d] += cell.params * c.training.bytes_per_param;
     device_params[d] += cell.params;
+    for (int i = cell.first_layer; i <= cell.last_layer; ++i) device_expert_params[d] += c.model.layers[i].expert_params;
   }
   const double ranks = costs.gradient_ranks;
   for (int32_t d = 0; d < D; ++d) {
+    // The experts' weights are sharded over the expert data-parallel group,
+    // 1/e of the others' (Megatron-Core's distributed optimizer per group).
+    const double experts = device_expert_params[d], dense = device_params[d] - experts;
+    const double expert_ranks = std::max(1.0, ranks / c.pipeline.expert_parallel);
     if (costs.sharding != DataParallelSharding::kNone || device_fp8_params[d] > 0) {
-      costs.static_bytes[d] = StaticBytesPerGpu(c.training, c.model.dtype, costs.sharding, ranks, device_params[d],
-                                                c.training.fp8_params ? 0 : device_fp8_params[d],
-                                                device_largest_layer[d]);
+      costs.static_bytes[d] =
+          StaticBytesPerGpu(c.training, c.model.dtype, costs.sharding, ranks, dense,
+                            c.training.fp8_params ? 0 : device_fp8_params[d], device_largest_layer[d]) +
+          (experts > 0 ? StaticBytesPerGpu(c.training, c.model.dtype, costs.sharding, expert_ranks, experts, 0, 0) : 0);
     }
     // The optimizer streams what it reads and writes (OptimizerStepBytes),
     // over its shard where it is sharded.
-    const double stepped = costs.sharding == DataParallelSharding::kNone ? device_params[d] : device_params[d] / ranks;
+    const double stepped =
+        costs.sharding == DataParallelSharding::kNone ? device_params[d] : dense / ranks + experts / expert_ranks;
     const Device& device = c.cluster.devices[d];
     costs.step_s[d] = OptimizerStepTime(c.training.optimizer, c.model.dtype, stepped, device);
     if (cal && cal->step_overhead_s && cal->step_seconds_per_param) {

@@ -237,5 +237,40 @@ TEST(MemoryModel, AnAutoScheduleIsSimulatedWithinItsCap) {
   EXPECT_GT(planned, 50);
 }
 
+// Megatron-Core's distributed optimizer shards each weight's optimizer state
+// over the GPUs that hold that weight: the experts' over the expert
+// data-parallel group (replicas x c / e GPUs), the other weights' over
+// replicas x c. Per GPU, with P the other weights and X the experts held
+// (E / e of them): static bytes = P (b - s (1 - 1/R)) + X (b - s (1 - e/R)),
+// b bytes per parameter, s the optimizer state's share of them (12 for Adam
+// with fp32 master weights).
+TEST(MemoryModel, ExpertsOptimizerStateShardsOverTheExpertDataParallelGroup) {
+  for (const int ep : {1, 2, 4}) {
+    SCOPED_TRACE(fmt::format("expert_parallel {}", ep));
+    auto c = cost::LoadConfig(fmt::format(R"({{
+      "model": {{"generator": "transformer", "layers": 2, "d_model": 256, "ffn": 1024, "heads": 4, "seq": 64,
+                 "vocab": 512, "dtype": "bf16", "mlp": "swiglu", "bias": false, "experts": 8, "top_k": 2}},
+      "training": {{"batch": 16, "microbatches": 4, "optimizer": "adam", "bytes_per_param": 18,
+                    "data_parallel_sharding": "optimizer"}},
+      "pipeline": {{"stages": 1, "schedule": "1f1b", "recompute": "none", "expert_parallel": {}}},
+      "cluster": {{"device": "H100-SXM", "devices": 4, "link": "nvlink4"}}
+    }})", ep), "moe.json");
+    ASSERT_TRUE(c) << c.error().message;
+    auto plan = partition::PlanFromConfig(*c);
+    ASSERT_TRUE(plan) << plan.error().message;
+    const cost::PlanCosts costs = cost::CostsFromPlan(*c, *plan);
+    double params = 0, experts = 0;
+    for (const cost::Layer& l : c->model.layers) {
+      params += l.params;
+      experts += l.expert_params;
+    }
+    const double d = 256, fe = 1024, R = 4;
+    EXPECT_DOUBLE_EQ(experts, 2 * (8.0 / ep) * 3 * d * fe);  // 2 blocks of E / e SwiGLU experts
+    const double b = 18, state = 12;
+    EXPECT_NEAR(costs.static_bytes[0],
+                (params - experts) * (b - state * (1 - 1 / R)) + experts * (b - state * (1 - ep / R)), 1e-6 * params);
+  }
+}
+
 }  // namespace
 }  // namespace twinpipe::simulate
