@@ -48,6 +48,10 @@ Result<void> CheckExecutable(const cost::Config& c) {
     return Fail(fmt::format("{}: /pipeline/recompute: selective recompute is planned and simulated, not executed "
                             "(use none, full or except-last)", c.source));
   }
+  if (c.transformer && c.transformer->experts > 0) {
+    return Fail(fmt::format("{}: /model/experts: mixture-of-experts blocks are planned and simulated, not executed: "
+                            "the executors have no router or experts (set experts to 0)", c.source));
+  }
   if (c.transformer) {
     // Every block the generator builds runs (attention: fused computes the
     // unfused numbers); rotary positions turn pairs of a head's dimensions.

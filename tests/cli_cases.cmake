@@ -384,6 +384,9 @@ cli_case(execute_tensor_parallel_refused 2 "tensor (and sequence) parallelism is
 # Issue 36's planned-only features: FP8, context parallelism and sharded data
 # parallelism are simulated, and execute refuses them with a sentence.
 cli_case(simulate_today_h100 0 "step time" ${TP} simulate ${IN}/today_h100.json)
+cli_case(execute_moe_refused 2 "moe_cpu.json: /model/experts: mixture-of-experts blocks are planned and simulated, not executed"
+         ${TP} execute ${IN}/moe_cpu.json)
+cli_case(simulate_moe_cpu 0 "step time" ${TP} simulate ${IN}/moe_cpu.json)
 cli_case(execute_context_parallel_refused 2 "/pipeline/context_parallel: context parallelism is planned and simulated"
          ${TP} execute ${IN}/today_h100.json)
 
