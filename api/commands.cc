@@ -140,6 +140,7 @@ nlohmann::ordered_json CandidateJson(const search::Candidate& c) {
           {"bubble_fraction", c.bubble_fraction},
           {"peak_memory_bytes", c.peak_memory_bytes},
           {"context_parallel", c.context_parallel},
+          {"expert_parallel", c.expert_parallel},
           {"data_parallel_sharding", std::string(ir::NameOf(cost::kDataParallelShardingNames, c.sharding))},
           {"tp_comm_overlap", c.tp_comm_overlap}};
 }

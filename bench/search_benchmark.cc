@@ -118,6 +118,44 @@ void BM_SearchLlama405BOn16384(benchmark::State& state) {
 }
 BENCHMARK(BM_SearchLlama405BOn16384)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kSecond);
 
+// Issue 41: a Mixtral-8x7B-class mixture of experts (32 blocks, d_model
+// 4096, 8 experts of FFN 14336, top-2, dropless, grouped GEMMs; GQA,
+// SwiGLU, RMSNorm, RoPE) on 64 H100s in nodes of 8, a global batch of 256
+// sequences of 4,096 tokens: the search spans the expert-parallel degree e
+// beside t, stages, replicas, interleave, micro-batches, schedules,
+// recompute and sharding (examples/mixtral_8x7b_h100.json). Target: seconds.
+void BM_SearchMixtralOn64(benchmark::State& state) {
+  auto c = cost::LoadConfig(R"({
+    "model": {"generator": "transformer", "layers": 32, "d_model": 4096, "ffn": 14336, "heads": 32, "kv_heads": 8,
+              "seq": 4096, "vocab": 32000, "dtype": "bf16", "causal": true, "mlp": "swiglu", "norm": "rmsnorm",
+              "position": "rope", "bias": false, "tied_embeddings": false, "attention": "fused",
+              "experts": 8, "top_k": 2, "moe_ffn": 14336, "capacity_factor": 0, "grouped_gemm": true},
+    "training": {"batch": 16, "microbatches": 16, "optimizer": "adam", "bytes_per_param": 18},
+    "pipeline": {"stages": 4, "schedule": "interleaved", "chunks": 4, "tensor_parallel": 1, "expert_parallel": 8},
+    "cluster": {"device": "H100-SXM", "devices": 64, "gpus_per_node": 8, "link": "nvlink4",
+                "inter_node_link": "ib-ndr"}})",
+                            "mixtral.json");
+  if (!c) throw std::runtime_error(c.error().message);
+  int64_t configs = 0;
+  for (auto _ : state) {
+    auto r = search::Search(*c, {});
+    if (!r) state.SkipWithError(r.error().message.c_str());
+    configs += r->configs_evaluated;
+    state.counters["grid"] = static_cast<double>(r->configs_evaluated);
+    state.counters["simulated"] = static_cast<double>(r->configs_simulated);
+    if (r->best) {
+      state.SetLabel(fmt::format("best t={} e={} K={} R={} M={} {} v={} {} {}", r->best->tensor_parallel,
+                                 r->best->expert_parallel, r->best->stages, r->best->replicas,
+                                 r->best->micro_batches, r->best->schedule, r->best->chunks,
+                                 ir::RecomputeModeName(r->best->recompute),
+                                 ir::NameOf(cost::kDataParallelShardingNames, r->best->sharding)));
+    }
+  }
+  state.counters["configs_per_s"] = benchmark::Counter(static_cast<double>(configs), benchmark::Counter::kIsRate);
+  state.SetItemsProcessed(configs);
+}
+BENCHMARK(BM_SearchMixtralOn64)->Iterations(1)->Unit(benchmark::kSecond);
+
 // GPipe's Table 1 question (issue 19): the deepest Transformer-L (d_model
 // 2048, ffn 8192, 32 heads, seq 1024, vocab 32000; batch 32, M = 32, 12 bytes
 // per parameter) that fits 16 GiB TPUv3 cores, for every K dividing 128,

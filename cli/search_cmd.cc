@@ -128,17 +128,21 @@ int Run(const SearchCmdOptions& o) {
                result->wall_s > 0 ? static_cast<double>(result->configs_evaluated) / result->wall_s : 0.0,
                result->configs_simulated, result->configs_bounded, result->over_cap);
     fmt::print("Pareto front, throughput against peak memory:\n");
+    // e: expert-parallel GPUs, a column only for a mixture of experts.
+    const bool moe = config->transformer && config->transformer->experts > 0;
     // t: "s" with sequence parallelism, "o" with its overlap; c: context-parallel GPUs.
-    fmt::print("{:>4} {:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>11} {:>13} {:>7} {:>12} {:>4}  {:<9}\n", "t",
+    fmt::print("{:>4} {:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>11} {:>13} {:>7} {:>12} {:>4}  {:<9}", "t",
                "K", "R", "M", "schedule", "v", "recompute", "cut", "step", "samples/s", "bubble", "peak memory", "c",
                "sharding");
+    fmt::print("{}\n", moe ? fmt::format(" {:>4}", "e") : "");
     for (const auto& c : result->pareto) {
-      fmt::print("{:>4} {:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>8.3f} ms {:>13.4g} {:>6.2f}% {:>12} {:>4}  {:<9}\n",
+      fmt::print("{:>4} {:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>8.3f} ms {:>13.4g} {:>6.2f}% {:>12} {:>4}  {:<9}",
                  fmt::format("{}{}{}", c.tensor_parallel, c.sequence_parallel ? "s" : "", c.tp_comm_overlap ? "o" : ""),
                  c.stages, c.replicas, c.micro_batches, c.schedule, c.chunks, ir::RecomputeModeName(c.recompute),
                  cost::PartitionAlgorithmName(c.partition), c.step_time_s * 1e3, c.throughput,
                  c.bubble_fraction * 100, GiB(c.peak_memory_bytes), c.context_parallel,
                  ir::NameOf(cost::kDataParallelShardingNames, c.sharding));
+      fmt::print("{}\n", moe ? fmt::format(" {:>4}", c.expert_parallel) : "");
     }
     if (!result->best) {
       fmt::print("nothing fits: every configuration exceeds the memory cap\n");
@@ -150,7 +154,9 @@ int Run(const SearchCmdOptions& o) {
                                                      : b.sequence_parallel ? " (sequence parallel)"
                                                                            : "")
                                        : "",
-                 b.context_parallel > 1 ? fmt::format("c={} ", b.context_parallel) : "", b.stages, b.replicas,
+                 fmt::format("{}{}", b.context_parallel > 1 ? fmt::format("c={} ", b.context_parallel) : "",
+                             b.expert_parallel > 1 ? fmt::format("e={} ", b.expert_parallel) : ""),
+                 b.stages, b.replicas,
                  b.micro_batches, b.schedule, b.chunks > 1 ? fmt::format(" v={}", b.chunks) : "",
                  ir::RecomputeModeName(b.recompute), cost::PartitionAlgorithmName(b.partition),
                  b.sharding != cost::DataParallelSharding::kNone

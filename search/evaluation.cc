@@ -12,7 +12,7 @@ namespace twinpipe::search {
 
 ModelKey ModelOf(const Candidate& c) {
   return ModelKey{c.tensor_parallel, c.sequence_parallel, c.tp_comm_overlap, c.context_parallel,
-                  c.recompute == ir::RecomputeMode::kSelective};
+                  c.recompute == ir::RecomputeMode::kSelective, c.expert_parallel};
 }
 
 PlanKey KeyOf(const Candidate& c, const Cut& cut) {
@@ -35,8 +35,9 @@ void Evaluator::ForgetTheModel() {
 }
 
 void Evaluator::Use(const Candidate& c) {
-  // SetParallelism reads the context parallelism and the overlap.
+  // SetParallelism reads the context and expert parallelism and the overlap.
   work_.pipeline.context_parallel = c.context_parallel;
+  work_.pipeline.expert_parallel = c.expert_parallel;
   work_.pipeline.tp_comm_overlap = c.tp_comm_overlap;
   work_.training.sharding = c.sharding;
   cost::SetParallelism(work_, c.tensor_parallel, c.sequence_parallel, c.recompute);

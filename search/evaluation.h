@@ -61,6 +61,7 @@ struct ModelKey {
   bool tp_comm_overlap = false;
   int context_parallel = 1;
   bool selective = false;
+  int expert_parallel = 1;
   auto operator<=>(const ModelKey&) const = default;
 };
 ModelKey ModelOf(const Candidate& c);

@@ -42,7 +42,8 @@ std::vector<int> TensorParallelDegrees(const cost::Config& c, int devices) {
   for (int d = 2; d <= std::min(devices, c.cluster.gpus_per_node); ++d) {
     const bool in_a_node = c.cluster.gpus_per_node % d == 0 && devices % d == 0;
     const int kv_heads = t.kv_heads > 0 ? t.kv_heads : t.heads;
-    if (in_a_node && t.heads % d == 0 && kv_heads % d == 0 && t.ffn % d == 0 && t.vocab % d == 0) {
+    const bool experts_split = t.experts == 0 || t.moe_ffn % d == 0;
+    if (in_a_node && t.heads % d == 0 && kv_heads % d == 0 && t.ffn % d == 0 && t.vocab % d == 0 && experts_split) {
       out.push_back(d);
     }
   }
@@ -60,6 +61,18 @@ std::vector<int> ContextParallelDegrees(const cost::Config& c, int devices, int 
     if (o.max_context_parallel > 0 && cp > o.max_context_parallel) break;
     if (o.min_context_tokens > 0 && seq / cp < o.min_context_tokens) break;
     out.push_back(cp);
+  }
+  return out;
+}
+
+std::vector<int> ExpertParallelDegrees(const cost::Config& c, int t, int stage_gpus) {
+  const int experts = c.transformer ? c.transformer->experts : 0;
+  if (experts < 2) return {1};
+  const int et = c.pipeline.expert_tensor_parallel > 0 ? c.pipeline.expert_tensor_parallel : t;
+  if (t % et != 0) return {};
+  std::vector<int> out;
+  for (int e = 1; e <= experts; ++e) {
+    if (experts % e == 0 && stage_gpus % (int64_t{e} * et) == 0) out.push_back(e);
   }
   return out;
 }
@@ -125,6 +138,7 @@ std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_b
     if (R * cp > 1) shardings.insert(shardings.end(), sharded.begin(), sharded.end());
     std::vector<std::pair<std::string, std::vector<int>>> schedules;
     for (const std::string& name : ir::ScheduleNames()) schedules.emplace_back(name, ChunkChoices(c, name, K, o));
+    for (int e : ExpertParallelDegrees(c, t, t * cp * R)) {
     // Many micro-batches first: small bubbles, good bounds early.
     for (int64_t M : Divisors(batch) | std::views::reverse) {
       for (const auto& [name, chunks] : schedules) {
@@ -138,6 +152,7 @@ std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_b
                 cand.sequence_parallel = sp;
                 cand.tp_comm_overlap = overlap;
                 cand.context_parallel = cp;
+                cand.expert_parallel = e;
                 cand.stages = K;
                 cand.replicas = R;
                 cand.micro_batches = static_cast<int>(M);
@@ -153,6 +168,7 @@ std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_b
           }
         }
       }
+    }
     }
   }
   }

@@ -23,7 +23,7 @@ Result<cost::Config> ResizeCluster(const cost::Config& config, int devices);
 
 // Tensor-parallel degrees to try: t = 1, and for a transformer every t that
 // divides the GPUs of a node (a group inside one node), the GPUs, the heads,
-// the K/V heads, the FFN width and the vocabulary.
+// the K/V heads, the FFN width (and the experts' FFN width) and the vocabulary.
 std::vector<int> TensorParallelDegrees(const cost::Config& config, int devices);
 
 // Context-parallel degrees to try with t-GPU tensor-parallel groups: c = 1,
@@ -32,6 +32,15 @@ std::vector<int> TensorParallelDegrees(const cost::Config& config, int devices);
 // them when causal, c otherwise), within the options' limits
 // (max_context_parallel, min_context_tokens).
 std::vector<int> ContextParallelDegrees(const cost::Config& config, int devices, int t, const SearchOptions& options);
+
+// Expert-parallel degrees to try for a mixture of experts whose stages
+// each take `stage_gpus` GPUs (t x c x replicas) with t-GPU tensor-parallel
+// groups: every e dividing the experts such that e expert-parallel groups
+// of et GPUs each (the config's expert_tensor_parallel, else t) divide the
+// stage's GPUs, as Megatron-Core folds expert parallelism into the data
+// parallelism. {1} for a dense model; empty when the config's et does not
+// divide t (no such layout).
+std::vector<int> ExpertParallelDegrees(const cost::Config& config, int t, int stage_gpus);
 
 // Chunks per device a schedule tries on K pipeline devices: its own choices
 // (ir::ChunkChoices) and, for the interleaved schedule, every v > 1 dividing
@@ -42,7 +51,7 @@ std::vector<int> ChunkChoices(const cost::Config& config, const std::string& sch
                               const SearchOptions& options);
 
 // The grid, in a fixed order (ties in the ranking go to the earlier point):
-// by t (then sequence parallelism and its overlap), c, K, many micro-batches
+// by t (then sequence parallelism and its overlap), c, K, e, many micro-batches
 // first (small bubbles, good bounds early), schedule, chunks, recompute
 // mode, sharding, partition algorithm. Each point keeps the global
 // mini-batch (`batch` per replica). Sharding other than none only where a

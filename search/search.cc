@@ -88,10 +88,10 @@ Result<std::vector<Candidate>> SimulateTheUnbeaten(const std::vector<Candidate>&
         ((c->fits && c->throughput > bounds[i].most_throughput * (1 + 1e-12)) ||
          c->peak_memory_bytes < bounds[i].least_peak * (1 - 1e-12))) {
       return FailRuntime(fmt::format(
-          "point {} (t={}{}{} c={} K={} R={} M={} {} v={} recompute {} sharding {} {}) beats its bounds: {} "
+          "point {} (t={}{}{} c={} e={} K={} R={} M={} {} v={} recompute {} sharding {} {}) beats its bounds: {} "
           "samples/s (bound {}), peak {} (bound {})",
           i, c->tensor_parallel, c->sequence_parallel ? " sp" : "", c->tp_comm_overlap ? " overlap" : "",
-          c->context_parallel, c->stages, c->replicas, c->micro_batches, c->schedule, c->chunks,
+          c->context_parallel, c->expert_parallel, c->stages, c->replicas, c->micro_batches, c->schedule, c->chunks,
           ir::RecomputeModeName(c->recompute), ir::NameOf(cost::kDataParallelShardingNames, c->sharding),
           cost::PartitionAlgorithmName(c->partition),
           c->throughput, bounds[i].most_throughput, c->peak_memory_bytes, bounds[i].least_peak));
@@ -158,6 +158,7 @@ nlohmann::ordered_json CandidateConfig(const nlohmann::ordered_json& original, c
   if (c.context_parallel > 1 || pipeline.contains("context_parallel")) {
     pipeline["context_parallel"] = c.context_parallel;
   }
+  if (c.expert_parallel > 1 || pipeline.contains("expert_parallel")) pipeline["expert_parallel"] = c.expert_parallel;
   if (c.sharding != cost::DataParallelSharding::kNone || j["training"].contains("data_parallel_sharding")) {
     j["training"]["data_parallel_sharding"] = std::string(ir::NameOf(cost::kDataParallelShardingNames, c.sharding));
   }

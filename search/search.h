@@ -68,6 +68,7 @@ struct Candidate {
   bool sequence_parallel = false;
   bool tp_comm_overlap = false;  // sequence parallelism's collectives beside their GEMMs
   int context_parallel = 1;      // c (fused attention)
+  int expert_parallel = 1;       // e (mixtures of experts): GPUs the experts are divided over
   cost::DataParallelSharding sharding = cost::DataParallelSharding::kNone;
   int micro_batches = 1;   // M
   std::string schedule;

@@ -71,7 +71,7 @@ std::vector<Point> SimulateEveryPoint(const std::string& text, double cap,
   if (base.transformer) modes.push_back("selective");
   for (int t = 1; t <= GPUs; ++t) {
     if (t > 1 && (!tf || GPUs % t || base.cluster.gpus_per_node % t || tf->heads % t || tf->kv_heads % t ||
-                  tf->ffn % t || tf->vocab % t)) {
+                  tf->ffn % t || tf->vocab % t || (tf->experts > 0 && tf->moe_ffn % t))) {
       continue;
     }
   for (bool sp : {false, true}) {
@@ -91,6 +91,12 @@ std::vector<Point> SimulateEveryPoint(const std::string& text, double cap,
     if (D % K || K > L || global % (D / K)) continue;
     const int R = D / K;
     const int64_t batch = global / R;
+    // A mixture of experts: every e that divides the experts and whose
+    // groups of e x t GPUs (experts split like the dense layers) divide
+    // the t c R GPUs of a stage.
+    const int experts = tf ? tf->experts : 0;
+    for (int e = 1; e <= std::max(1, experts); ++e) {
+      if (experts > 0 && (experts % e || (t * cp * R) % (e * t))) continue;
     for (int64_t M = 1; M <= batch; ++M) {
       if (batch % M) continue;
       for (const std::string& name : ir::ScheduleNames()) {
@@ -117,6 +123,7 @@ std::vector<Point> SimulateEveryPoint(const std::string& text, double cap,
               j["pipeline"] = {{"stages", K}, {"schedule", name}, {"chunks", v}, {"recompute", recompute},
                                {"partition", cut}, {"tensor_parallel", t}, {"sequence_parallel", sp},
                                {"tp_comm_overlap", overlap}, {"context_parallel", cp}};
+              if (e > 1) j["pipeline"]["expert_parallel"] = e;
               j["training"]["batch"] = batch;
               j["training"]["microbatches"] = M;
               j["training"]["data_parallel_sharding"] = std::string(ir::NameOf(cost::kDataParallelShardingNames, sharding));
@@ -145,6 +152,7 @@ std::vector<Point> SimulateEveryPoint(const std::string& text, double cap,
           }
         }
       }
+    }
     }
   }
   }
@@ -248,6 +256,50 @@ TEST(Search, NewKnobsBestEqualsTheBestOfSimulatingEveryPointAlone) {
   ExpectTheOraclesBestAndFront(kLlamaFp8, LlamaKnobs());
 }
 
+// A mixture of experts (4 experts, top-2, dropless, grouped GEMMs) on two
+// nodes of 4 H100s: the grid adds the expert-parallel degree e (1, 2 or 4,
+// whatever t, c, K and R leave), and the search still equals simulating
+// every point.
+const char* kMoe = R"({
+  "model": {"generator": "transformer", "layers": 4, "d_model": 256, "ffn": 512, "heads": 8, "kv_heads": 2,
+            "seq": 256, "vocab": 1024, "causal": true, "mlp": "swiglu", "norm": "rmsnorm", "position": "rope",
+            "bias": false, "attention": "fused", "experts": 4, "top_k": 2, "moe_ffn": 256, "grouped_gemm": true},
+  "training": {"batch": 4, "microbatches": 2, "bytes_per_param": 18},
+  "pipeline": {"stages": 2, "schedule": "1f1b"},
+  "cluster": {"device": "H100-SXM", "devices": 8, "gpus_per_node": 4, "link": "nvlink4", "inter_node_link": "ib-ndr"}
+})";
+
+TEST(Search, ExpertParallelBestEqualsTheBestOfSimulatingEveryPointAlone) {
+  SearchOptions o;
+  o.shardings = {cost::DataParallelSharding::kNone, cost::DataParallelSharding::kOptimizer};
+  ExpectTheOraclesBestAndFront(kMoe, o);
+}
+
+TEST(Grid, ExpertParallelDegreesDivideTheExpertsAndTheStage) {
+  const cost::Config c = Load(kMoe);
+  EXPECT_EQ(ExpertParallelDegrees(c, 1, 8), (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(ExpertParallelDegrees(c, 2, 4), (std::vector<int>{1, 2}));  // groups of e x 2 in 4 GPUs
+  EXPECT_EQ(ExpertParallelDegrees(c, 1, 3), (std::vector<int>{1}));
+  EXPECT_EQ(ExpertParallelDegrees(Load(kConfig), 1, 8), (std::vector<int>{1}));  // dense: e = 1 only
+  // Experts split over one GPU each whatever t: et = 1 lets e reach the stage's GPUs.
+  auto j = nlohmann::ordered_json::parse(kMoe);
+  j["pipeline"]["expert_tensor_parallel"] = 1;
+  const cost::Config et1 = Load(j.dump());
+  EXPECT_EQ(ExpertParallelDegrees(et1, 2, 4), (std::vector<int>{1, 2, 4}));
+  j["pipeline"]["tensor_parallel"] = 2;
+  j["pipeline"]["expert_tensor_parallel"] = 2;
+  EXPECT_TRUE(ExpertParallelDegrees(Load(j.dump()), 1, 8).empty());  // et = 2 cannot split t = 1's experts
+  // Every grid point is a config that loads.
+  int64_t moe_points = 0;
+  for (const Candidate& p : Grid(c, 8, 8, SearchOptions{})) {
+    const auto written = CandidateConfig(nlohmann::ordered_json::parse(kMoe), p, 8);
+    EXPECT_TRUE(cost::LoadConfig(written.dump(), "w.json")) << written.dump();
+    moe_points += p.expert_parallel > 1;
+    if (HasFailure()) break;
+  }
+  EXPECT_GT(moe_points, 0);
+}
+
 // The grid of kLlamaFp8 holds every new knob, and each restriction takes it out.
 TEST(Grid, SpansTheNewKnobsAndTheOptionsNarrowThem) {
   const cost::Config c = Load(kLlamaFp8);
@@ -327,6 +379,19 @@ TEST(Search, BoundsHoldForEveryPoint) {
     // and under a cap that bites
     o.memory_cap_bytes = r->pareto.back().peak_memory_bytes * 1.5;
     auto capped = Search(Load(kLlamaFp8), o);
+    ASSERT_TRUE(capped) << capped.error().message;
+    EXPECT_GT(capped->over_cap, 0);
+  }
+  // Expert parallelism: the experts' optimizer state over their own
+  // data-parallel group, the all-to-alls in the ops, under a cap that bites.
+  {
+    SearchOptions o;
+    o.check_bounds = true;
+    auto r = Search(Load(kMoe), o);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_GT(r->configs_simulated, 100);
+    o.memory_cap_bytes = r->pareto.back().peak_memory_bytes * 1.5;
+    auto capped = Search(Load(kMoe), o);
     ASSERT_TRUE(capped) << capped.error().message;
     EXPECT_GT(capped->over_cap, 0);
   }
