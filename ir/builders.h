@@ -68,8 +68,9 @@ Schedule BuildZbV(int32_t devices, int32_t micro_batches);
 // pipelining runs it): zb-v's placement; device d runs DeepSeek's eight
 // phases: (K-d-1)2 chunk-0 forwards; d+1 pairs of forwards of both chunks;
 // K-d-1 times chunk 1's I, W and a forward; M-2K+d+1 times the overlapped
-// pairs (F0 with B1, F1 with B0, each written as its two ops in order, as
-// when reading OVERLAP_F_B); K-d-1 times B1 then F1 with B0; d+1 times B1
+// pairs (F0 with B1, F1 with B0, each written as its two ops in order, the
+// F paired (Op::paired), as when reading OVERLAP_F_B; at the bottom of the
+// V the first F0 and B1 run in turn); K-d-1 times B1 then F1 with B0; d+1 times B1
 // and B0, the second half of them split into I (W deferred); K-d-1 times a
 // deferred W and B0's I; then the deferred W's. Needs M >= 2K.
 Result<Schedule> BuildDualPipeV(int32_t devices, int32_t micro_batches);

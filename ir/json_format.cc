@@ -37,6 +37,7 @@ std::string PrintJson(const Schedule& s) {
       }
       if (HasPeer(op.kind)) fmt::format_to(std::back_inserter(out), ", \"peer\": {}", op.peer);
       if (HasBytes(op.kind)) fmt::format_to(std::back_inserter(out), ", \"bytes\": {}", op.bytes);
+      if (op.paired) out += ", \"paired\": true";
       out += '}';
     }
     out += program.empty() ? "]" : "\n    ]";
@@ -56,7 +57,7 @@ Op ReadOp(const json::Reader& r, const json::Json& o, const std::string& path, c
   std::optional<OpKind> kind;
   if (kind_it != o.end() && kind_it->is_string()) kind = OpKindFromName(kind_it->get<std::string>());
   if (!kind) r.Fail(path + "/kind", "expected one of F, B, I, W, R, SEND_F, RECV_F, SEND_B, RECV_B, ALLREDUCE, STEP");
-  r.Keys(o, path, {"id", "kind", "device", "stage", "microbatch", "peer", "bytes"});
+  r.Keys(o, path, {"id", "kind", "device", "stage", "microbatch", "peer", "bytes", "paired"});
   // The file's id is read (and range-checked) but not kept: ids are
   // canonical, 0..N-1 in program order (DESIGN.md section 4), and consumers
   // index arrays by them.
@@ -77,6 +78,10 @@ Op ReadOp(const json::Reader& r, const json::Json& o, const std::string& path, c
   if (micro_batch >= 0) op.micro_batch = static_cast<int32_t>(micro_batch);
   if (peer >= 0) op.peer = static_cast<int32_t>(peer);
   if (bytes >= 0) op.bytes = bytes;
+  op.paired = r.Bool(o, "paired", path, false);
+  if (op.paired && *kind != OpKind::kForward) {
+    r.Fail(path + "/paired", fmt::format("only a forward pairs with a backward; this op is {}", OpKindName(*kind)));
+  }
   return op;
 }
 

@@ -18,6 +18,24 @@ TEST(PrintJson, WritesEveryField) {
   EXPECT_NE(json.find(R"({"id": 4, "kind": "STEP", "device": 0})"), std::string::npos) << json;
 }
 
+TEST(PrintJson, APairedForwardRoundTrips) {
+  Schedule s = *BuildDualPipeV(2, 4);
+  int pairs = 0;
+  for (const auto& program : s.programs) {
+    for (const Op& op : program) pairs += op.paired;
+  }
+  ASSERT_GT(pairs, 0);
+  const std::string json = PrintJson(s);
+  auto back = ParseJson(json, "s.json");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, s);
+  size_t written = 0;
+  for (size_t at = json.find("\"paired\": true"); at != std::string::npos; at = json.find("\"paired\": true", at + 1)) {
+    ++written;
+  }
+  EXPECT_EQ(written, static_cast<size_t>(pairs));
+}
+
 struct BadJson {
   std::string text;
   std::string message;
@@ -41,6 +59,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadJson{"{\"format\": ", "s.json: not valid JSON: [json.exception.parse_error.101]"},
         BadJson{"[]", "s.json: /: expected an object"},
+        BadJson{kHead + R"([[{"id": 0, "kind": "B", "device": 0, "stage": 0, "microbatch": 0, "paired": true}]]})",
+                "s.json: /programs/0/0/paired: only a forward pairs with a backward; this op is B"},
+        BadJson{kHead + R"([[{"id": 0, "kind": "F", "device": 0, "stage": 0, "microbatch": 0, "paired": 1}]]})",
+                "s.json: /programs/0/0/paired: expected"},
         BadJson{R"({"format": "x"})", "s.json: /format: expected \"twinpipe-schedule\""},
         BadJson{kHead + R"([[{"id": 0, "kind": "Q", "device": 0}]]})",
                 "s.json: /programs/0/0/kind: expected one of F, B, I, W, R"},

@@ -53,6 +53,11 @@ struct Op {
   int32_t micro_batch = -1;  // -1 for ALLREDUCE and STEP
   int32_t peer = -1;         // comm ops: the other device; else -1
   int64_t bytes = 0;         // comm and all-reduce ops: payload bytes; 0 = unknown
+  // An F that runs overlapped with its device's next input backward (B or
+  // I), as one of torch's OVERLAP_F_B actions or a DualPipe pair: each op's
+  // communication (the expert all-to-alls) hides behind the other's compute.
+  // Written "0F3+" in the text form, "paired": true in JSON.
+  bool paired = false;
 
   bool operator==(const Op&) const = default;
 };

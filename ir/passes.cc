@@ -153,10 +153,36 @@ Result<void> InsertComm(Schedule& s, const CommBytes& bytes, RecomputeTiming tim
       if (op.kind == OpKind::kRecompute && timing == RecomputeTiming::kInBackward) pos_gradient[k] = i;
     }
   }
+  // A paired F and its input backward run as one (OVERLAP_F_B): the
+  // receives either needs come before the F, the sends either makes after
+  // the backward. pair_start[d][i]: where op i's receives go; pair_end: its sends.
+  std::vector<std::vector<int32_t>> pair_start(D), pair_end(D);
+  for (int32_t d = 0; d < D; ++d) {
+    const auto& program = s.programs[d];
+    const auto n = static_cast<int32_t>(program.size());
+    for (int32_t i = 0; i < n; ++i) {
+      if (!program[i].paired) continue;
+      int32_t j = i + 1;
+      while (j < n && program[j].kind == OpKind::kRecompute) ++j;
+      if (j == n || !IsInputBackward(program[j].kind)) {
+        return Fail(fmt::format("device {} position {} ({}): a paired forward needs its device's next op (recomputes "
+                                "aside) to be a B or I", d, i, OpToken(program[i])));
+      }
+      if (pair_start[d].empty()) {
+        pair_start[d].resize(n);
+        pair_end[d].resize(n);
+        for (int32_t k = 0; k < n; ++k) pair_start[d][k] = pair_end[d][k] = k;
+      }
+      for (int32_t k = i + 1; k <= j; ++k) pair_start[d][k] = i;
+      pair_end[d][i] = j;
+    }
+  }
   auto consumer_of = [&](const std::vector<int32_t>& pos, int32_t stage, int32_t m, int32_t dst) {
     const int32_t p = pos[static_cast<size_t>(stage) * M + m];
-    return p < 0 ? static_cast<int32_t>(s.programs[dst].size()) : p;
+    if (p < 0) return static_cast<int32_t>(s.programs[dst].size());
+    return pair_start[dst].empty() ? p : pair_start[dst][p];
   };
+  auto producer_of = [&](int32_t d, int32_t i) { return pair_end[d].empty() ? i : pair_end[d][i]; };
 
   // Messages per sender, in the sender's program order (at most one per op).
   std::vector<std::vector<Message>> outgoing(D);
@@ -168,11 +194,11 @@ Result<void> InsertComm(Schedule& s, const CommBytes& bytes, RecomputeTiming tim
       const int32_t st = op.stage, m = op.micro_batch;
       if (op.kind == OpKind::kForward && st + 1 < K && s.placement[st + 1] != d) {
         const int32_t dst = s.placement[st + 1];
-        outgoing[d].push_back(Message{dst, i, consumer_of(pos_forward, st + 1, m, dst), st, m, true,
+        outgoing[d].push_back(Message{dst, producer_of(d, i), consumer_of(pos_forward, st + 1, m, dst), st, m, true,
                                       BoundaryBytes(bytes.activation, st)});
       } else if (IsInputBackward(op.kind) && st > 0 && s.placement[st - 1] != d) {
         const int32_t dst = s.placement[st - 1];
-        outgoing[d].push_back(Message{dst, i, consumer_of(pos_gradient, st - 1, m, dst), st, m,
+        outgoing[d].push_back(Message{dst, producer_of(d, i), consumer_of(pos_gradient, st - 1, m, dst), st, m,
                                       false, BoundaryBytes(bytes.gradient, st - 1)});
       }
     }

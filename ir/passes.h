@@ -56,8 +56,10 @@ std::optional<RecomputeTiming> RecomputeTimingFromName(std::string_view name);
 // devices (none between stages on one device). A send follows its producer at
 // once; receives from one peer are posted in that peer's send order (FIFO, as
 // NCCL requires), each as late as that order allows before its consumer (an
-// activation's F; a gradient's B or I, or its R with kInBackward). The
-// schedule must hold no comm ops yet.
+// activation's F; a gradient's B or I, or its R with kInBackward). A paired
+// F and its B or I run as one (torch's OVERLAP_F_B): what either receives
+// comes before the F, what either sends after the backward. The schedule
+// must hold no comm ops yet.
 Result<void> InsertComm(Schedule& schedule, const CommBytes& bytes,
                         RecomputeTiming timing = RecomputeTiming::kOverlapped);
 

@@ -104,6 +104,56 @@ TEST(InsertComm, ReceivesFollowTheSendersFifoOrder) {
   EXPECT_TRUE(Verify(*s).empty());
 }
 
+// A paired F and its backward run as one (OVERLAP_F_B): both inputs are
+// received before the F, both outputs sent after the backward; the text
+// form keeps the pair ("+"), and the verifier holds its partner.
+TEST(InsertComm, APairReceivesBeforeItsForwardAndSendsAfterItsBackward) {
+  auto s = ParseText("0F0 0F1 0B0 0B1 STEP\n1F0 1F1+ 1B0 1B1 STEP\n", "t");
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->programs[1][1].paired);
+  ASSERT_TRUE(InsertComm(*s, {}));
+  EXPECT_EQ(Line(*s, 0), "0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1 STEP");
+  EXPECT_EQ(Line(*s, 1), "1RECV_F0 1F0 1RECV_F1 1F1 1B0 1SEND_B0 1B1 1SEND_B1 STEP");
+  EXPECT_TRUE(Verify(*s).empty());
+  EXPECT_NE(PrintText(*s).find(" 1F1+ 1B0 "), std::string::npos) << PrintText(*s);
+  auto again = ParseText(PrintText(*s), "t");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(*again, *s);
+  // A gradient that arrives for the backward of a pair is received before its forward.
+  auto v = ParseText("0F0 0F1+ 0B0 0B1 STEP\n1F0 1B0 1F1 1B1 STEP\n", "t");
+  ASSERT_TRUE(v);
+  ASSERT_TRUE(InsertComm(*v, {}));
+  EXPECT_EQ(Line(*v, 0), "0F0 0SEND_F0 0RECV_B0 0F1 0B0 0SEND_F1 0RECV_B1 0B1 STEP");
+  EXPECT_TRUE(Verify(*v).empty());
+}
+
+TEST(Verifier, APairedForwardNeedsTheNextBackward) {
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"0F0+ 0F1 0B0 0B1 STEP\n", "device 0, position 0 (0F0): a paired forward overlaps the next B or I, but "
+                                        "0F1 (position 1) comes first"},
+           {"0F0 0B0 0F1+\n", "device 0, position 2 (0F1): a paired forward needs a B or I after it to "
+                                       "overlap with, and its program ends"},
+       }) {
+    auto s = ParseText(text, "t");
+    ASSERT_TRUE(s);
+    auto d = Verify(*s);
+    ASSERT_FALSE(d.empty()) << text;
+    EXPECT_EQ(FormatDiagnostic(*s, d[0]), message);
+  }
+  Schedule b = BuildGpipe(1, 1);
+  b.programs[0][1].paired = true;  // the B
+  auto d = Verify(b);
+  ASSERT_FALSE(d.empty());
+  EXPECT_EQ(FormatDiagnostic(b, d[0]), "device 0, position 1 (0B0): only a forward pairs with a backward (OVERLAP_F_B)");
+  // InsertComm refuses a pair without its backward, naming it.
+  auto lone = ParseText("0F0+ 0F1 0B0 0B1 STEP\n1F0 1F1 1B0 1B1 STEP\n", "t");
+  ASSERT_TRUE(lone);
+  auto r = InsertComm(*lone, {});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "device 0 position 0 (0F0): a paired forward needs its device's next op (recomputes "
+                               "aside) to be a B or I");
+}
+
 TEST(InsertComm, RefusesASecondPass) {
   Schedule s = BuildGpipe(2, 2);
   ASSERT_TRUE(InsertComm(s, {}));

@@ -13,7 +13,7 @@ namespace {
 
 constexpr std::string_view kTokenForm =
     "expected <stage><KIND><micro-batch>[@bytes] such as 2F0 or 0SEND_F1@4096, "
-    "<stage>ALLREDUCE[@bytes], or STEP";
+    "<stage>F<micro-batch>+ (overlapped with the next B or I), <stage>ALLREDUCE[@bytes], or STEP";
 
 bool ParseInt(std::string_view s, int64_t& out) {
   if (s.empty()) return false;
@@ -42,6 +42,8 @@ Result<Op> ParseToken(std::string_view token) {
   };
   if (token == "STEP") return Op{.kind = OpKind::kStep};
   std::string_view rest = token;
+  const bool paired = rest.ends_with('+');
+  if (paired) rest.remove_suffix(1);
   int64_t bytes = 0;
   if (auto at = rest.find('@'); at != std::string_view::npos) {
     if (!ParseInt(rest.substr(at + 1), bytes) || bytes < 0) {
@@ -69,10 +71,12 @@ Result<Op> ParseToken(std::string_view token) {
   if (bytes != 0 && !IsComm(*kind) && *kind != OpKind::kAllReduce) {
     return bad("only comm and all-reduce ops carry bytes");
   }
+  if (paired && *kind != OpKind::kForward) return bad("only a forward pairs with a backward ('+')");
   return Op{.kind = *kind,
             .stage = static_cast<int32_t>(stage),
             .micro_batch = static_cast<int32_t>(micro_batch),
-            .bytes = bytes};
+            .bytes = bytes,
+            .paired = paired};
 }
 
 void AssignPeers(Schedule& s) {
@@ -138,6 +142,7 @@ std::string PrintText(const Schedule& s) {
     for (size_t i = 0; i < program.size(); ++i) {
       if (i) out += ' ';
       out += OpToken(program[i]);
+      if (program[i].paired) out += '+';
     }
     out += '\n';
   }

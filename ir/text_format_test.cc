@@ -50,19 +50,22 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadText{"0F0\n0X1\n",
                 "pipe.txt:2: bad token '0X1': unknown op kind 'X'; expected <stage><KIND><micro-batch>"
-                "[@bytes] such as 2F0 or 0SEND_F1@4096, <stage>ALLREDUCE[@bytes], or STEP"},
+                "[@bytes] such as 2F0 or 0SEND_F1@4096, <stage>F<micro-batch>+ (overlapped with the next B or I), <stage>ALLREDUCE[@bytes], or STEP"},
         BadText{"F0\n", "pipe.txt:1: bad token 'F0': no stage index; expected <stage><KIND>"
-                        "<micro-batch>[@bytes] such as 2F0 or 0SEND_F1@4096, "
-                        "<stage>ALLREDUCE[@bytes], or STEP"},
+                        "<micro-batch>[@bytes] such as 2F0 or 0SEND_F1@4096, <stage>F<micro-batch>+ (overlapped "
+                        "with the next B or I), <stage>ALLREDUCE[@bytes], or STEP"},
         BadText{"0F\n", "pipe.txt:1: bad token '0F': no micro-batch index; expected <stage><KIND>"
-                        "<micro-batch>[@bytes] such as 2F0 or 0SEND_F1@4096, "
-                        "<stage>ALLREDUCE[@bytes], or STEP"},
+                        "<micro-batch>[@bytes] such as 2F0 or 0SEND_F1@4096, <stage>F<micro-batch>+ (overlapped "
+                        "with the next B or I), <stage>ALLREDUCE[@bytes], or STEP"},
+        BadText{"0F0 0B0+\n", "pipe.txt:1: bad token '0B0+': only a forward pairs with a backward ('+'); expected "
+                               "<stage><KIND><micro-batch>[@bytes] such as 2F0 or 0SEND_F1@4096, <stage>F<micro-batch>+ "
+                               "(overlapped with the next B or I), <stage>ALLREDUCE[@bytes], or STEP"},
         BadText{"0F0@12\n", "pipe.txt:1: bad token '0F0@12': only comm and all-reduce ops carry "
                             "bytes; expected <stage><KIND><micro-batch>[@bytes] such as 2F0 or "
-                            "0SEND_F1@4096, <stage>ALLREDUCE[@bytes], or STEP"},
+                            "0SEND_F1@4096, <stage>F<micro-batch>+ (overlapped with the next B or I), <stage>ALLREDUCE[@bytes], or STEP"},
         BadText{"99999999999F0\n", "pipe.txt:1: bad token '99999999999F0': no stage index; "
                                    "expected <stage><KIND><micro-batch>[@bytes] such as 2F0 or "
-                                   "0SEND_F1@4096, <stage>ALLREDUCE[@bytes], or STEP"},
+                                   "0SEND_F1@4096, <stage>F<micro-batch>+ (overlapped with the next B or I), <stage>ALLREDUCE[@bytes], or STEP"},
         BadText{"stages=2 microbatches=x placement=0,1\n0F0\n",
                 "pipe.txt:1: microbatches=x: expected an integer from 1 to 16777216"},
         BadText{"stages=2 microbatches=1 colour=red placement=0,1\n",

@@ -75,6 +75,7 @@ struct RawAction {
   int32_t micro_batch = -1;  // -1: none written
   int line = 0;
   int column = 0;  // 1-based cell index
+  bool overlaps_next = false;  // the first action of an OVERLAP_F_B cell
 };
 
 bool ParseIndex(std::string_view s, int32_t& out) {
@@ -268,6 +269,7 @@ Result<TorchImport> ImportTorchCsv(std::string_view text, std::string_view sourc
           }
           a->line = line_no;
           a->column = column;
+          a->overlaps_next = part.data() == cell.data() + 1;
           row.push_back(*a);
         }
         ++result.overlapped;
@@ -323,12 +325,17 @@ Result<TorchImport> ImportTorchCsv(std::string_view text, std::string_view sourc
     auto& program = s.programs[d];
     program.reserve(rows[d].size() + 1);
     bool computes = false;
-    for (const auto& a : rows[d]) {
+    for (size_t i = 0; i < rows[d].size(); ++i) {
+      const RawAction& a = rows[d][i];
       if (a.cls == ActionClass::kBookkeeping) continue;
       const OpKind kind = KindOf(a.name, used);
       result.had_comm = result.had_comm || IsComm(kind);
       computes = computes || !IsComm(kind);
-      program.push_back(Op{.kind = kind, .stage = a.stage, .micro_batch = a.micro_batch});
+      // An OVERLAP_F_B of a forward and an input backward runs them
+      // overlapped (a paired F); other overlapped actions run in turn.
+      const bool paired = a.overlaps_next && kind == OpKind::kForward &&
+                          IsInputBackward(KindOf(rows[d][i + 1].name, used));
+      program.push_back(Op{.kind = kind, .stage = a.stage, .micro_batch = a.micro_batch, .paired = paired});
     }
     if (computes) program.push_back(Op{.kind = OpKind::kStep});
   }
@@ -446,6 +453,7 @@ Result<std::string> ExportTorchCsv(const Schedule& s, const TorchExportOptions& 
   }
 
   std::string out;
+  int unpaired = 0;  // paired F's written in turn
   for (const auto& program : s.programs) {
     std::vector<std::string> cells;
     auto add = [&](int32_t stage, std::string_view name, int32_t micro_batch) {
@@ -470,14 +478,34 @@ Result<std::string> ExportTorchCsv(const Schedule& s, const TorchExportOptions& 
       }
     }
     std::vector<std::tuple<OpKind, int32_t, int32_t>> pending_sends;  // in send order
+    auto backward_name = [&](const Op& op) { return op.kind == OpKind::kBackward || older_names ? "B" : "I"; };
+    size_t paired_backward = program.size();  // written in its F's OVERLAP_F_B cell
     for (size_t i = 0; i < program.size(); ++i) {
       const Op& op = program[i];
-      switch (op.kind) {
+      // A paired F and its backward, recomputes aside (torch has none), as
+      // one OVERLAP_F_B cell where the release has it; otherwise in turn.
+      size_t j = i + 1;
+      if (op.paired) {
+        while (j < program.size() && program[j].kind == OpKind::kRecompute) ++j;
+        if (j == program.size() || !IsInputBackward(program[j].kind) || v < TorchVersion{2, 9}) {
+          ++unpaired;
+          j = program.size();
+        }
+      }
+      if (i == paired_backward) {
+        // written with its forward
+      } else if (op.paired && j < program.size()) {
+        const Op& b = program[j];
+        cells.push_back(fmt::format("({}F{};{}{}{})OVERLAP_F_B", op.stage, op.micro_batch, b.stage,
+                                    backward_name(b), b.micro_batch));
+        ++n.overlapped;
+        paired_backward = j;
+      } else switch (op.kind) {
         case OpKind::kStep:
         case OpKind::kRecompute: ++n.dropped; break;
         case OpKind::kAllReduce: n.dropped += reduce_grad ? 0 : 1; break;  // REDUCE_GRAD stands for it
-        case OpKind::kBackward: add(op.stage, "B", op.micro_batch); break;
-        case OpKind::kBackwardInput: add(op.stage, older_names ? "B" : "I", op.micro_batch); break;
+        case OpKind::kBackward:
+        case OpKind::kBackwardInput: add(op.stage, backward_name(op), op.micro_batch); break;
         case OpKind::kSendF:
         case OpKind::kSendB:
           if (options.compute_only) break;
@@ -521,6 +549,13 @@ Result<std::string> ExportTorchCsv(const Schedule& s, const TorchExportOptions& 
     out += fmt::format("{}\n", fmt::join(cells, ","));
   }
 
+  if (unpaired > 0) {
+    n.warnings.push_back(fmt::format(
+        "{} overlapped F/B pair{} written as two actions run in turn ({}): the overlap that hides their "
+        "communication is lost there", unpaired, unpaired == 1 ? "" : "s",
+        v < TorchVersion{2, 9} ? fmt::format("torch {}.{} has no OVERLAP_F_B; 2.9 and later do", v.major, v.minor)
+                               : "comm ops between the forward and its backward"));
+  }
   if (v < TorchVersion{2, 7}) {
     n.warnings.push_back(fmt::format("torch {}.{} does not scale gradients by the micro-batch count (it has no "
                                      "scale_grads): average the loss over micro-batches yourself",

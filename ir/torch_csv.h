@@ -142,6 +142,7 @@ struct TorchExportNotes {
   int dropped = 0;       // R, STEP and (before 2.10, or compute-only) ALLREDUCE: no torch action
   int reduce_grads = 0;  // REDUCE_GRAD written
   int waits = 0;         // WAIT_SEND_* and WAIT_REDUCE_GRAD written
+  int overlapped = 0;    // paired F/B written as one (F;B)OVERLAP_F_B (torch 2.9 and later)
   std::vector<std::string> warnings;  // what the release will do that the user may not expect
 };
 

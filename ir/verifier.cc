@@ -54,6 +54,7 @@ class Checker {
     }
     OpIndex index(s_.placement, s_.num_micro_batches);
     CheckOps(index);
+    CheckOverlapPairs();
     if (!out_.empty()) return std::move(out_);
     CheckCountsAndOrder(index);
     CheckPairing(index);
@@ -290,6 +291,32 @@ class Checker {
   // ALLREDUCE after every backward of its stage; STEP after every backward
   // and all-reduce of its device; and a STEP on every device that holds a
   // stage (else its parameters are never updated).
+  // A paired F overlaps the next input backward (B or I) of its device:
+  // only comm ops and recomputes may come between them.
+  void CheckOverlapPairs() {
+    for (int32_t d = 0; d < static_cast<int32_t>(s_.programs.size()); ++d) {
+      const auto& program = s_.programs[d];
+      for (int32_t i = 0; i < static_cast<int32_t>(program.size()); ++i) {
+        if (!program[i].paired) continue;
+        if (program[i].kind != OpKind::kForward) {
+          Report(d, i, "only a forward pairs with a backward (OVERLAP_F_B)");
+          continue;
+        }
+        int32_t j = i + 1;
+        while (j < static_cast<int32_t>(program.size()) &&
+               (IsComm(program[j].kind) || program[j].kind == OpKind::kRecompute)) {
+          ++j;
+        }
+        if (j == static_cast<int32_t>(program.size())) {
+          Report(d, i, "a paired forward needs a B or I after it to overlap with, and its program ends");
+        } else if (!IsInputBackward(program[j].kind)) {
+          Report(d, i, fmt::format("a paired forward overlaps the next B or I, but {} (position {}) comes first",
+                                   OpToken(program[j]), j));
+        }
+      }
+    }
+  }
+
   void CheckStepOrder() {
     const int32_t K = s_.num_stages, D = static_cast<int32_t>(s_.programs.size());
     std::vector<char> holds_stage(D, 0);

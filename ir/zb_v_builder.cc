@@ -392,7 +392,9 @@ Result<Schedule> BuildDualPipeV(int32_t devices, int32_t micro_batches) {
     int32_t forward[2] = {0, 0}, backward[2] = {0, 0};
     std::deque<Op> weights;  // W's deferred by zero-bubble backwards, oldest first
     bool zero_bubble = false;
-    auto F = [&](int c) { program.push_back(Op{.kind = OpKind::kForward, .stage = stage[c], .micro_batch = forward[c]++}); };
+    auto F = [&](int c, bool paired = false) {
+      program.push_back(Op{.kind = OpKind::kForward, .stage = stage[c], .micro_batch = forward[c]++, .paired = paired});
+    };
     auto B = [&](int c, bool split) {
       const Op op{.kind = split ? OpKind::kBackwardInput : OpKind::kBackward, .stage = stage[c],
                   .micro_batch = backward[c]++};
@@ -409,8 +411,11 @@ Result<Schedule> BuildDualPipeV(int32_t devices, int32_t micro_batches) {
     for (int32_t i = 0; i < K - d - 1; ++i) B(1, true), W(), F(1);  // 3: zero bubble on chunk 1
     // 4: the main phase, F0 with B1 and F1 with B0 overlapped (at the bottom
     // of the V the first F0 and B1 are not: B1 needs that very forward).
-    for (int32_t i = 0; i < M - 2 * K + d + 1; ++i) F(0), B(1, false), F(1), B(0, false);
-    for (int32_t i = 0; i < K - d - 1; ++i) B(1, false), F(1), B(0, false);  // 5
+    // Each F is paired with the B written after it: they run overlapped.
+    for (int32_t i = 0; i < M - 2 * K + d + 1; ++i) {
+      F(0, !(i == 0 && d == K - 1)), B(1, false), F(1, true), B(0, false);
+    }
+    for (int32_t i = 0; i < K - d - 1; ++i) B(1, false), F(1, true), B(0, false);  // 5
     for (int32_t i = 0; i < d + 1; ++i) {                 // 6: the second half goes zero bubble
       if (i == (d + 1) / 2 && d % 2 == 1) zero_bubble = true;
       B(1, zero_bubble);
