@@ -83,6 +83,32 @@ CalibratedOpTimes::CalibratedOpTimes(const Config& c, const Calibration* cal, co
         return t;
       },
       [&](int i, const std::array<double, kKinds.size()>& t) { layer_s_[i] = t; });
+
+  const bool any = std::any_of(c.model.layers.begin(), c.model.layers.end(), [](const cost::Layer& l) {
+    return std::any_of(l.kernels.begin(), l.kernels.end(),
+                       [](const Kernel& k) { return k.collective == Kernel::Collective::kAllToAll; });
+  });
+  if (!any) return;
+  all_to_all_s_.resize(L);
+  const double samples = static_cast<double>(c.training.MicroBatchSize());
+  ForEachLayerTime(
+      c.model, 0, L - 1,
+      [&](int i) {
+        std::array<double, kKinds.size()> t{};
+        for (size_t k = 0; k < kKinds.size(); ++k) {
+          t[k] = LayerAllToAllTime(c.model.layers[i], kKinds[k], d, c.model.dtype, samples, links);
+        }
+        return t;
+      },
+      [&](int i, const std::array<double, kKinds.size()>& t) { all_to_all_s_[i] = t; });
+}
+
+double CalibratedOpTimes::AllToAllCell(ir::OpKind kind, int first, int last) const {
+  if (all_to_all_s_.empty()) return 0;
+  const size_t k = Slot(kind);
+  double t = 0;
+  for (int i = first; i <= last; ++i) t += all_to_all_s_[i][k];
+  return t;
 }
 
 size_t CalibratedOpTimes::Slot(ir::OpKind kind) {

@@ -138,11 +138,16 @@ class CalibratedOpTimes {
   double Cell(ir::OpKind kind, int first_layer, int last_layer) const;  // equals CalibratedOpTime's
   // One layer's seconds for `kind`, without the fit's per-op overhead.
   double Layer(ir::OpKind kind, int layer) const { return layer_s_[layer][Slot(kind)]; }
+  // Of Cell's seconds, the expert all-to-alls' (LayerAllToAllTime): 0
+  // without them.
+  double AllToAllCell(ir::OpKind kind, int first_layer, int last_layer) const;
+  bool HasAllToAll() const { return !all_to_all_s_.empty(); }
 
  private:
   static size_t Slot(ir::OpKind kind);
   std::array<const OpFit*, kKinds.size()> fits_{};
   std::vector<std::array<double, kKinds.size()>> layer_s_;
+  std::vector<std::array<double, kKinds.size()>> all_to_all_s_;  // empty: no layer has an all-to-all
 };
 
 }  // namespace twinpipe::cost

@@ -200,6 +200,19 @@ double LayerOpTime(const Layer& l, ir::OpKind kind, const Device& device, Dtype 
   return device.launch_overhead_s + std::max(compute_s, memory_s);
 }
 
+double LayerAllToAllTime(const Layer& l, ir::OpKind kind, const Device& device, Dtype dtype, double samples,
+                         const CollectiveLinks& links) {
+  if (kind == ir::OpKind::kRecompute && !l.rematerialized) return 0;
+  double s = 0;
+  for (const Kernel& kn : l.kernels) {
+    if (kn.collective == Kernel::Collective::kAllToAll && kn.overlaps == Kernel::kInSeries && RunsIn(kind, kn.pass) &&
+        RunsFor(kn, samples)) {
+      s += KernelTime(kn, samples, device, dtype, 1, links);
+    }
+  }
+  return s;
+}
+
 double OptimizerStepBytes(const std::string& optimizer, Dtype dtype) {
   const bool half = HalfStorage(dtype);
   if (optimizer == "adam") return half ? 44 : 28;

@@ -89,6 +89,12 @@ inline double LayerOpTime(const Layer& layer, ir::OpKind kind, const Device& dev
                      CollectiveLinks{.intra = tp_link, .inter = tp_link});
 }
 
+// Of LayerOpTime's seconds, those of the expert all-to-alls (dispatch and
+// combine) that run in series in `kind`: what an overlapped F/B pair can
+// hide behind the other op's compute. 0 for a layer without them.
+double LayerAllToAllTime(const Layer& layer, ir::OpKind kind, const Device& device, Dtype dtype, double samples,
+                         const CollectiveLinks& links);
+
 // Bytes per parameter an optimizer step reads and writes: Adam in mixed
 // precision (half weights and gradients, fp32 master weights and two
 // moments) 44: unscale the gradient to fp32 (2 + 4), its norm for clipping

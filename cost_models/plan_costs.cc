@@ -111,6 +111,12 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
     for (const ir::OpKind k : CalibratedOpTimes::kKinds) {
       costs.compute_s[st][ComputeSlot(k)] = times->second.Cell(k, cell.first_layer, cell.last_layer);
     }
+    if (times->second.HasAllToAll()) {
+      costs.all_to_all_s.resize(K);
+      for (const ir::OpKind k : CalibratedOpTimes::kKinds) {
+        costs.all_to_all_s[st][ComputeSlot(k)] = times->second.AllToAllCell(k, cell.first_layer, cell.last_layer);
+      }
+    }
     const int32_t d = s.placement[st];
     for (int i = cell.first_layer; i <= cell.last_layer; ++i) {
       const Layer& layer = c.model.layers[i];
@@ -308,6 +314,34 @@ double OpDuration(const ir::Op& op, const PlanCosts& c, int32_t replicas) {
     }
   }
   return c.compute_s[op.stage][ComputeSlot(op.kind)];
+}
+
+std::vector<double> OverlappedDurations(const ir::Schedule& s, const PlanCosts& c) {
+  std::vector<double> out;
+  if (c.all_to_all_s.empty()) return out;
+  for (const auto& program : s.programs) {
+    for (size_t i = 0; i < program.size(); ++i) {
+      if (!program[i].paired) continue;
+      size_t j = i + 1;  // the verifier's partner: comm ops and recomputes between
+      while (j < program.size() && (ir::IsComm(program[j].kind) || program[j].kind == OpKind::kRecompute)) ++j;
+      if (j == program.size() || !ir::IsInputBackward(program[j].kind)) continue;
+      const ir::Op& f = program[i];
+      const ir::Op& b = program[j];
+      const double tf = OpDuration(f, c, s.replicas), tb = OpDuration(b, c, s.replicas);
+      const double af = std::min(tf, c.all_to_all_s[f.stage][ComputeSlot(f.kind)]);
+      const double ab = std::min(tb, c.all_to_all_s[b.stage][ComputeSlot(b.kind)]);
+      if (af == 0 && ab == 0) continue;
+      if (out.empty()) {
+        out.resize(static_cast<size_t>(s.NumOps()));
+        for (const auto& p : s.programs) {
+          for (const ir::Op& op : p) out[op.id] = ir::IsComm(op.kind) ? 0.0 : OpDuration(op, c, s.replicas);
+        }
+      }
+      out[f.id] = tf - std::min(af, tb - ab);
+      out[b.id] = tb - std::min(ab, tf - af);
+    }
+  }
+  return out;
 }
 
 double AutoMemoryCap(const Config& config, double memory_cap_bytes) {

@@ -33,6 +33,10 @@ int ComputeSlot(ir::OpKind kind);
 
 struct PlanCosts {
   std::vector<std::array<double, 5>> compute_s;  // [stage][F, B, I, W, R]: seconds per micro-batch
+  // [stage][F, B, I, W, R]: of compute_s, the expert all-to-alls' seconds
+  // (LayerAllToAllTime), which an overlapped F/B pair (ir::Op::paired) hides
+  // behind the other op's compute. Empty: none.
+  std::vector<std::array<double, 5>> all_to_all_s;
   std::vector<double> step_s;                    // [device]: the optimizer step
   Link link;                                     // every device pair inside a node, and between replicas
   // Several nodes: the node of each pipeline device (replica 0's); a transfer
@@ -160,6 +164,16 @@ double ComputeStreamPeak(const ir::Schedule& shape, ir::RecomputeMode recompute,
 
 // Seconds of a compute, STEP or ALLREDUCE op. (A transfer: TransferTime.)
 double OpDuration(const ir::Op& op, const PlanCosts& costs, int32_t replicas);
+
+// Seconds of every op (by id) where the schedule pairs an F with its
+// device's next B or I (ir::Op::paired) and the costs have all-to-alls to
+// hide: the two run overlapped, each op's all-to-all a hidden behind the
+// other's compute c = T - a, what exceeds it exposed: the F takes
+// T_F - min(a_F, c_B), the backward T_B - min(a_B, c_F) (together c_F + c_B
+// + max(0, a_F - c_B) + max(0, a_B - c_F): never more than in turn, never
+// less than either stream's work). Every other op: OpDuration. Empty when
+// nothing pairs or hides (OpDuration holds for every op).
+std::vector<double> OverlappedDurations(const ir::Schedule& schedule, const PlanCosts& costs);
 
 // ---- The `auto` schedule ----
 

@@ -42,6 +42,18 @@ Bounds LowerBounds::Of(const Candidate& c) {
   b.runs = true;
   const ir::Schedule& s = shape->schedule;
   const simulate::PlanCosts& costs = cut->costs;
+  // Paired F/B ops (DualPipeV) hide their all-to-alls behind each other:
+  // each takes at least its time less its own all-to-all.
+  std::vector<std::array<double, 5>> relaxed;
+  if (shape->paired && !costs.all_to_all_s.empty()) {
+    relaxed = costs.compute_s;
+    for (size_t st = 0; st < relaxed.size(); ++st) {
+      for (ir::OpKind kind : {ir::OpKind::kForward, ir::OpKind::kBackward, ir::OpKind::kBackwardInput}) {
+        relaxed[st][cost::ComputeSlot(kind)] -= costs.all_to_all_s[st][cost::ComputeSlot(kind)];
+      }
+    }
+  }
+  const auto& compute_s = relaxed.empty() ? costs.compute_s : relaxed;
   const int F = cost::ComputeSlot(ir::OpKind::kForward), R = cost::ComputeSlot(ir::OpKind::kRecompute);
   const int B = cost::ComputeSlot(ir::OpKind::kBackward), I = cost::ComputeSlot(ir::OpKind::kBackwardInput),
             W = cost::ComputeSlot(ir::OpKind::kBackwardWeight);
@@ -52,7 +64,7 @@ Bounds LowerBounds::Of(const Candidate& c) {
   // The quickest way an input gradient leaves a stage: its B, or its I
   // where it splits (the lesser where it does both).
   auto input_gradient = [&](int st) {
-    const auto& t = costs.compute_s[st];
+    const auto& t = compute_s[st];
     if (shape->has_whole[st] && shape->has_input[st]) return std::min(t[B], t[I]);
     return shape->has_input[st] ? t[I] : t[B];
   };
@@ -77,7 +89,7 @@ Bounds LowerBounds::Of(const Candidate& c) {
   }
   for (int st = 0; st < s.num_stages; ++st) {
     const int d = s.placement[st];
-    const auto& t = costs.compute_s[st];
+    const auto& t = compute_s[st];
     const auto& n = shape->ops[st];  // the compute-only shape: no R yet
     busy[d] += n[F] * t[F] + n[B] * t[B] + n[I] * t[I] + n[W] * t[W] + recomputes * t[R];
     if (st < first_stage[d]) {

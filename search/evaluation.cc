@@ -74,6 +74,7 @@ const Shape* Evaluator::ShapeOf(const Candidate& c) {
   for (const auto& program : sh.schedule.programs) {
     int last = -1;
     for (const ir::Op& op : program) {
+      sh.paired |= op.paired;
       const int slot = cost::ComputeSlot(op.kind);
       if (slot < 0) continue;  // STEP: no stage
       last = ir::IsInputBackward(op.kind) ? op.stage : -1;

@@ -44,6 +44,7 @@ struct Shape {
   std::vector<std::array<int, 5>> ops;
   std::vector<char> has_whole, has_input;
   int cut_class = 0;  // shapes with equal placement and peaks are cut alike
+  bool paired = false;  // some F and B run overlapped (ir::Op::paired)
 };
 
 // A partition and the costs of the plans it makes (which read only the

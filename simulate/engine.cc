@@ -85,7 +85,8 @@ struct Engine {
 
 class Simulator {
  public:
-  Simulator(const ir::Schedule& s, const PlanCosts& c) : s_(s), c_(c), deps_(s), in_flight_(s.num_stages) {}
+  Simulator(const ir::Schedule& s, const PlanCosts& c)
+      : s_(s), c_(c), deps_(s), in_flight_(s.num_stages), overlapped_(OverlappedDurations(s, c)) {}
 
   Result<SimResult> Run();
 
@@ -144,11 +145,14 @@ class Simulator {
   std::vector<int32_t> shared_gpu_;  // [device]: its GPU's domain, kNone when it has the GPU alone
   std::vector<double> memory_now_;
   ir::InFlightCounter in_flight_;
+  const std::vector<double> overlapped_;  // OverlappedDurations: by id; empty: OpDuration
   SimResult r_;
   int64_t completed_ = 0;
 };
 
-double Simulator::Duration(const Op& op) const { return OpDuration(op, c_, s_.replicas); }
+double Simulator::Duration(const Op& op) const {
+  return overlapped_.empty() ? OpDuration(op, c_, s_.replicas) : overlapped_[op.id];
+}
 
 void Simulator::Build() {
   const int32_t D = s_.num_devices;

@@ -282,6 +282,35 @@ TEST(Simulate, OneTransferCostsLatencyPlusBytesOverBandwidth) {
   EXPECT_NEAR(h->end_s[send.id] - h->start_s[send.id], 2 * (1e-4 + 1e-3), 1e-15);
 }
 
+// A paired F and B (torch's OVERLAP_F_B) hide each one's all-to-all
+// behind the other's compute, in both engines, against the closed form
+// T_F - min(a_F, T_B - a_B) and T_B - min(a_B, T_F - a_F).
+TEST(Simulate, APairedForwardAndBackwardHideTheirAllToAlls) {
+  for (const bool paired : {false, true}) {
+    auto s = ir::ParseText(paired ? "0F0 0F1+ 0B0 0B1 STEP\n" : "0F0 0F1 0B0 0B1 STEP\n", "t");
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(ir::Verify(*s).empty());
+    for (const auto& [tf, af, tb, ab] : std::vector<std::array<double, 4>>{{1, 0.4, 2, 0.6}, {1, 0.9, 2, 1.8},
+                                                                           {1, 0, 2, 0}}) {
+      PlanCosts c = UniformCosts(*s, tf, tb);
+      c.all_to_all_s = {{af, ab, ab, 0, af}};
+      const double f1 = paired ? tf - std::min(af, tb - ab) : tf;
+      const double b0 = paired ? tb - std::min(ab, tf - af) : tb;
+      for (const bool in_order : {false, true}) {
+        SCOPED_TRACE(fmt::format("paired {} a_F {} a_B {} in order {}", paired, af, ab, in_order));
+        auto r = in_order ? SimulateInOrder(*s, c) : SimulateEventDriven(*s, c);
+        ASSERT_TRUE(r) << r.error().message;
+        EXPECT_NEAR(r->end_s[1] - r->start_s[1], f1, 1e-12);
+        EXPECT_NEAR(r->end_s[2] - r->start_s[2], b0, 1e-12);
+        EXPECT_NEAR(r->step_time_s, tf + f1 + b0 + tb, 1e-12);
+        // Never longer than in turn; never shorter than either stream's work.
+        EXPECT_LE(f1 + b0, tf + tb + 1e-12);
+        EXPECT_GE(f1 + b0, std::max((tf - af) + (tb - ab), af + ab) - 1e-12);
+      }
+    }
+  }
+}
+
 TEST(Simulate, ConcurrentTransfersInOneDomainShareBandwidth) {
   // GPipe K=3, M=2; stage 1's forward is free, so device 0's second send and
   // device 1's first send start together at t = 2 ms.

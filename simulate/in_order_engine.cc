@@ -105,6 +105,10 @@ class InOrderSimulator {
   ir::InFlightCounter in_flight_;
   std::vector<char> blocked_;
   std::vector<int32_t> ready_;
+  const std::vector<double> overlapped_;  // OverlappedDurations: by id; empty: OpDuration
+  double Duration(const Op& op) const {
+    return overlapped_.empty() ? OpDuration(op, c_, s_.replicas) : overlapped_[op.id];
+  }
 };
 
 InOrderSimulator::InOrderSimulator(const ir::Schedule& s, const PlanCosts& c, const SimOptions& options)
@@ -122,7 +126,8 @@ InOrderSimulator::InOrderSimulator(const ir::Schedule& s, const PlanCosts& c, co
       allreduce_free_(devices_, 0),
       compute_memory_(devices_),
       in_flight_(s.num_stages),
-      blocked_(devices_, 0) {
+      blocked_(devices_, 0),
+      overlapped_(OverlappedDurations(s, c)) {
   const int64_t n = deps_.size();
   r_.start_s.resize(n);  // uninitialised: every op's times are written when it is done
   r_.end_s.resize(n);
@@ -205,7 +210,7 @@ bool InOrderSimulator::Compute(int32_t d, const Op& op) {
   const double start = StartAfter(op, compute_free_[d], inputs_done);
   if (!inputs_done) return false;
   const int32_t id = op.id;
-  const double end = start + OpDuration(op, c_, s_.replicas);
+  const double end = start + Duration(op);
   r_.start_s[id] = start;
   r_.end_s[id] = end;
   done_[id] = 1;
@@ -224,7 +229,7 @@ bool InOrderSimulator::AllReduce(int32_t d, const Op& op) {
   if (!inputs_done) return false;
   const int32_t id = op.id;
   r_.start_s[id] = start;
-  r_.end_s[id] = start + OpDuration(op, c_, s_.replicas);
+  r_.end_s[id] = start + Duration(op);
   done_[id] = 1;
   allreduce_free_[d] = r_.end_s[id];
   return true;
