@@ -128,7 +128,7 @@ void LoadModel(const Reader& r, const json& root, Config& c) {
   if (c.generator == "transformer") {
     r.Keys(m, p, {"generator", "layers", "d_model", "ffn", "heads", "seq", "vocab", "causal", "dtype", "kv_heads",
                   "mlp", "norm", "position", "bias", "tied_embeddings", "attention", "experts", "top_k", "moe_ffn",
-                  "shared_experts", "moe_every", "capacity_factor", "grouped_gemm"});
+                  "shared_experts", "moe_every", "capacity_factor", "grouped_gemm", "routing_skew"});
     TransformerSpec t;
     t.layers = static_cast<int>(r.Int(m, "layers", p, 1, kBig));
     t.d_model = static_cast<int>(r.Int(m, "d_model", p, 1, kBig));
@@ -155,7 +155,8 @@ void LoadModel(const Reader& r, const json& root, Config& c) {
     // Mixture of experts: every field but `experts` describes the experts.
     t.experts = static_cast<int>(r.Int(m, "experts", p, 0, 1 << 16, 0));
     if (t.experts == 0) {
-      for (const char* key : {"top_k", "moe_ffn", "shared_experts", "moe_every", "capacity_factor", "grouped_gemm"}) {
+      for (const char* key :
+           {"top_k", "moe_ffn", "shared_experts", "moe_every", "capacity_factor", "grouped_gemm", "routing_skew"}) {
         if (m.contains(key)) {
           r.Fail(p + "/" + key, fmt::format("describes the experts of a mixture of experts, but /model/experts is "
                                             "not given (or 0: a dense model)"));
@@ -168,6 +169,12 @@ void LoadModel(const Reader& r, const json& root, Config& c) {
       t.moe_every = static_cast<int>(r.Int(m, "moe_every", p, 1, t.layers, 1));
       t.capacity_factor = r.Number(m, "capacity_factor", p, 0, 1024, 0.0);
       t.grouped_gemm = r.Bool(m, "grouped_gemm", p, true);
+      t.routing_skew = r.Number(m, "routing_skew", p, 0, std::max(0, t.experts - 1), 0.0);
+      if (t.routing_skew > 0 && t.capacity_factor > 0) {
+        r.Fail(p + "/routing_skew", fmt::format("skews dropless routing; with /model/capacity_factor {} every expert "
+                                                "runs its padded capacity whatever the routing (set it to 0 to skew)",
+                                                t.capacity_factor));
+      }
     }
     c.transformer = t;
     c.model = GenerateTransformer(t);

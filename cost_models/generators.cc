@@ -40,10 +40,11 @@ void AddLinear(std::vector<Kernel>& k, const std::string& name, double S, double
 
 // The experts' linear (MoE): `experts` GEMMs of m tokens each (m = the
 // tokens routed to one expert per sample), in -> out, as one grouped kernel
-// or as a kernel per expert; FP8 as AddLinear.
+// or as a kernel per expert; FP8 as AddLinear. `same_kernel`: more groups
+// of the grouped kernel just added (no launch of their own).
 void AddExpertLinear(std::vector<Kernel>& k, const std::string& name, double m, double in, double out, double experts,
-                     bool grouped, bool fp8) {
-  const double launches = grouped ? 1 : experts;
+                     bool grouped, bool fp8, bool same_kernel = false) {
+  const double launches = grouped ? (same_kernel ? 0 : 1) : experts;
   if (fp8) k.push_back(Memory(name + ".cast", Kernel::Pass::kForward, 4 * m * experts * in));
   k.push_back(Gemm(name, Kernel::Pass::kForward, m, out, in, experts));
   if (fp8) k.push_back(Memory(name + ".dgrad.cast", Kernel::Pass::kInput, 4 * m * experts * out));
@@ -240,26 +241,38 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   // The routed copies a GPU holds: all S tokens' (experts split over the
   // whole group), or its share et / t of them.
   const double permute = S * d * e * (1 + r) * spec.ExpertTensorParallel() / t;
-  // Expert parallelism: E / ep experts here, each over S r ep / E tokens.
-  const double ep = spec.expert_parallel, local_experts = E / ep;
-  const double et = spec.ExpertTensorParallel(), expert_tokens = routed * et / t;
+  // Expert parallelism: E / ep experts here, each over S r ep / E tokens
+  // (on the busiest GPU, with skewed routing, `load` times them).
+  const double ep = spec.expert_parallel, local_experts = E / ep, load = moe ? spec.BusiestExpertGpuLoad() : 1;
+  const double et = spec.ExpertTensorParallel(), expert_tokens = routed * et / t * load;
   auto all_to_all = [&](const std::string& name, P pass) {
     if (ep <= 1) return;
-    k.push_back(Collective(name, pass, Kernel::Collective::kAllToAll, r * Sn * d * e, ep));
+    k.push_back(Collective(name, pass, Kernel::Collective::kAllToAll, r * Sn * d * e * load, ep));
     k.back().over = Kernel::Over::kExpert;
+  };
+  // The experts' GEMMs: balanced, E / e alike; skewed, the hot expert's
+  // beside the cold ones' (the mean m = routed * et / t / local_experts).
+  auto experts_linear = [&](const std::string& name, double in, double out) {
+    const double m = routed * et / t / local_experts;
+    if (spec.routing_skew == 0) {
+      AddExpertLinear(k, name, m, in, out, local_experts, spec.grouped_gemm, fp8);
+      return;
+    }
+    AddExpertLinear(k, name + ".hot", m * spec.HotExpertLoad(), in, out, 1, spec.grouped_gemm, fp8);
+    if (local_experts > 1) {
+      AddExpertLinear(k, name, m * spec.ColdExpertLoad(), in, out, local_experts - 1, spec.grouped_gemm, fp8, true);
+    }
   };
   if (moe) {
     AddLinear(k, "router", Sn, d, E);
     k.push_back(Memory("router.topk", P::kForward, (8 * E + 8 * top_k) * Sn));
     k.push_back(Memory("permute", P::kForward, permute));
     all_to_all("dispatch", P::kForward);
-    AddExpertLinear(k, "experts.fc1", expert_tokens / local_experts, d, (swiglu ? 2 : 1) * fe / et, local_experts,
-                    spec.grouped_gemm, fp8);
+    experts_linear("experts.fc1", d, (swiglu ? 2 : 1) * fe / et);
     const double per = expert_tokens * fe / et * e;
     k.push_back(Memory("experts." + activation, P::kForward, (swiglu ? 3 : 2) * per));
     activations.emplace_back("experts." + activation, per);
-    AddExpertLinear(k, "experts.fc2", expert_tokens / local_experts, fe / et, d, local_experts, spec.grouped_gemm,
-                    fp8);
+    experts_linear("experts.fc2", fe / et, d);
     all_to_all("combine", P::kForward);
     k.push_back(Memory("unpermute", P::kForward, permute + 4 * S * top_k));
     if (spec.shared_experts > 0) mlp("shared.", S, spec.shared_experts * fe);
@@ -310,7 +323,7 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   tp.Gather(k, "qkv.wgrad.allgather", P::kWeight, act);
   tp.Gather(k, "fc1.wgrad.allgather", P::kWeight, act);
   // The FFN-up biases' gradient sums over the tokens that pass it.
-  const double up_bias = moe ? r * fe + spec.shared_experts * fe : f;
+  const double up_bias = moe ? r * load * fe + spec.shared_experts * fe : f;
   if (spec.bias) k.push_back(Memory("bias.wgrad", P::kWeight, S * (4 * d + 2 * kv + (u - 1) * up_bias) / t * e));
   for (const char* suffix : {"", ".recompute"}) Beside(k, std::string("cp.kv") + suffix, std::string("flash_attn") + suffix, 0);
   Beside(k, "cp.kv.bwd", "flash_attn.bwd", 0);
@@ -376,7 +389,9 @@ Model GenerateTransformer(const TransformerSpec& spec) {
   // An MoE block's: the attention's, the router's on this GPU's tokens
   // (replicated across the group), the experts' over the routed tokens and
   // the shared experts'.
-  const double E = spec.experts, fe = spec.ExpertFfn(), r = spec.RoutedPerToken(), ns = spec.shared_experts;
+  // With skewed routing, the busiest GPU's routed copies (rl per token).
+  const double E = spec.experts, fe = spec.ExpertFfn(), ns = spec.shared_experts;
+  const double r = spec.RoutedPerToken() * (E > 1 ? spec.BusiestExpertGpuLoad() : 1);
   const double moe_matmul = (2 * S * d * (d + 2 * kv) + 2 * S * d * d + 2 * u * S * d * fe * (r + ns)) / t +
                             2 * (S / n) * d * E;
   // Korthikanti et al.'s per-layer activations in 16-bit units, scaled to e;

@@ -84,6 +84,13 @@ struct TransformerSpec {
   int moe_every = 1;
   double capacity_factor = 0;    // 0: dropless
   bool grouped_gemm = true;      // the experts' GEMMs as one grouped kernel; false: E GEMMs of their own
+  // Imbalanced dropless routing: the most-loaded expert receives (1 + s) x
+  // the mean S top_k / E tokens and the other E - 1 alike less (0 <= s <=
+  // E - 1). The busiest GPU of an expert-parallel group (the one holding
+  // that expert) sets the pace: its experts' GEMMs (one hot expert beside
+  // E / e - 1 cold ones), the routed copies it receives and keeps, and the
+  // all-to-all it receives them by, as the group waits for it.
+  double routing_skew = 0;
   // Expert parallelism e (set from the config's pipeline section): each GPU
   // holds E / e experts and runs them over the tokens the e GPUs of its
   // expert-parallel group route to them (balanced: as many as it routes
@@ -104,6 +111,16 @@ struct TransformerSpec {
   // The tokens the experts process per token of the sequence: top_k, times
   // the capacity factor when tokens are padded to it.
   double RoutedPerToken() const { return top_k * (capacity_factor > 0 ? capacity_factor : 1.0); }
+  // Per expert, over the mean: the hot expert's load (1 + s) and each other's (1 - s / (E - 1)).
+  double HotExpertLoad() const { return 1 + routing_skew; }
+  double ColdExpertLoad() const { return experts > 1 ? 1 - routing_skew / (experts - 1) : 1; }
+  // The busiest GPU's routed tokens over the mean, with E / e experts each:
+  // (hot + (E / e - 1) cold) / (E / e); 1 without skew, or with every
+  // expert on each GPU (e = 1: the GPU's total is the mean whatever the skew).
+  double BusiestExpertGpuLoad() const {
+    const double local = static_cast<double>(experts) / expert_parallel;
+    return (HotExpertLoad() + (local - 1) * ColdExpertLoad()) / local;
+  }
 };
 
 // embedding (tokens + positions), `layers` pre-norm blocks, output head

@@ -262,6 +262,70 @@ TEST(Moe, ExpertParallelismDividesTheExpertsNotTheWork) {
   }
 }
 
+// Skewed dropless routing: the hot expert receives (1 + s) m tokens and
+// each of the other E - 1 (1 - s / (E - 1)) m (m = S r / E); the busiest GPU
+// of the expert-parallel group holds the hot expert beside E / e - 1 cold
+// ones, and receives its tokens by the all-to-all. With every expert on each
+// GPU (e = 1) its work is the mean whatever the skew: only the shapes move.
+TEST(Moe, RoutingSkewLoadsTheBusiestGpu) {
+  const double S = 2048, d = 4096, fe = 14336, E = 8, r = 2, sk = 1.5;
+  for (const int ep : {1, 2, 8}) {
+    SCOPED_TRACE(fmt::format("e {}", ep));
+    TransformerSpec s = Mixtral8x7B(2);
+    s.seq = 2048;
+    s.expert_parallel = ep;
+    TransformerSpec skewed = s;
+    skewed.routing_skew = sk;
+    const Model balanced_model = GenerateTransformer(s), skewed_model = GenerateTransformer(skewed);
+    const Layer& b = balanced_model.layers[1];
+    const Layer& k = skewed_model.layers[1];
+    const double local = E / ep, hot = 1 + sk, cold = 1 - sk / (E - 1);
+    const double load = (hot + (local - 1) * cold) / local;
+    EXPECT_DOUBLE_EQ(skewed.BusiestExpertGpuLoad(), load);
+    const double m = S * r / E * ep;  // the mean tokens per expert on a GPU
+    ASSERT_NE(Find(k, "experts.fc1.hot"), nullptr);
+    EXPECT_DOUBLE_EQ(Find(k, "experts.fc1.hot")->m, m * hot);
+    EXPECT_DOUBLE_EQ(Find(k, "experts.fc1.hot")->batch, 1);
+    if (local > 1) {
+      EXPECT_DOUBLE_EQ(Find(k, "experts.fc1")->m, m * cold);
+      EXPECT_DOUBLE_EQ(Find(k, "experts.fc1")->batch, local - 1);
+      EXPECT_EQ(Find(k, "experts.fc1")->launches, 0);  // more groups of the hot expert's grouped kernel
+    } else {
+      EXPECT_EQ(Find(k, "experts.fc1"), nullptr);
+    }
+    // The experts' FLOPs: the balanced ones times the busiest GPU's load.
+    const double expert_flops = 2 * 3 * S * r * d * fe;  // gate, up and down over the S r routed copies, per GPU's share
+    EXPECT_NEAR(PassFlops(k, Kernel::Pass::kForward) - PassFlops(b, Kernel::Pass::kForward),
+                expert_flops * (load - 1), 1e-9 * expert_flops);
+    EXPECT_NEAR(k.fwd_flops - b.fwd_flops, expert_flops * (load - 1), 1e-9 * expert_flops);
+    if (ep == 1) EXPECT_DOUBLE_EQ(load, 1);
+    if (ep == 8) EXPECT_DOUBLE_EQ(load, hot);
+    for (const Kernel& x : k.kernels) {
+      if (x.collective == Kernel::Collective::kAllToAll) EXPECT_DOUBLE_EQ(x.bytes, r * S * d * 2 * load) << x.name;
+    }
+    // The busiest GPU keeps its routed copies: more stash where it receives more.
+    if (load > 1) {
+      EXPECT_GT(k.stash_bytes, b.stash_bytes);
+    } else {
+      EXPECT_DOUBLE_EQ(k.stash_bytes, b.stash_bytes);
+    }
+  }
+  // Bad values named by their path.
+  for (const auto& [model, message] : std::vector<std::pair<std::string, std::string>>{
+           {R"("experts": 8, "routing_skew": 7.5)", "/model/routing_skew: expected a number >= 0 and at most 7, got 7.5"},
+           {R"("experts": 8, "capacity_factor": 1.0, "routing_skew": 0.5)",
+            "/model/routing_skew: skews dropless routing; with /model/capacity_factor 1 every expert runs its padded "
+            "capacity"},
+           {R"("routing_skew": 0.5)", "/model/routing_skew: describes the experts of a mixture of experts"}}) {
+    const std::string text = R"({"model": {"generator": "transformer", "layers": 2, "d_model": 64, "heads": 4,
+      "seq": 16, "vocab": 100, )" + model + R"(}, "training": {"batch": 2}, "pipeline": {"stages": 1},
+      "cluster": {"device": "H100-SXM", "devices": 1}})";
+    auto c = LoadConfig(text, "m.json");
+    ASSERT_FALSE(c) << model;
+    EXPECT_NE(c.error().message.find(message), std::string::npos) << c.error().message;
+  }
+}
+
 // An all-to-all: each rank sends (n - 1)/n of its buffer, 1/n to each peer;
 // inside a node at the link's achievable rate; across nodes the peers of its
 // node over `intra` and the others over `inter`, side by side.
