@@ -25,20 +25,40 @@ cost::Config Transformer48(int devices, int batch) {
   return *c;
 }
 
-// Arguments: devices, global mini-batch (one replica in the config, so the
-// search keeps this batch whatever K it tries).
-void BM_Search(benchmark::State& state) {
-  const cost::Config c = Transformer48(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
+// Runs the search once per iteration, counting its grid, what it simulated
+// and skipped, and the rate; labels the best plan (t, e, c, K, R, M,
+// schedule, v, recompute, sharding).
+void RunSearch(benchmark::State& state, const cost::Config& c, const search::SearchOptions& o = {}) {
   int64_t configs = 0;
   for (auto _ : state) {
-    auto r = search::Search(c, {});
-    if (!r) state.SkipWithError(r.error().message.c_str());
+    auto r = search::Search(c, o);
+    if (!r) {
+      state.SkipWithError(r.error().message.c_str());
+      return;
+    }
     configs += r->configs_evaluated;
     state.counters["grid"] = static_cast<double>(r->configs_evaluated);
     state.counters["simulated"] = static_cast<double>(r->configs_simulated);
     state.counters["bounded"] = static_cast<double>(r->configs_bounded);
+    state.counters["over_cap"] = static_cast<double>(r->over_cap);
+    if (const auto& b = r->best) {
+      state.counters["best_samples_per_s"] = b->throughput;
+      state.SetLabel(fmt::format("best t={}{}{} e={} c={} K={} R={} M={} {} v={} {} {}", b->tensor_parallel,
+                                 b->sequence_parallel ? " sp" : "", b->tp_comm_overlap ? " overlap" : "",
+                                 b->expert_parallel, b->context_parallel, b->stages, b->replicas, b->micro_batches,
+                                 b->schedule, b->chunks, ir::RecomputeModeName(b->recompute),
+                                 ir::NameOf(cost::kDataParallelShardingNames, b->sharding)));
+    }
   }
+  state.counters["configs_per_s"] = benchmark::Counter(static_cast<double>(configs), benchmark::Counter::kIsRate);
   state.SetItemsProcessed(configs);
+}
+
+// Arguments: devices, global mini-batch (one replica in the config, so the
+// search keeps this batch whatever K it tries).
+void BM_Search(benchmark::State& state) {
+  const cost::Config c = Transformer48(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
+  RunSearch(state, c);
 }
 BENCHMARK(BM_Search)->Args({8, 64})->Args({16, 128})->Unit(benchmark::kMillisecond);
 
@@ -57,15 +77,7 @@ void BM_Search175BOn1024(benchmark::State& state) {
                 "inter_node_link": "ib-hdr"}})",
                             "175b.json");
   if (!c) throw std::runtime_error(c.error().message);
-  int64_t configs = 0;
-  for (auto _ : state) {
-    auto r = search::Search(*c, {});
-    if (!r) state.SkipWithError(r.error().message.c_str());
-    configs += r->configs_evaluated;
-    state.counters["grid"] = static_cast<double>(r->configs_evaluated);
-    state.counters["simulated"] = static_cast<double>(r->configs_simulated);
-  }
-  state.SetItemsProcessed(configs);
+  RunSearch(state, *c);
 }
 BENCHMARK(BM_Search175BOn1024)->Iterations(1)->Unit(benchmark::kSecond);
 
@@ -94,27 +106,7 @@ void BM_SearchLlama405BOn16384(benchmark::State& state) {
   search::SearchOptions o;
   o.max_context_parallel = 8;
   o.min_context_tokens = 0;
-  int64_t configs = 0;
-  for (auto _ : state) {
-    auto r = search::Search(*c, o);
-    if (!r) state.SkipWithError(r.error().message.c_str());
-    configs += r->configs_evaluated;
-    state.counters["grid"] = static_cast<double>(r->configs_evaluated);
-    state.counters["simulated"] = static_cast<double>(r->configs_simulated);
-    state.counters["bounded"] = static_cast<double>(r->configs_bounded);
-    state.counters["over_cap"] = static_cast<double>(r->over_cap);
-    if (r->best) {
-      state.counters["best_samples_per_s"] = r->best->throughput;
-      state.SetLabel(fmt::format("best t={}{}{} c={} K={} R={} M={} {} v={} {} {}", r->best->tensor_parallel,
-                                 r->best->sequence_parallel ? " sp" : "", r->best->tp_comm_overlap ? " overlap" : "",
-                                 r->best->context_parallel, r->best->stages, r->best->replicas,
-                                 r->best->micro_batches, r->best->schedule, r->best->chunks,
-                                 ir::RecomputeModeName(r->best->recompute),
-                                 ir::NameOf(cost::kDataParallelShardingNames, r->best->sharding)));
-    }
-  }
-  state.counters["configs_per_s"] = benchmark::Counter(static_cast<double>(configs), benchmark::Counter::kIsRate);
-  state.SetItemsProcessed(configs);
+  RunSearch(state, *c, o);
 }
 BENCHMARK(BM_SearchLlama405BOn16384)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kSecond);
 
@@ -136,23 +128,7 @@ void BM_SearchMixtralOn64(benchmark::State& state) {
                 "inter_node_link": "ib-ndr"}})",
                             "mixtral.json");
   if (!c) throw std::runtime_error(c.error().message);
-  int64_t configs = 0;
-  for (auto _ : state) {
-    auto r = search::Search(*c, {});
-    if (!r) state.SkipWithError(r.error().message.c_str());
-    configs += r->configs_evaluated;
-    state.counters["grid"] = static_cast<double>(r->configs_evaluated);
-    state.counters["simulated"] = static_cast<double>(r->configs_simulated);
-    if (r->best) {
-      state.SetLabel(fmt::format("best t={} e={} K={} R={} M={} {} v={} {} {}", r->best->tensor_parallel,
-                                 r->best->expert_parallel, r->best->stages, r->best->replicas,
-                                 r->best->micro_batches, r->best->schedule, r->best->chunks,
-                                 ir::RecomputeModeName(r->best->recompute),
-                                 ir::NameOf(cost::kDataParallelShardingNames, r->best->sharding)));
-    }
-  }
-  state.counters["configs_per_s"] = benchmark::Counter(static_cast<double>(configs), benchmark::Counter::kIsRate);
-  state.SetItemsProcessed(configs);
+  RunSearch(state, *c);
 }
 BENCHMARK(BM_SearchMixtralOn64)->Iterations(1)->Unit(benchmark::kSecond);
 
