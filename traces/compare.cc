@@ -84,10 +84,10 @@ TraceSummary Summarize(const Trace& t) {
 }
 
 Result<Comparison> Compare(const Trace& predicted_trace, const Trace& m) {
-  // A torch.profiler trace times the ops torch labels: the prediction's
-  // same ops are compared with them.
+  // A partial trace (torch.profiler's times the ops torch labels): the
+  // prediction's same ops are compared with them.
   Trace subset;
-  const bool partial = m.source == "torch.profiler" && m.events.size() < predicted_trace.events.size();
+  const bool partial = m.partial && m.events.size() < predicted_trace.events.size();
   if (partial) {
     std::set<Key> keys;
     for (const Event& e : m.events) keys.insert(KeyOf(e));

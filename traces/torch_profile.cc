@@ -224,6 +224,7 @@ Result<TorchProfileImport> ImportTorchProfiles(const std::vector<std::pair<std::
   all.events.clear();
   result.trace = Trace{std::move(all.source), all.stages, all.micro_batches, all.devices, all.replicas,
                        all.tensor_parallel, std::move(all.placement), std::move(result.trace.events), {}};
+  result.trace.partial = result.unmeasured > 0;
   return result;
 }
 

@@ -98,37 +98,46 @@ ir::Schedule TorchGpipe(int stages, int micro) {
 TEST(TorchProfile, GpipeRunsTimeTheirCompute) {
   for (const auto& [dir, ranks, micro] : {std::tuple{std::string("w2"), 2, 4}, std::tuple{std::string("w4"), 4, 8}}) {
     SCOPED_TRACE(dir);
-    {
-      const std::string name = "gpipe";
-      ir::Schedule s = TorchGpipe(ranks, micro);
-      ASSERT_TRUE(ir::InsertComm(s, {}));
-      ir::Schedule paper = ir::BuildGpipe(ranks, micro);
-      ASSERT_TRUE(ir::InsertComm(paper, {}));
-      EXPECT_FALSE(ImportTorchProfiles(Profiles(dir, name, ranks), paper));
-      auto m = ImportTorchProfiles(Profiles(dir, name, ranks), s);
-      ASSERT_TRUE(m) << m.error().message;
-      EXPECT_EQ(m->measured, 2 * micro * ranks);
-      EXPECT_EQ(m->unmeasured, Count(s, ir::IsComm) + ranks);
-      // On each device the compute starts in program order (ids ascending).
-      std::vector<double> last(ranks, -1);
-      for (const Event& e : m->trace.events) {
-        EXPECT_GE(e.start_s, last[e.device]) << e.id;
-        last[e.device] = e.end_s;
-      }
-      // A prediction of the same schedule compares on those ops.
-      Trace predicted = TraceFor(s, "simulate");
-      for (Event& e : predicted.events) {
-        e.start_s = e.id * 1e-3;
-        e.end_s = e.start_s + 1e-3;
-      }
-      auto c = Compare(predicted, m->trace);
-      ASSERT_TRUE(c) << c.error().message;
-      EXPECT_EQ(c->ops_compared, m->measured);
-      EXPECT_EQ(c->ops_predicted, static_cast<int>(s.NumOps()));
-      EXPECT_FALSE(c->memory_measured);
-      EXPECT_NE(ComparisonTable(*c).find(fmt::format("ops compared {} of the {}", m->measured, s.NumOps())),
-                std::string::npos);
+    ir::Schedule s = TorchGpipe(ranks, micro);
+    ASSERT_TRUE(ir::InsertComm(s, {}));
+    ir::Schedule paper = ir::BuildGpipe(ranks, micro);
+    ASSERT_TRUE(ir::InsertComm(paper, {}));
+    EXPECT_FALSE(ImportTorchProfiles(Profiles(dir, "gpipe", ranks), paper));
+    auto m = ImportTorchProfiles(Profiles(dir, "gpipe", ranks), s);
+    ASSERT_TRUE(m) << m.error().message;
+    EXPECT_EQ(m->measured, 2 * micro * ranks);
+    EXPECT_EQ(m->unmeasured, Count(s, ir::IsComm) + ranks);
+    // On each device the compute starts in program order (ids ascending).
+    std::vector<double> last(ranks, -1);
+    for (const Event& e : m->trace.events) {
+      EXPECT_GE(e.start_s, last[e.device]) << e.id;
+      last[e.device] = e.end_s;
     }
+    // A prediction of the same schedule compares on those ops.
+    Trace predicted = TraceFor(s, "simulate");
+    for (Event& e : predicted.events) {
+      e.start_s = e.id * 1e-3;
+      e.end_s = e.start_s + 1e-3;
+    }
+    auto c = Compare(predicted, m->trace);
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(c->ops_compared, m->measured);
+    EXPECT_EQ(c->ops_predicted, static_cast<int>(s.NumOps()));
+    EXPECT_FALSE(c->memory_measured);
+    EXPECT_NE(ComparisonTable(*c).find(fmt::format("ops compared {} of the {}", m->measured, s.NumOps())),
+              std::string::npos);
+    // Partial, written and read back whatever its source says: a saved
+    // import compares alike; a whole trace of fewer ops is refused.
+    EXPECT_TRUE(m->trace.partial);
+    Trace saved = *ReadTraceJson(WriteTraceJson(m->trace), "m.json");
+    EXPECT_TRUE(saved.partial);
+    saved.source = "execute:cuda";
+    auto again = Compare(predicted, saved);
+    ASSERT_TRUE(again) << again.error().message;
+    EXPECT_EQ(again->ops_compared, m->measured);
+    saved.partial = false;
+    EXPECT_FALSE(Compare(predicted, saved));
+    EXPECT_EQ(WriteTraceJson(predicted).find("partial"), std::string::npos);
   }
 }
 

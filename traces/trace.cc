@@ -43,11 +43,11 @@ std::string WriteTraceJson(const Trace& t) {
   auto it = std::back_inserter(out);
   fmt::format_to(it,
                  "{{\n  \"format\": \"twinpipe-trace\",\n  \"version\": 1,\n  \"source\": \"{}\",\n"
-                 "  \"stages\": {},\n  \"microbatches\": {},\n  \"devices\": {},\n  \"replicas\": {},\n{}"
+                 "  \"stages\": {},\n  \"microbatches\": {},\n  \"devices\": {},\n  \"replicas\": {},\n{}{}"
                  "  \"placement\": [{}],\n  \"events\": [",
                  t.source, t.stages, t.micro_batches, t.devices, t.replicas,
                  t.tensor_parallel > 1 ? fmt::format("  \"tensor_parallel\": {},\n", t.tensor_parallel) : "",
-                 fmt::join(t.placement, ", "));
+                 t.partial ? "  \"partial\": true,\n" : "", fmt::join(t.placement, ", "));
   for (size_t i = 0; i < t.events.size(); ++i) {
     const Event& e = t.events[i];
     fmt::format_to(it,
@@ -75,7 +75,7 @@ Result<Trace> ReadTraceJson(std::string_view text, std::string_view source) {
     const Json doc = r.Parse(text);
     r.Format(doc, "twinpipe-trace");
     r.Keys(doc, "", {"format", "version", "source", "stages", "microbatches", "devices", "replicas", "tensor_parallel",
-                     "placement", "events", "memory"});
+                     "partial", "placement", "events", "memory"});
     constexpr int64_t kMostCount = std::numeric_limits<int32_t>::max();
     Trace t;
     t.source = r.String(doc, "source", "", {}, std::nullopt);
@@ -84,6 +84,7 @@ Result<Trace> ReadTraceJson(std::string_view text, std::string_view source) {
     t.devices = static_cast<int32_t>(r.Int(doc, "devices", "", 1, kMostCount));
     t.replicas = static_cast<int32_t>(r.Int(doc, "replicas", "", 1, kMostCount));
     t.tensor_parallel = static_cast<int32_t>(r.Int(doc, "tensor_parallel", "", 1, kMostCount, 1));
+    t.partial = r.Bool(doc, "partial", "", false);
     const Json& placement = r.Array(doc, "placement", "");
     if (static_cast<int64_t>(placement.size()) != t.stages) {
       r.Fail("/placement", fmt::format("expected one device per stage ({}), got {}", t.stages, placement.size()));

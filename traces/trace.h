@@ -53,6 +53,10 @@ struct Trace {
   std::vector<int32_t> placement;
   std::vector<Event> events;                       // in op id order
   std::vector<std::vector<MemorySample>> memory;   // per device, time-ordered
+  // Times some of the schedule's ops only (a profile that labels some, as
+  // torch.profiler's of torch.distributed.pipelining): compare holds the
+  // prediction's same ops against them. Written only when true.
+  bool partial = false;
 
   bool operator==(const Trace&) const = default;
 };
