@@ -107,7 +107,7 @@ TEST(Trace, BadTracesNameThePath) {
   EXPECT_EQ(message(small, "\"samples\": [[", "\"samples\": [[0], ["),
             "t.json: /memory/0/samples/0: expected [time_s, bytes]");
   EXPECT_EQ(message(small, "\"version\": 1,", "\"version\": 1, \"extra\": 0,"),
-            "t.json: /extra: unknown key (expected one of devices, events, format, memory, microbatches, placement, "
+            "t.json: /extra: unknown key (expected one of devices, events, format, memory, microbatches, partial, placement, "
             "replicas, source, stages, tensor_parallel, version)");
   std::string swapped = WriteTraceJson(Small());
   swapped.replace(swapped.find("\"end_s\": 0.001"), 14, "\"end_s\": -1");
