@@ -128,7 +128,8 @@ void LoadModel(const Reader& r, const json& root, Config& c) {
   if (c.generator == "transformer") {
     r.Keys(m, p, {"generator", "layers", "d_model", "ffn", "heads", "seq", "vocab", "causal", "dtype", "kv_heads",
                   "mlp", "norm", "position", "bias", "tied_embeddings", "attention", "experts", "top_k", "moe_ffn",
-                  "shared_experts", "moe_every", "capacity_factor", "grouped_gemm", "routing_skew"});
+                  "shared_experts", "moe_every", "capacity_factor", "grouped_gemm", "routing_skew", "moe_first_dense",
+                  "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_rope_head_dim", "v_head_dim"});
     TransformerSpec t;
     t.layers = static_cast<int>(r.Int(m, "layers", p, 1, kBig));
     t.d_model = static_cast<int>(r.Int(m, "d_model", p, 1, kBig));
@@ -152,11 +153,36 @@ void LoadModel(const Reader& r, const json& root, Config& c) {
     t.bias = r.Bool(m, "bias", p, true);
     t.tied_embeddings = r.Bool(m, "tied_embeddings", p, false);
     t.attention = r.Enum(m, "attention", p, kAttentionKindNames, AttentionKind::kUnfused);
+    // Multi-head latent attention: every field but `kv_lora_rank` describes it.
+    t.kv_lora_rank = static_cast<int>(r.Int(m, "kv_lora_rank", p, 0, kBig, 0));
+    if (t.kv_lora_rank == 0) {
+      for (const char* key : {"q_lora_rank", "qk_head_dim", "qk_rope_head_dim", "v_head_dim"}) {
+        if (m.contains(key)) {
+          r.Fail(p + "/" + key, "describes multi-head latent attention, but /model/kv_lora_rank is not given (or 0: "
+                                "the block's own attention)");
+        }
+      }
+    } else {
+      t.q_lora_rank = static_cast<int>(r.Int(m, "q_lora_rank", p, 0, kBig, 0));
+      t.qk_head_dim = static_cast<int>(r.Int(m, "qk_head_dim", p, 1, kBig, t.d_model / std::max(1, t.heads)));
+      t.qk_rope_head_dim = static_cast<int>(r.Int(m, "qk_rope_head_dim", p, 0, kBig, 64));
+      t.v_head_dim = static_cast<int>(r.Int(m, "v_head_dim", p, 1, kBig, t.d_model / std::max(1, t.heads)));
+      if (t.attention != AttentionKind::kFused) {
+        r.Fail(p + "/kv_lora_rank", "multi-head latent attention runs in a fused attention kernel: set "
+                                    "/model/attention to \"fused\"");
+      }
+      if (t.kv_heads != t.heads) {
+        r.Fail(p + "/kv_heads", fmt::format("multi-head latent attention gives every one of the {} heads its own K and "
+                                            "V (from the shared latent), so kv_heads must be {} or absent, got {}",
+                                            t.heads, t.heads, t.kv_heads));
+      }
+    }
     // Mixture of experts: every field but `experts` describes the experts.
     t.experts = static_cast<int>(r.Int(m, "experts", p, 0, 1 << 16, 0));
     if (t.experts == 0) {
       for (const char* key :
-           {"top_k", "moe_ffn", "shared_experts", "moe_every", "capacity_factor", "grouped_gemm", "routing_skew"}) {
+           {"top_k", "moe_ffn", "shared_experts", "moe_every", "capacity_factor", "grouped_gemm", "routing_skew",
+            "moe_first_dense"}) {
         if (m.contains(key)) {
           r.Fail(p + "/" + key, fmt::format("describes the experts of a mixture of experts, but /model/experts is "
                                             "not given (or 0: a dense model)"));
@@ -167,6 +193,7 @@ void LoadModel(const Reader& r, const json& root, Config& c) {
       t.moe_ffn = static_cast<int>(r.Int(m, "moe_ffn", p, 1, kBig, t.ffn));
       t.shared_experts = static_cast<int>(r.Int(m, "shared_experts", p, 0, 1 << 10, 0));
       t.moe_every = static_cast<int>(r.Int(m, "moe_every", p, 1, t.layers, 1));
+      t.moe_first_dense = static_cast<int>(r.Int(m, "moe_first_dense", p, 0, t.layers - 1, 0));
       t.capacity_factor = r.Number(m, "capacity_factor", p, 0, 1024, 0.0);
       t.grouped_gemm = r.Bool(m, "grouped_gemm", p, true);
       t.routing_skew = r.Number(m, "routing_skew", p, 0, std::max(0, t.experts - 1), 0.0);

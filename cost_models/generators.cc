@@ -188,9 +188,14 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   const double rotary = 2 * S * (d + kv) / t * e, expand = 2 * S * (kv + d) / t * e;
   const bool fp8 = spec.dtype == Dtype::kFp8;
   const double cp = spec.context_parallel;
+  // Multi-head latent attention: per head, queries and keys dqk wide (dn
+  // without rotary, dr with), values dv; latents ql (Q) and kl (K, V).
+  const bool mla = spec.Mla();
+  const double dr = spec.qk_rope_head_dim, dn = mla ? spec.qk_head_dim : dh, dv = mla ? spec.v_head_dim : dh;
+  const double dqk = mla ? dn + dr : dh, ql = spec.q_lora_rank, kl = spec.kv_lora_rank;
   // The context-parallel ring: the group's K and V (all S tokens), gathered
   // beside the attention kernel; in the backward, their gradients too.
-  const double kv_all = 2 * S * cp * kv / t * e;
+  const double kv_all = (mla ? S * cp * hs * (dqk + dv) : 2 * S * cp * kv / t) * e;
   std::vector<Kernel> k;
   auto ring = [&](const std::string& name, P pass, Kernel::Collective kind) {
     k.push_back(Collective(name, pass, kind, kv_all, cp));
@@ -199,8 +204,9 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   // The attention core's forward (again in the backward under selective recompute).
   auto core = [&](const std::string& suffix, P pass) {
     if (fused) {
-      // With context parallelism c steps, each over one block of keys.
-      k.push_back(Gemm("flash_attn" + suffix, pass, S, c * S, dh, 2 * hs * cp, Kernel::Scaled::kBatch));
+      // With context parallelism c steps, each over one block of keys; QK^T
+      // over dqk and PV over dv (both dh but with MLA), as 2 h GEMMs of their mean.
+      k.push_back(Gemm("flash_attn" + suffix, pass, S, c * S, (dqk + dv) / 2, 2 * hs * cp, Kernel::Scaled::kBatch));
       k.back().launches = cp;
       if (cp > 1) ring("cp.kv" + suffix, pass, Kernel::Collective::kAllGather);
       return;
@@ -213,10 +219,28 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   };
   k.push_back(Memory("ln1", P::kForward, 2 * act / n));
   tp.Gather(k, "ln1.allgather", P::kForward, act);
-  AddLinear(k, "qkv", S, d, (d + 2 * kv) / t, fp8);
-  if (rope) k.push_back(Memory("rope", P::kForward, rotary));
+  // MLA: the rotary parts (each head's query, the one shared key) and the
+  // queries' and keys' assembly from their parts (read and write both).
+  const double mla_rotary = 2 * S * (hs + 1) * dr * e, mla_concat = 4 * S * hs * dqk * e;
+  if (mla) {
+    if (ql > 0) {
+      AddLinear(k, "q_down", S, d, ql, fp8);
+      k.push_back(Memory("q_norm", P::kForward, 2 * S * ql * e));
+      AddLinear(k, "q_up", S, ql, hs * dqk, fp8);
+    } else {
+      AddLinear(k, "q", S, d, hs * dqk, fp8);
+    }
+    AddLinear(k, "kv_down", S, d, kl + dr, fp8);
+    k.push_back(Memory("kv_norm", P::kForward, 2 * S * kl * e));
+    AddLinear(k, "kv_up", S, kl, hs * (dn + dv), fp8);
+    if (rope) k.push_back(Memory("rope", P::kForward, mla_rotary));
+    k.push_back(Memory("qk.concat", P::kForward, mla_concat));
+  } else {
+    AddLinear(k, "qkv", S, d, (d + 2 * kv) / t, fp8);
+    if (rope) k.push_back(Memory("rope", P::kForward, rotary));
+  }
   core("", P::kForward);
-  AddLinear(k, "proj", S, d / t, d, fp8);
+  AddLinear(k, "proj", S, mla ? hs * dv : d / t, d, fp8);
   tp.Reduce(k, "proj.reduce", P::kForward, act);
   k.push_back(Memory("residual1", P::kForward, (3 * act + S * d) / n));
   k.push_back(Memory("ln2", P::kForward, 2 * act / n));
@@ -284,7 +308,9 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   // Selective recompute: the attention core's forward again, in the backward.
   if (selective) core(".recompute", P::kInput);
   if (fused) {
-    k.push_back(Gemm("flash_attn.bwd", P::kInput, S, c * S, dh, 5 * hs * cp, Kernel::Scaled::kBatch));
+    // Recomputed QK^T, dQ and dK over dqk; dP and dV over dv.
+    k.push_back(Gemm("flash_attn.bwd", P::kInput, S, c * S, (3 * dqk + 2 * dv) / 5, 5 * hs * cp,
+                     Kernel::Scaled::kBatch));
     k.back().launches = cp;
     if (cp > 1) {
       ring("cp.kv.bwd", P::kInput, Kernel::Collective::kAllGather);
@@ -299,7 +325,12 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
     k.push_back(Memory("attn_dropout.bwd", P::kInput, 2 * A * e + A));
     if (gqa) k.push_back(Memory("kv.expand.bwd", P::kInput, expand));  // sums the h heads' gradients into g
   }
-  if (rope) k.push_back(Memory("rope.bwd", P::kInput, rotary));
+  if (rope) k.push_back(Memory("rope.bwd", P::kInput, mla ? mla_rotary : rotary));
+  if (mla) {
+    k.push_back(Memory("qk.concat.bwd", P::kInput, mla_concat));
+    if (ql > 0) k.push_back(Memory("q_norm.bwd", P::kInput, 3 * S * ql * e));
+    k.push_back(Memory("kv_norm.bwd", P::kInput, 3 * S * kl * e));
+  }
   k.push_back(Memory("ln1.bwd", P::kInput, 3 * act / n));
   k.push_back(Memory("ln2.bwd", P::kInput, 3 * act / n));
   for (const auto& [name, per] : activations) k.push_back(Memory(name + ".bwd", P::kInput, (swiglu ? 5 : 3) * per));
@@ -384,15 +415,28 @@ Model GenerateTransformer(const TransformerSpec& spec) {
                            .out_bytes = act / t,
                            .stash_bytes = S * 4,
                            .kernels = std::move(embedding)});
+  // The attention's GEMMs and weights: QKV and the output projection, split
+  // over t; with MLA, the up-projections and the output projection split,
+  // the down-projections (and their norms) replicated on every GPU.
+  const bool mla = spec.Mla();
+  const double dr = spec.qk_rope_head_dim, dn = mla ? spec.qk_head_dim : d / h, dv = mla ? spec.v_head_dim : d / h;
+  const double dqk = mla ? dn + dr : d / h, ql = spec.q_lora_rank, kl = spec.kv_lora_rank;
+  const double q_in = ql > 0 ? ql : d;  // Q's up-projection reads its latent, or the input
+  const double attn_split_params = mla ? q_in * h * dqk + kl * h * (dn + dv) + h * dv * d
+                                       : d * (d + 2 * kv) + d * d + (spec.bias ? d + 2 * kv : 0);
+  const double attn_replicated_params = mla ? d * ql + ql + d * (kl + dr) + kl : 0;
+  const double attn_split_flops = mla ? 2 * S * (q_in * h * dqk + kl * h * (dn + dv) + h * dv * d)
+                                      : 2 * S * d * (d + 2 * kv) + 2 * S * d * d;
+  const double attn_replicated_flops = mla ? 2 * S * (d * ql + d * (kl + dr)) : 0;
   // QKV, output projection and the MLP's u GEMMs (integers: exact in any order).
-  const double matmul = (2 * S * d * (d + 2 * kv) + 2 * S * d * d + 2 * u * S * d * f) / t;
+  const double matmul = (attn_split_flops + 2 * u * S * d * f) / t + attn_replicated_flops;
   // An MoE block's: the attention's, the router's on this GPU's tokens
   // (replicated across the group), the experts' over the routed tokens and
   // the shared experts'.
   // With skewed routing, the busiest GPU's routed copies (rl per token).
   const double E = spec.experts, fe = spec.ExpertFfn(), ns = spec.shared_experts;
   const double r = spec.RoutedPerToken() * (E > 1 ? spec.BusiestExpertGpuLoad() : 1);
-  const double moe_matmul = (2 * S * d * (d + 2 * kv) + 2 * S * d * d + 2 * u * S * d * fe * (r + ns)) / t +
+  const double moe_matmul = (attn_split_flops + 2 * u * S * d * fe * (r + ns)) / t + attn_replicated_flops +
                             2 * (S / n) * d * E;
   // Korthikanti et al.'s per-layer activations in 16-bit units, scaled to e;
   // the block's changes (see the header) adjust the tensor-parallel part.
@@ -414,33 +458,36 @@ Model GenerateTransformer(const TransformerSpec& spec) {
   auto stash_of = [&](bool moe) {
     const double mlp_width = moe ? fe * (r + ns) : spec.experts == 1 ? fe : f;
     const double mlp_units = (u == 3 ? 6 : 4) * mlp_width / d;
-    double split_change = mlp_units - 16 + (fused ? -4 * (1 - kv / d) : 0);
+    // MLA: Q and K of dqk, V and the projection's input of dv per head (8
+    // units at dqk = dv = d / h), and the latents on every GPU.
+    double split_change = mlp_units - 16 + (mla ? 4 * h * (dqk + dv) / d - 8 : fused ? -4 * (1 - kv / d) : 0);
     double unsplit_change = moe ? 4 * r * spec.ExpertTensorParallel() / t + 2 * E / d : 0;
     if (spec.dtype == Dtype::kFp8) {
       split_change -= 1 + mlp_width / d;
       unsplit_change -= moe ? 1 + r * spec.ExpertTensorParallel() / t + (ns > 0 ? 1 : 0) : 2;
     }
     double units = stash_units;
+    if (mla) units += (4 * ql + 4 * kl + 2 * dr) / d;  // q_down's and q_norm's outputs, kv_down's and kv_norm's
     if (split_change != 0) units += split_change / t;
     if (unsplit_change != 0) units += unsplit_change / (moe ? 1 : n);
     return units;
   };
   // The attention core: unfused, the full scores and four GEMMs in the
   // backward; fused, the causal share c and the scores recomputed in the backward.
-  const double core = (fused ? c : 1) * 4 * S * S_all * d / t;  // 1/c of the keys' work with context parallelism
-  const double core_bwd = fused ? 2.5 * core : 2 * core;
+  const double core = mla ? c * 2 * S * S_all * h * (dqk + dv) / t  // QK^T over dqk, PV over dv
+                          : (fused ? c : 1) * 4 * S * S_all * d / t;  // 1/c of the keys' work with context parallelism
+  const double core_bwd = mla ? c * 2 * S * S_all * h * (3 * dqk + 2 * dv) / t : fused ? 2.5 * core : 2 * core;
   // Biases: QKV's and FFN-up's split, the output projection's and FFN-down's
   // replicated (as the norms are); whole numbers, summed before dividing.
-  const double split_params = d * (d + 2 * kv) + d * d + u * d * f + (spec.bias ? d + 2 * kv + (u - 1) * f : 0);
-  const double replicated_params = (spec.bias ? 2 * d : 0) + 2 * norm_params;
+  const double split_params = attn_split_params + u * d * f + (spec.bias ? (u - 1) * f : 0);
+  const double replicated_params = (spec.bias ? 2 * d : 0) + 2 * norm_params + attn_replicated_params;
   // MoE: every expert's MLP (with its biases: FFN-up's split, FFN-down's
   // per expert), the shared experts' as one MLP; the router replicated.
   // With expert parallelism e, E / e experts on a GPU.
   const double El = E / spec.expert_parallel, et = spec.ExpertTensorParallel();
   // The experts' weights split over et GPUs, the rest over t (integers
   // summed before dividing: exact).
-  const double moe_split_params = d * (d + 2 * kv) + d * d + u * d * fe * ns +
-                                  (spec.bias ? d + 2 * kv + (u - 1) * fe * ns : 0) +
+  const double moe_split_params = attn_split_params + u * d * fe * ns + (spec.bias ? (u - 1) * fe * ns : 0) +
                                   (et == t ? u * d * fe * El + (spec.bias ? (u - 1) * fe * El : 0) : 0);
   const double expert_params = et == t ? 0 : (u * d * fe * El + (spec.bias ? (u - 1) * fe * El : 0)) / et;
   const double moe_replicated_params = replicated_params + d * E + (spec.bias ? d * (El - 1 + (ns > 0 ? 1 : 0)) : 0);
@@ -450,9 +497,8 @@ Model GenerateTransformer(const TransformerSpec& spec) {
   TransformerSpec dense_spec = spec;
   if (spec.experts == 1) dense_spec.ffn = spec.ExpertFfn();
   const double dense_f = dense_spec.ffn;
-  const double dense_matmul = (2 * S * d * (d + 2 * kv) + 2 * S * d * d + 2 * u * S * d * dense_f) / t;
-  const double dense_split_params =
-      d * (d + 2 * kv) + d * d + u * d * dense_f + (spec.bias ? d + 2 * kv + (u - 1) * dense_f : 0);
+  const double dense_matmul = (attn_split_flops + 2 * u * S * d * dense_f) / t + attn_replicated_flops;
+  const double dense_split_params = attn_split_params + u * d * dense_f + (spec.bias ? (u - 1) * dense_f : 0);
   const Kernels expert_dense_kernels = spec.experts == 1 ? BlockKernels(dense_spec, tp, false) : Kernels{};
   for (int i = 0; i < spec.layers; ++i) {
     const bool moe = spec.IsMoeBlock(i);

@@ -39,6 +39,22 @@ struct TransformerSpec {
   Dtype dtype = Dtype::kFp32;
   // Blocks as built now (defaults: GPT-2 / Megatron's GPT block).
   int kv_heads = 0;  // K and V heads (grouped-query attention; 1: multi-query); 0 means `heads`
+  // Multi-head latent attention (DeepSeek-V2/V3, Megatron-Core's MLA), with
+  // kv_lora_rank > 0 and fused attention: K and V of every head come up from
+  // one kv_lora_rank-wide latent (kv_down: d -> kv_lora_rank + the shared
+  // rotary key of qk_rope_head_dim, its RMSNorm, kv_up: -> heads x
+  // (qk_head_dim + v_head_dim)), Q likewise from a q_lora_rank-wide one (0:
+  // straight from the input); each head's queries and keys are qk_head_dim +
+  // qk_rope_head_dim wide, its values v_head_dim. The down-projections and
+  // norms are replicated across the tensor-parallel group, the
+  // up-projections split by heads, the output projection (heads x
+  // v_head_dim -> d) by its input. 0 for the dims means d / heads.
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_head_dim = 0;
+  int qk_rope_head_dim = 64;
+  int v_head_dim = 0;
+  bool Mla() const { return kv_lora_rank > 0; }
   MlpKind mlp = MlpKind::kGelu;                      // swiglu: `ffn` is the width of each of gate and up
   NormKind norm = NormKind::kLayerNorm;              // rmsnorm: a scale, no mean and no shift
   PositionKind position = PositionKind::kLearned;    // rope: no position table, a rotary kernel on Q and K
@@ -82,6 +98,9 @@ struct TransformerSpec {
   int moe_ffn = 0;               // each expert's width (per gate with swiglu); 0 means ffn
   int shared_experts = 0;        // experts every token passes through (one MLP shared_experts x moe_ffn wide)
   int moe_every = 1;
+  // The first blocks dense whatever moe_every (DeepSeek's first_k_dense_replace):
+  // block i >= moe_first_dense is MoE when (i - moe_first_dense) % moe_every == 0.
+  int moe_first_dense = 0;
   double capacity_factor = 0;    // 0: dropless
   bool grouped_gemm = true;      // the experts' GEMMs as one grouped kernel; false: E GEMMs of their own
   // Imbalanced dropless routing: the most-loaded expert receives (1 + s) x
@@ -106,7 +125,9 @@ struct TransformerSpec {
   // (r S et / t): the same FLOPs, et / t of the routed copies.
   int expert_tensor_parallel = 0;
   int ExpertTensorParallel() const { return expert_tensor_parallel > 0 ? expert_tensor_parallel : tensor_parallel; }
-  bool IsMoeBlock(int block) const { return experts > 1 && block % moe_every == 0; }
+  bool IsMoeBlock(int block) const {
+    return experts > 1 && block >= moe_first_dense && (block - moe_first_dense) % moe_every == 0;
+  }
   int ExpertFfn() const { return moe_ffn > 0 ? moe_ffn : ffn; }
   // The tokens the experts process per token of the sequence: top_k, times
   // the capacity factor when tokens are padded to it.
