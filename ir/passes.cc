@@ -180,7 +180,10 @@ Result<void> InsertComm(Schedule& s, const CommBytes& bytes, RecomputeTiming tim
   auto consumer_of = [&](const std::vector<int32_t>& pos, int32_t stage, int32_t m, int32_t dst) {
     const int32_t p = pos[static_cast<size_t>(stage) * M + m];
     if (p < 0) return static_cast<int32_t>(s.programs[dst].size());
-    return pair_start[dst].empty() ? p : pair_start[dst][p];
+    // (A consumer found on another device than its stage's, which the
+    // verifier refuses, may lie beyond this program.)
+    const auto& starts = pair_start[dst];
+    return static_cast<size_t>(p) < starts.size() ? starts[p] : p;
   };
   auto producer_of = [&](int32_t d, int32_t i) { return pair_end[d].empty() ? i : pair_end[d][i]; };
 
