@@ -322,8 +322,7 @@ std::vector<double> OverlappedDurations(const ir::Schedule& s, const PlanCosts& 
   for (const auto& program : s.programs) {
     for (size_t i = 0; i < program.size(); ++i) {
       if (!program[i].paired) continue;
-      size_t j = i + 1;  // the verifier's partner: comm ops and recomputes between
-      while (j < program.size() && (ir::IsComm(program[j].kind) || program[j].kind == OpKind::kRecompute)) ++j;
+      const size_t j = ir::PairPartner(program, i);
       if (j == program.size() || !ir::IsInputBackward(program[j].kind)) continue;
       const ir::Op& f = program[i];
       const ir::Op& b = program[j];

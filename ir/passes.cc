@@ -162,8 +162,7 @@ Result<void> InsertComm(Schedule& s, const CommBytes& bytes, RecomputeTiming tim
     const auto n = static_cast<int32_t>(program.size());
     for (int32_t i = 0; i < n; ++i) {
       if (!program[i].paired) continue;
-      int32_t j = i + 1;
-      while (j < n && program[j].kind == OpKind::kRecompute) ++j;
+      const auto j = static_cast<int32_t>(PairPartner(program, i));  // no comm ops yet: past recomputes
       if (j == n || !IsInputBackward(program[j].kind)) {
         return Fail(fmt::format("device {} position {} ({}): a paired forward needs its device's next op (recomputes "
                                 "aside) to be a B or I", d, i, OpToken(program[i])));

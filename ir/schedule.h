@@ -31,6 +31,13 @@ struct Schedule {
   }
 };
 
+// Where the op a paired F (Op::paired) at `position` of a program overlaps
+// with should be: the first op after it that is neither a comm op nor a
+// recompute (the pair's partner when it is a B or I); program.size() when
+// the program ends first. The one rule the verifier, the passes, the torch
+// CSV writer and the simulator's pair timing share.
+size_t PairPartner(const std::vector<Op>& program, size_t position);
+
 // Gives every op its canonical id (device-major, then program position) and
 // sets op.device from the program that holds it. Every pass ends with it, so
 // ids are deterministic and survive the text round trip.

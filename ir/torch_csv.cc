@@ -486,8 +486,11 @@ Result<std::string> ExportTorchCsv(const Schedule& s, const TorchExportOptions& 
       // one OVERLAP_F_B cell where the release has it; otherwise in turn.
       size_t j = i + 1;
       if (op.paired) {
-        while (j < program.size() && program[j].kind == OpKind::kRecompute) ++j;
-        if (j == program.size() || !IsInputBackward(program[j].kind) || v < TorchVersion{2, 9}) {
+        j = PairPartner(program, i);
+        const bool comm_between =
+            std::any_of(program.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                        program.begin() + static_cast<std::ptrdiff_t>(j), [](const Op& x) { return IsComm(x.kind); });
+        if (j == program.size() || !IsInputBackward(program[j].kind) || comm_between || v < TorchVersion{2, 9}) {
           ++unpaired;
           j = program.size();
         }

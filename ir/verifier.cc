@@ -302,11 +302,7 @@ class Checker {
           Report(d, i, "only a forward pairs with a backward (OVERLAP_F_B)");
           continue;
         }
-        int32_t j = i + 1;
-        while (j < static_cast<int32_t>(program.size()) &&
-               (IsComm(program[j].kind) || program[j].kind == OpKind::kRecompute)) {
-          ++j;
-        }
+        const auto j = static_cast<int32_t>(PairPartner(program, i));
         if (j == static_cast<int32_t>(program.size())) {
           Report(d, i, "a paired forward needs a B or I after it to overlap with, and its program ends");
         } else if (!IsInputBackward(program[j].kind)) {
