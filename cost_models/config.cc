@@ -447,6 +447,13 @@ Config Load(const Reader& r, const json& root, std::string source) {
     r.Fail("/pipeline/sequence_parallel", "sequence parallelism shards along the tensor-parallel group: it needs "
                                           "tensor_parallel > 1");
   }
+  // Megatron-Core refuses to train an MoE layer with tensor parallelism but
+  // no sequence parallelism (moe_layer.py); its all-to-all dispatcher routes
+  // each GPU's shard of the tokens.
+  if (c.transformer && c.transformer->experts > 1 && tp > 1 && !c.pipeline.sequence_parallel) {
+    r.Fail("/pipeline/sequence_parallel", "a mixture of experts with tensor_parallel > 1 needs sequence parallelism "
+                                          "(Megatron-Core's MoE layer trains only with it): set it to true");
+  }
   const int cp = c.pipeline.context_parallel;
   if (c.pipeline.tp_comm_overlap && !c.pipeline.sequence_parallel) {
     r.Fail("/pipeline/tp_comm_overlap", "Transformer Engine overlaps the all-gathers and reduce-scatters of sequence "

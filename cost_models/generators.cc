@@ -244,7 +244,12 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   tp.Reduce(k, "proj.reduce", P::kForward, act);
   k.push_back(Memory("residual1", P::kForward, (3 * act + S * d) / n));
   k.push_back(Memory("ln2", P::kForward, 2 * act / n));
-  tp.Gather(k, "ln2.allgather", P::kForward, act);
+  // An MLP over the whole group's tokens: the dense block's, or an MoE
+  // block's shared experts (Megatron's SharedExpertMLP gathers its input
+  // and reduce-scatters its output itself); the routed experts' tokens
+  // travel by the dispatcher's collectives instead.
+  const bool dense_mlp = !moe || spec.shared_experts > 0;
+  if (dense_mlp) tp.Gather(k, "ln2.allgather", P::kForward, act);
   const std::string activation = spec.mlp == MlpKind::kGelu ? "gelu" : spec.mlp == MlpKind::kSwiglu ? "swiglu"
                                                                                                      : "squared_relu";
   const bool swiglu = spec.mlp == MlpKind::kSwiglu;
@@ -258,13 +263,13 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
     activations.emplace_back(prefix + activation, per);
     AddLinear(k, prefix + "fc2", tokens, width / t, d, fp8);
   };
-  // MoE: the router on this GPU's tokens (sequence parallel: its shard),
-  // replicated across the group and kept in the model's dtype.
+  // MoE as Megatron-Core's all-to-all dispatcher runs it (tensor
+  // parallelism comes with sequence parallelism there, Config's rule): the
+  // router, in the model's dtype, and the first permutation (each token to
+  // its r copies) on this GPU's shard of the tokens, S / n.
   const double E = spec.experts, r = spec.RoutedPerToken(), fe = spec.ExpertFfn(), top_k = spec.top_k;
   const double Sn = S / n, routed = r * S;
-  // The routed copies a GPU holds: all S tokens' (experts split over the
-  // whole group), or its share et / t of them.
-  const double permute = S * d * e * (1 + r) * spec.ExpertTensorParallel() / t;
+  const double permute = Sn * d * e * (1 + r);
   // Expert parallelism: E / ep experts here, each over S r ep / E tokens
   // (on the busiest GPU, with skewed routing, `load` times them).
   const double ep = spec.expert_parallel, local_experts = E / ep, load = moe ? spec.BusiestExpertGpuLoad() : 1;
@@ -273,6 +278,22 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
     if (ep <= 1) return;
     k.push_back(Collective(name, pass, Kernel::Collective::kAllToAll, r * Sn * d * e * load, ep));
     k.back().over = Kernel::Over::kExpert;
+  };
+  // After the dispatch each GPU holds the copies routed to its experts from
+  // its own shard; an expert split over et GPUs needs its group's: the
+  // dispatcher all-gathers them over those et GPUs (the expert_tokens
+  // copies the experts run over) and reduce-scatters the experts' outputs
+  // before the combine, in series (Transformer Engine's overlap covers its
+  // own linear layers only); the backward runs the reverse of each.
+  // (Without sequence parallelism, which Config refuses for an MoE but a
+  // bare spec may ask: every GPU routes all the tokens, the gather has
+  // nothing to do and the output's partial sums are all-reduced.)
+  const TensorParallel expert_group{et, tp.sp};
+  // With several experts on a GPU the copies arrive grouped by their source
+  // GPU; they are sorted by expert before the experts and back after (a
+  // copy: read and written), again in the backward.
+  auto sort_by_expert = [&](const std::string& name, P pass) {
+    if (local_experts > 1) k.push_back(Memory(name, pass, 2 * expert_tokens * d * e));
   };
   // The experts' GEMMs: balanced, E / e alike; skewed, the hot expert's
   // beside the cold ones' (the mean m = routed * et / t / local_experts).
@@ -292,18 +313,22 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
     k.push_back(Memory("router.topk", P::kForward, (8 * E + 8 * top_k) * Sn));
     k.push_back(Memory("permute", P::kForward, permute));
     all_to_all("dispatch", P::kForward);
+    expert_group.Gather(k, "experts.gather", P::kForward, expert_tokens * d * e);
+    sort_by_expert("experts.sort", P::kForward);
     experts_linear("experts.fc1", d, (swiglu ? 2 : 1) * fe / et);
     const double per = expert_tokens * fe / et * e;
     k.push_back(Memory("experts." + activation, P::kForward, (swiglu ? 3 : 2) * per));
     activations.emplace_back("experts." + activation, per);
     experts_linear("experts.fc2", fe / et, d);
+    sort_by_expert("experts.unsort", P::kForward);
+    expert_group.Reduce(k, "experts.reduce", P::kForward, expert_tokens * d * e);
     all_to_all("combine", P::kForward);
-    k.push_back(Memory("unpermute", P::kForward, permute + 4 * S * top_k));
+    k.push_back(Memory("unpermute", P::kForward, permute + 4 * Sn * top_k));
     if (spec.shared_experts > 0) mlp("shared.", S, spec.shared_experts * fe);
   } else {
     mlp("", S, f);
   }
-  tp.Reduce(k, "fc2.reduce", P::kForward, act);
+  if (dense_mlp) tp.Reduce(k, "fc2.reduce", P::kForward, act);
   k.push_back(Memory("residual2", P::kForward, (3 * act + S * d) / n));
   // Selective recompute: the attention core's forward again, in the backward.
   if (selective) core(".recompute", P::kInput);
@@ -337,8 +362,12 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   if (moe) {
     k.push_back(Memory("router.topk.bwd", P::kInput, 12 * E * Sn));
     k.push_back(Memory("permute.bwd", P::kInput, permute));
-    k.push_back(Memory("unpermute.bwd", P::kInput, permute + 4 * S * top_k));
+    k.push_back(Memory("unpermute.bwd", P::kInput, permute + 4 * Sn * top_k));
     all_to_all("combine.bwd", P::kInput);
+    expert_group.Gather(k, "experts.reduce.bwd", P::kInput, expert_tokens * d * e);
+    sort_by_expert("experts.unsort.bwd", P::kInput);
+    sort_by_expert("experts.sort.bwd", P::kInput);
+    expert_group.Reduce(k, "experts.gather.bwd", P::kInput, expert_tokens * d * e);
     all_to_all("dispatch.bwd", P::kInput);
   }
   k.push_back(Memory("residual1.bwd", P::kInput, (2 * act + S * d) / n));
@@ -346,13 +375,13 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   // Backward of the collectives: a row-parallel GEMM's input gradient is
   // gathered (sequence parallel), a column-parallel one's reduced.
   tp.Gather(k, "proj.reduce.bwd", P::kInput, act);
-  tp.Gather(k, "fc2.reduce.bwd", P::kInput, act);
+  if (dense_mlp) tp.Gather(k, "fc2.reduce.bwd", P::kInput, act);
   tp.Reduce(k, "qkv.dgrad.reduce", P::kInput, act);
-  tp.Reduce(k, "fc1.dgrad.reduce", P::kInput, act);
+  if (dense_mlp) tp.Reduce(k, "fc1.dgrad.reduce", P::kInput, act);
   // Sequence parallel: a column-parallel GEMM keeps only its shard of the
   // (normed) input, so Megatron gathers it again for the weight gradient.
   tp.Gather(k, "qkv.wgrad.allgather", P::kWeight, act);
-  tp.Gather(k, "fc1.wgrad.allgather", P::kWeight, act);
+  if (dense_mlp) tp.Gather(k, "fc1.wgrad.allgather", P::kWeight, act);
   // The FFN-up biases' gradient sums over the tokens that pass it.
   const double up_bias = moe ? r * load * fe + spec.shared_experts * fe : f;
   if (spec.bias) k.push_back(Memory("bias.wgrad", P::kWeight, S * (4 * d + 2 * kv + (u - 1) * up_bias) / t * e));

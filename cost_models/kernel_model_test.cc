@@ -1,6 +1,8 @@
 // The transformer costed as its kernels: FLOPs against closed forms, the
 // GEMM model's shape rules, the optimizer's bytes.
+#include <array>
 #include <random>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -127,6 +129,44 @@ TEST(KernelModel, TiledGemmNeverFasterForMoreWork) {
     ASSERT_LE(t, TiledGemmSeconds(m, n, k + 1, batch, 108, 250e12, 1.6e12)) << m << " " << n << " " << k;
     ASSERT_LE(t, TiledGemmSeconds(m, n, k, batch + 1, 108, 250e12, 1.6e12)) << m << " " << n << " " << k;
   }
+}
+
+// A weight-gradient GEMM adds into the fp32 gradient kept across the
+// micro-batches (C = A B + C, fp32 C): on a GPU the same GEMM as a forward
+// one plus the store of m n fp32 elements after its K loop, at the memory
+// bandwidth; its roofline counts 8 bytes an output element (read and
+// written). A GEMM of the other passes writes its output alone. Without a
+// wave model (a CPU) only the roofline moves.
+TEST(KernelModel, AWeightGradientAccumulatesIntoFp32) {
+  const Device& h100 = *FindDevice("H100-SXM");
+  const double bandwidth = h100.memory_bandwidth * h100.bandwidth_efficiency;
+  for (const auto& [m, n, k, batch] : std::vector<std::array<double, 4>>{
+           {4096, 4096, 8192, 1}, {6144, 16384, 2048, 4}, {1024, 128256, 4096, 1}}) {
+    SCOPED_TRACE(fmt::format("{} x {} x {}, batch {}", m, n, k, batch));
+    Kernel forward{.pass = Kernel::Pass::kForward, .m = m, .n = n, .k = k, .batch = batch};
+    Kernel wgrad = forward, dgrad = forward;
+    wgrad.pass = Kernel::Pass::kWeight;
+    dgrad.pass = Kernel::Pass::kInput;
+    const double f = KernelTime(forward, 1, h100, Dtype::kBf16, 0.8);
+    EXPECT_DOUBLE_EQ(KernelTime(dgrad, 1, h100, Dtype::kBf16, 0.8), f);
+    EXPECT_NEAR(KernelTime(wgrad, 1, h100, Dtype::kBf16, 0.8), f + 4 * m * n * batch / bandwidth, 1e-15);
+    // FP8 operands: the same fp32 store.
+    wgrad.fp8 = forward.fp8 = true;
+    EXPECT_NEAR(KernelTime(wgrad, 1, h100, Dtype::kFp8, 0.8),
+                KernelTime(forward, 1, h100, Dtype::kFp8, 0.8) + 4 * m * n * batch / bandwidth, 1e-15);
+  }
+  // Memory-bound (K of 8 tokens): the roofline of reading both operands and
+  // reading and writing the fp32 gradient.
+  Kernel thin{.pass = Kernel::Pass::kWeight, .m = 8192, .n = 8192, .k = 8};
+  EXPECT_NEAR(KernelTime(thin, 1, h100, Dtype::kBf16, 0.8), (2.0 * (8192 * 8 * 2) + 8.0 * 8192 * 8192) / bandwidth,
+              1e-12);
+  // A CPU has no wave model: only its roofline knows the fp32 gradient.
+  Device cpu = h100;
+  cpu.sm_count = 0;
+  const double cpu_bandwidth = cpu.memory_bandwidth * cpu.bandwidth_efficiency;
+  EXPECT_DOUBLE_EQ(KernelTime(thin, 1, cpu, Dtype::kBf16, 0.8), (2.0 * (8192 * 8 * 2) + 8.0 * 8192 * 8192) / cpu_bandwidth);
+  Kernel square{.pass = Kernel::Pass::kWeight, .m = 4096, .n = 4096, .k = 4096};
+  EXPECT_DOUBLE_EQ(KernelTime(square, 1, cpu, Dtype::kBf16, 0.8), square.Flops() / (0.8 * cpu.half_flops));
 }
 
 // A large FP8 GEMM reaches gemm_efficiency x fp8_gemm_ratio of the FP8 peak

@@ -222,8 +222,15 @@ TEST(Moe, ConfigReadsTheFieldsAndNamesBadOnes) {
             std::string::npos);
   EXPECT_NE(bad(R"(, "experts": 8, "capacity_factor": -1)").find("/model/capacity_factor"), std::string::npos);
   EXPECT_NE(bad(R"(, "experts": 8, "moe_every": 5)").find("/model/moe_every"), std::string::npos);
-  EXPECT_NE(bad(R"(, "experts": 8, "moe_ffn": 1022)", R"(, "tensor_parallel": 4)").find("/model/moe_ffn"),
+  EXPECT_NE(bad(R"(, "experts": 8, "moe_ffn": 1022)", R"(, "tensor_parallel": 4, "sequence_parallel": true)")
+                .find("/model/moe_ffn"),
             std::string::npos);
+  // Megatron-Core trains an MoE beside tensor parallelism only with sequence parallelism.
+  EXPECT_NE(bad(R"(, "experts": 8)", R"(, "tensor_parallel": 2)")
+                .find("/pipeline/sequence_parallel: a mixture of experts with tensor_parallel > 1 needs sequence "
+                      "parallelism"),
+            std::string::npos);
+  EXPECT_EQ(bad(R"(, "experts": 8)", R"(, "tensor_parallel": 2, "sequence_parallel": true)"), "accepted");
 }
 
 // Expert parallelism e, balanced routing: each GPU runs E / e experts over
@@ -259,6 +266,88 @@ TEST(Moe, ExpertParallelismDividesTheExpertsNotTheWork) {
     }
     EXPECT_EQ(all_to_alls, 4);
     EXPECT_EQ(Find(b1, "dispatch"), nullptr);
+  }
+}
+
+// Megatron-Core's all-to-all dispatcher beside tensor parallelism t (with
+// sequence parallelism): each GPU routes and permutes its shard of S / t
+// tokens; after the dispatch it all-gathers, over the et GPUs an expert is
+// split across, the r S et / t routed copies its experts run over, and
+// reduce-scatters their outputs before the combine (in the backward the
+// reverse of each); with E / e > 1 experts here the copies are sorted by
+// expert and back (a read and a write each, in both passes). The MLP's
+// own tensor-parallel collectives are left to a dense block or to the
+// shared experts.
+TEST(Moe, DispatcherCollectivesInClosedForm) {
+  const double S = 2048, d = 4096, E = 8, r = 2, t = 4, e = 2;
+  for (const int et : {4, 2, 1}) {
+    for (const int ep : {2, 8}) {
+      for (const int shared : {0, 1}) {
+        SCOPED_TRACE(fmt::format("et {} e {} shared {}", et, ep, shared));
+        TransformerSpec s = Mixtral8x7B(3);
+        s.seq = 2048;
+        s.tensor_parallel = 4;
+        s.sequence_parallel = true;
+        s.expert_parallel = ep;
+        s.expert_tensor_parallel = et;
+        s.shared_experts = shared;
+        s.moe_every = 2;  // block 0 MoE, block 1 dense
+        const Model m = GenerateTransformer(s);
+        const Layer &moe = m.layers[1], &dense = m.layers[2];
+        const double copies = r * S * et / t;  // what one GPU's experts run over
+        EXPECT_DOUBLE_EQ(Find(moe, "experts.fc1")->m * Find(moe, "experts.fc1")->batch, copies);
+        EXPECT_DOUBLE_EQ(Find(moe, "permute")->bytes, S / t * d * e * (1 + r));
+        EXPECT_DOUBLE_EQ(Find(moe, "unpermute")->bytes, S / t * d * e * (1 + r) + 4 * S / t * r);
+        for (const auto& [name, kind] : std::vector<std::pair<std::string, Kernel::Collective>>{
+                 {"experts.gather", Kernel::Collective::kAllGather},
+                 {"experts.reduce", Kernel::Collective::kReduceScatter},
+                 {"experts.reduce.bwd", Kernel::Collective::kAllGather},
+                 {"experts.gather.bwd", Kernel::Collective::kReduceScatter}}) {
+          const Kernel* k = Find(moe, name);
+          if (et == 1) {
+            EXPECT_EQ(k, nullptr) << name;
+            continue;
+          }
+          ASSERT_NE(k, nullptr) << name;
+          EXPECT_EQ(k->collective, kind) << name;
+          EXPECT_DOUBLE_EQ(k->group, et) << name;
+          EXPECT_DOUBLE_EQ(k->bytes, copies * d * e) << name;
+          EXPECT_EQ(k->overlaps, Kernel::kInSeries) << name;
+        }
+        for (const char* name : {"experts.sort", "experts.unsort", "experts.sort.bwd", "experts.unsort.bwd"}) {
+          const Kernel* k = Find(moe, name);
+          if (ep == E) {
+            EXPECT_EQ(k, nullptr) << name;  // one expert here: nothing to sort
+          } else {
+            ASSERT_NE(k, nullptr) << name;
+            EXPECT_DOUBLE_EQ(k->bytes, 2 * copies * d * e) << name;
+          }
+        }
+        // The whole group's MLP collectives: the dense block's always, the
+        // MoE block's with a shared expert only, each of one S x d activation.
+        for (const char* name :
+             {"ln2.allgather", "fc2.reduce", "fc2.reduce.bwd", "fc1.dgrad.reduce", "fc1.wgrad.allgather"}) {
+          ASSERT_NE(Find(dense, name), nullptr) << name;
+          EXPECT_DOUBLE_EQ(Find(dense, name)->bytes, S * d * e) << name;
+          if (shared) {
+            ASSERT_NE(Find(moe, name), nullptr) << name;
+            EXPECT_DOUBLE_EQ(Find(moe, name)->bytes, S * d * e) << name;
+          } else {
+            EXPECT_EQ(Find(moe, name), nullptr) << name;
+          }
+        }
+        // Bytes an MoE block moves over the expert group per sample, in
+        // all: four times the routed copies' (none when et = 1).
+        double group_bytes = 0;
+        for (const Kernel& k : moe.kernels) {
+          if (k.collective != Kernel::Collective::kNone && k.over == Kernel::Over::kTensor && k.group == et &&
+              k.name.starts_with("experts.")) {
+            group_bytes += k.bytes;
+          }
+        }
+        EXPECT_DOUBLE_EQ(group_bytes, et > 1 ? 4 * copies * d * e : 0);
+      }
+    }
   }
 }
 
@@ -350,7 +439,7 @@ TEST(Moe, ExpertGroupPlacementAndBadValues) {
       "model": {{"generator": "transformer", "layers": 4, "d_model": 512, "ffn": 2048, "heads": 8, "seq": 128,
                  "vocab": 1024, "experts": 8, "top_k": 2}},
       "training": {{"batch": 8, "microbatches": 4}},
-      "pipeline": {{"stages": 1, "tensor_parallel": 4, "expert_parallel": {}}},
+      "pipeline": {{"stages": 1, "tensor_parallel": 4, "sequence_parallel": true, "expert_parallel": {}}},
       "cluster": {{"device": "H100-SXM", "devices": 16, "gpus_per_node": 8, "link": "nvlink4",
                    "inter_node_link": "ib-ndr"}}
     }})", ep);

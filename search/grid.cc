@@ -124,7 +124,9 @@ std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_b
   if (overlaps.empty()) overlaps.push_back(false);
   std::vector<Candidate> grid;
   for (int t : TensorParallelDegrees(c, devices)) {
-  for (bool sp : t > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
+  // A mixture of experts trains with tensor parallelism only beside sequence parallelism (Megatron-Core's rule).
+  const bool moe = c.transformer && c.transformer->experts > 1;
+  for (bool sp : t > 1 ? (moe ? std::vector<bool>{true} : std::vector<bool>{false, true}) : std::vector<bool>{false}) {
   for (bool overlap : sp ? overlaps : std::vector<bool>{false}) {
   for (int cp : ContextParallelDegrees(c, devices, t, o)) {
   const int groups = devices / (t * cp);

@@ -2,10 +2,9 @@
 # moe_check.sh TWINPIPE DIR: the Grok-1 MoE runs of NVIDIA's DGX Cloud
 # recipes (DIR = traces/published/moe-dgx-cloud) held to what
 # traces/published/README.md records: the table converts to the committed
-# runs, uncalibrated within 18% mean absolute error (issue 41's target is
-# 15%: not met yet, 17.28% recorded), and calibrated on them within 8%
-# (issue 41's target; 3.44% recorded), with the fit's coefficients inside
-# their ranges.
+# runs, uncalibrated within 15% mean absolute error (issue 41's target;
+# 14.13% recorded), and calibrated on them within 8% (issue 41's target;
+# 3.41% recorded), with the fit's coefficients inside their ranges.
 set -euo pipefail
 tp=$1; dir=$2
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,8 +17,8 @@ mae() { sed -n 's/.*mean absolute error \([0-9.]*\)%.*/\1/p' | head -1; }
 uncal=$("$tp" validate "$work/runs.jsonl" | mae)
 "$tp" calibrate --runs "$work/runs.jsonl" -o "$work/cal.json" > "$work/calibrate.txt" 2>&1
 cal=$("$tp" validate "$work/runs.jsonl" --calibration "$work/cal.json" | mae)
-echo "uncalibrated ${uncal}% (bound 18%), calibrated ${cal}% (bound 8%)"
+echo "uncalibrated ${uncal}% (bound 15%), calibrated ${cal}% (bound 8%)"
 if grep -q "at its .* bound\|at a bound" "$work/calibrate.txt" && ! grep -q "held at" "$work/calibrate.txt"; then
   echo "a fitted coefficient sits at a bound:"; cat "$work/calibrate.txt"; exit 1
 fi
-awk -v u="$uncal" -v c="$cal" 'BEGIN { exit !(u != "" && c != "" && u + 0 <= 18 && c + 0 <= 8) }'
+awk -v u="$uncal" -v c="$cal" 'BEGIN { exit !(u != "" && c != "" && u + 0 <= 15 && c + 0 <= 8) }'
