@@ -85,8 +85,9 @@ CalibratedOpTimes::CalibratedOpTimes(const Config& c, const Calibration* cal, co
       [&](int i, const std::array<double, kKinds.size()>& t) { layer_s_[i] = t; });
 
   const bool any = std::any_of(c.model.layers.begin(), c.model.layers.end(), [](const cost::Layer& l) {
-    return std::any_of(l.kernels.begin(), l.kernels.end(),
-                       [](const Kernel& k) { return k.collective == Kernel::Collective::kAllToAll; });
+    return std::any_of(l.kernels.begin(), l.kernels.end(), [](const Kernel& k) {
+      return k.collective != Kernel::Collective::kNone && k.over == Kernel::Over::kExpert;
+    });
   });
   if (!any) return;
   all_to_all_s_.resize(L);

@@ -213,8 +213,8 @@ double LayerAllToAllTime(const Layer& l, ir::OpKind kind, const Device& device, 
   if (kind == ir::OpKind::kRecompute && !l.rematerialized) return 0;
   double s = 0;
   for (const Kernel& kn : l.kernels) {
-    if (kn.collective == Kernel::Collective::kAllToAll && kn.overlaps == Kernel::kInSeries && RunsIn(kind, kn.pass) &&
-        RunsFor(kn, samples)) {
+    if (kn.collective != Kernel::Collective::kNone && kn.over == Kernel::Over::kExpert &&
+        kn.overlaps == Kernel::kInSeries && RunsIn(kind, kn.pass) && RunsFor(kn, samples)) {
       s += KernelTime(kn, samples, device, dtype, 1, links);
     }
   }

@@ -92,9 +92,11 @@ inline double LayerOpTime(const Layer& layer, ir::OpKind kind, const Device& dev
                      CollectiveLinks{.intra = tp_link, .inter = tp_link});
 }
 
-// Of LayerOpTime's seconds, those of the expert all-to-alls (dispatch and
-// combine) that run in series in `kind`: what an overlapped F/B pair can
-// hide behind the other op's compute. 0 for a layer without them.
+// Of LayerOpTime's seconds, those of the dispatcher's collectives over the
+// expert group (dispatch and combine: all-to-alls, or the all-gather
+// dispatcher's all-gather and reduce-scatter) that run in series in `kind`:
+// what an overlapped F/B pair can hide behind the other op's compute. 0
+// for a layer without them.
 double LayerAllToAllTime(const Layer& layer, ir::OpKind kind, const Device& device, Dtype dtype, double samples,
                          const CollectiveLinks& links);
 

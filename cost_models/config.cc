@@ -129,7 +129,7 @@ void LoadModel(const Reader& r, const json& root, Config& c) {
     r.Keys(m, p, {"generator", "layers", "d_model", "ffn", "heads", "seq", "vocab", "causal", "dtype", "kv_heads",
                   "mlp", "norm", "position", "bias", "tied_embeddings", "attention", "experts", "top_k", "moe_ffn",
                   "shared_experts", "moe_every", "capacity_factor", "grouped_gemm", "routing_skew", "moe_first_dense",
-                  "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_rope_head_dim", "v_head_dim"});
+                  "dispatcher", "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_rope_head_dim", "v_head_dim"});
     TransformerSpec t;
     t.layers = static_cast<int>(r.Int(m, "layers", p, 1, kBig));
     t.d_model = static_cast<int>(r.Int(m, "d_model", p, 1, kBig));
@@ -182,7 +182,7 @@ void LoadModel(const Reader& r, const json& root, Config& c) {
     if (t.experts == 0) {
       for (const char* key :
            {"top_k", "moe_ffn", "shared_experts", "moe_every", "capacity_factor", "grouped_gemm", "routing_skew",
-            "moe_first_dense"}) {
+            "moe_first_dense", "dispatcher"}) {
         if (m.contains(key)) {
           r.Fail(p + "/" + key, fmt::format("describes the experts of a mixture of experts, but /model/experts is "
                                             "not given (or 0: a dense model)"));
@@ -197,6 +197,7 @@ void LoadModel(const Reader& r, const json& root, Config& c) {
       t.capacity_factor = r.Number(m, "capacity_factor", p, 0, 1024, 0.0);
       t.grouped_gemm = r.Bool(m, "grouped_gemm", p, true);
       t.routing_skew = r.Number(m, "routing_skew", p, 0, std::max(0, t.experts - 1), 0.0);
+      t.dispatcher = r.Enum(m, "dispatcher", p, kMoeDispatcherNames, MoeDispatcher::kAllToAll);
       if (t.routing_skew > 0 && t.capacity_factor > 0) {
         r.Fail(p + "/routing_skew", fmt::format("skews dropless routing; with /model/capacity_factor {} every expert "
                                                 "runs its padded capacity whatever the routing (set it to 0 to skew)",

@@ -308,22 +308,46 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
       AddExpertLinear(k, name, m * spec.ColdExpertLoad(), in, out, local_experts - 1, spec.grouped_gemm, fp8, true);
     }
   };
+  // The all-gather dispatcher: the et x e GPUs of the expert group each
+  // gather all `gathered` tokens of the group (and their routing), take the
+  // copies routed to their experts (already grouped by expert: a read and a
+  // write of each), and after the experts scatter-add the weighted outputs
+  // into a zeroed buffer of the gathered tokens, which a reduce-scatter
+  // over the group returns to each GPU's shard; the backward the reverse.
+  const bool gather_dispatch = spec.dispatcher == MoeDispatcher::kAllGather;
+  const double dispatch_group = et * ep, gathered = dispatch_group * Sn;
+  auto group_collective = [&](const std::string& name, P pass, Kernel::Collective kind) {
+    if (dispatch_group <= 1) return;
+    k.push_back(Collective(name, pass, kind, gathered * d * e, dispatch_group));
+    k.back().over = Kernel::Over::kExpert;
+  };
+  const double select = 2 * expert_tokens * d * e, scatter_add = gathered * d * e + 3 * expert_tokens * d * e;
   if (moe) {
     AddLinear(k, "router", Sn, d, E);
     k.push_back(Memory("router.topk", P::kForward, (8 * E + 8 * top_k) * Sn));
-    k.push_back(Memory("permute", P::kForward, permute));
-    all_to_all("dispatch", P::kForward);
-    expert_group.Gather(k, "experts.gather", P::kForward, expert_tokens * d * e);
-    sort_by_expert("experts.sort", P::kForward);
+    if (gather_dispatch) {
+      group_collective("dispatch", P::kForward, Kernel::Collective::kAllGather);
+      k.push_back(Memory("permute", P::kForward, select));
+    } else {
+      k.push_back(Memory("permute", P::kForward, permute));
+      all_to_all("dispatch", P::kForward);
+      expert_group.Gather(k, "experts.gather", P::kForward, expert_tokens * d * e);
+      sort_by_expert("experts.sort", P::kForward);
+    }
     experts_linear("experts.fc1", d, (swiglu ? 2 : 1) * fe / et);
     const double per = expert_tokens * fe / et * e;
     k.push_back(Memory("experts." + activation, P::kForward, (swiglu ? 3 : 2) * per));
     activations.emplace_back("experts." + activation, per);
     experts_linear("experts.fc2", fe / et, d);
-    sort_by_expert("experts.unsort", P::kForward);
-    expert_group.Reduce(k, "experts.reduce", P::kForward, expert_tokens * d * e);
-    all_to_all("combine", P::kForward);
-    k.push_back(Memory("unpermute", P::kForward, permute + 4 * Sn * top_k));
+    if (gather_dispatch) {
+      k.push_back(Memory("unpermute", P::kForward, scatter_add));
+      group_collective("combine", P::kForward, Kernel::Collective::kReduceScatter);
+    } else {
+      sort_by_expert("experts.unsort", P::kForward);
+      expert_group.Reduce(k, "experts.reduce", P::kForward, expert_tokens * d * e);
+      all_to_all("combine", P::kForward);
+      k.push_back(Memory("unpermute", P::kForward, permute + 4 * Sn * top_k));
+    }
     if (spec.shared_experts > 0) mlp("shared.", S, spec.shared_experts * fe);
   } else {
     mlp("", S, f);
@@ -361,14 +385,23 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   for (const auto& [name, per] : activations) k.push_back(Memory(name + ".bwd", P::kInput, (swiglu ? 5 : 3) * per));
   if (moe) {
     k.push_back(Memory("router.topk.bwd", P::kInput, 12 * E * Sn));
-    k.push_back(Memory("permute.bwd", P::kInput, permute));
-    k.push_back(Memory("unpermute.bwd", P::kInput, permute + 4 * Sn * top_k));
-    all_to_all("combine.bwd", P::kInput);
-    expert_group.Gather(k, "experts.reduce.bwd", P::kInput, expert_tokens * d * e);
-    sort_by_expert("experts.unsort.bwd", P::kInput);
-    sort_by_expert("experts.sort.bwd", P::kInput);
-    expert_group.Reduce(k, "experts.gather.bwd", P::kInput, expert_tokens * d * e);
-    all_to_all("dispatch.bwd", P::kInput);
+    if (gather_dispatch) {
+      // The unpermutation's gradient is a gather of the copies, the
+      // permutation's a scatter-add into the gathered tokens.
+      group_collective("combine.bwd", P::kInput, Kernel::Collective::kAllGather);
+      k.push_back(Memory("unpermute.bwd", P::kInput, select));
+      k.push_back(Memory("permute.bwd", P::kInput, scatter_add));
+      group_collective("dispatch.bwd", P::kInput, Kernel::Collective::kReduceScatter);
+    } else {
+      k.push_back(Memory("permute.bwd", P::kInput, permute));
+      k.push_back(Memory("unpermute.bwd", P::kInput, permute + 4 * Sn * top_k));
+      all_to_all("combine.bwd", P::kInput);
+      expert_group.Gather(k, "experts.reduce.bwd", P::kInput, expert_tokens * d * e);
+      sort_by_expert("experts.unsort.bwd", P::kInput);
+      sort_by_expert("experts.sort.bwd", P::kInput);
+      expert_group.Reduce(k, "experts.gather.bwd", P::kInput, expert_tokens * d * e);
+      all_to_all("dispatch.bwd", P::kInput);
+    }
   }
   k.push_back(Memory("residual1.bwd", P::kInput, (2 * act + S * d) / n));
   k.push_back(Memory("residual2.bwd", P::kInput, (2 * act + S * d) / n));

@@ -19,6 +19,10 @@ enum class MlpKind { kGelu, kSwiglu, kSquaredRelu };
 enum class NormKind { kLayerNorm, kRmsNorm };
 enum class PositionKind { kLearned, kRope };
 enum class AttentionKind { kUnfused, kFused };
+// Megatron-Core's MoE token dispatchers (--moe-token-dispatcher-type).
+enum class MoeDispatcher { kAllToAll, kAllGather };
+inline constexpr ir::NameTable<MoeDispatcher, 2> kMoeDispatcherNames{{
+    {"alltoall", MoeDispatcher::kAllToAll}, {"allgather", MoeDispatcher::kAllGather}}};
 inline constexpr ir::NameTable<MlpKind, 3> kMlpKindNames{{
     {"gelu", MlpKind::kGelu}, {"swiglu", MlpKind::kSwiglu}, {"squared-relu", MlpKind::kSquaredRelu}}};
 inline constexpr ir::NameTable<NormKind, 2> kNormKindNames{{
@@ -110,6 +114,14 @@ struct TransformerSpec {
   // E / e - 1 cold ones), the routed copies it receives and keeps, and the
   // all-to-all it receives them by, as the group waits for it.
   double routing_skew = 0;
+  // How routed tokens reach their experts' GPUs. kAllToAll: each GPU routes
+  // its shard of the tokens and an all-to-all over the expert-parallel group
+  // sends each copy to its expert's GPU (and back), the copies then gathered
+  // over the et GPUs an expert is split across. kAllGather: every GPU of the
+  // et x e group gathers all of the group's tokens, runs its experts over
+  // those routed to them, and a reduce-scatter returns each GPU's share of
+  // the combined outputs (its traffic grows with e whatever top_k).
+  MoeDispatcher dispatcher = MoeDispatcher::kAllToAll;
   // Expert parallelism e (set from the config's pipeline section): each GPU
   // holds E / e experts and runs them over the tokens the e GPUs of its
   // expert-parallel group route to them (balanced: as many as it routes

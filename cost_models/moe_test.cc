@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "cost_models/catalogue.h"
 #include "cost_models/comm_model.h"
+#include "cost_models/compute_model.h"
 #include "cost_models/config.h"
 #include "cost_models/generators.h"
 #include "cost_models/model_test_util.h"
@@ -349,6 +351,90 @@ TEST(Moe, DispatcherCollectivesInClosedForm) {
       }
     }
   }
+}
+
+// Megatron-Core's all-gather dispatcher: the et x e GPUs of the expert
+// group each gather the group's tokens (et e S / t of them, each GPU's
+// shard), select the copies routed to their experts (r S et / t, the same
+// GEMMs as the all-to-all dispatcher's), scatter-add the outputs back into
+// the gathered tokens and reduce-scatter them: four collectives of the
+// gathered tokens over the group, no all-to-all, no expert-group gather of
+// its own. Its traffic grows with e where the all-to-all's does not: at et =
+// 1 each collective carries e / r times the all-to-all's bytes.
+TEST(Moe, AllGatherDispatcherInClosedForm) {
+  const double S = 2048, d = 4096, r = 2, t = 4, e = 2;
+  for (const int et : {4, 1}) {
+    for (const int ep : {1, 2, 8}) {
+      SCOPED_TRACE(fmt::format("et {} e {}", et, ep));
+      TransformerSpec a2a = Mixtral8x7B(2);
+      a2a.seq = 2048;
+      a2a.tensor_parallel = 4;
+      a2a.sequence_parallel = true;
+      a2a.expert_parallel = ep;
+      a2a.expert_tensor_parallel = et;
+      TransformerSpec ag = a2a;
+      ag.dispatcher = MoeDispatcher::kAllGather;
+      const Model ma = GenerateTransformer(a2a), mg = GenerateTransformer(ag);
+      const Layer &la = ma.layers[1], &lg = mg.layers[1];
+      EXPECT_DOUBLE_EQ(lg.fwd_flops, la.fwd_flops);
+      EXPECT_DOUBLE_EQ(lg.bwd_weight_flops, la.bwd_weight_flops);
+      const double group = et * ep, gathered = group * S / t, copies = r * S * et / t;
+      EXPECT_DOUBLE_EQ(Find(lg, "permute")->bytes, 2 * copies * d * e);
+      EXPECT_DOUBLE_EQ(Find(lg, "unpermute")->bytes, gathered * d * e + 3 * copies * d * e);
+      for (const char* name : {"experts.gather", "experts.reduce", "experts.sort", "experts.unsort"}) {
+        EXPECT_EQ(Find(lg, name), nullptr) << name;
+      }
+      int collectives = 0;
+      for (const Kernel& k : lg.kernels) {
+        if (k.collective == Kernel::Collective::kNone ||
+            (!k.name.starts_with("dispatch") && !k.name.starts_with("combine"))) {
+          continue;
+        }
+        ++collectives;
+        EXPECT_NE(k.collective, Kernel::Collective::kAllToAll) << k.name;
+        EXPECT_EQ(k.over, Kernel::Over::kExpert) << k.name;
+        EXPECT_DOUBLE_EQ(k.group, group) << k.name;
+        EXPECT_DOUBLE_EQ(k.bytes, gathered * d * e) << k.name;
+      }
+      EXPECT_EQ(collectives, group > 1 ? 4 : 0);
+      if (group > 1) {
+        EXPECT_EQ(Find(lg, "dispatch")->collective, Kernel::Collective::kAllGather);
+        EXPECT_EQ(Find(lg, "combine")->collective, Kernel::Collective::kReduceScatter);
+        EXPECT_EQ(Find(lg, "combine.bwd")->collective, Kernel::Collective::kAllGather);
+        EXPECT_EQ(Find(lg, "dispatch.bwd")->collective, Kernel::Collective::kReduceScatter);
+      }
+      if (et == 1 && ep > 1) {
+        EXPECT_DOUBLE_EQ(Find(lg, "dispatch")->bytes / Find(la, "dispatch")->bytes, ep / r);
+      }
+      // What a paired F/B op can hide: the dispatcher's collectives over the expert group.
+      const Device& h100 = *FindDevice("H100-SXM");
+      const Link& nv = *FindLink("nvlink4");
+      const CollectiveLinks links{.intra = &nv, .inter = &nv};
+      double expected = 0;
+      for (const char* name : {"dispatch", "combine"}) {
+        if (const Kernel* k = Find(lg, name)) expected += KernelTime(*k, 1, h100, Dtype::kBf16, 1, links);
+      }
+      EXPECT_DOUBLE_EQ(LayerAllToAllTime(lg, ir::OpKind::kForward, h100, Dtype::kBf16, 1, links), expected);
+      if (group > 1) {
+        EXPECT_GT(expected, 0);
+      }
+    }
+  }
+  auto config = [](const std::string& model_extra) {
+    return LoadConfig(R"({"model": {"generator": "transformer", "layers": 2, "d_model": 64, "heads": 4, "seq": 16,
+      "vocab": 100)" + model_extra + R"(}, "training": {"batch": 2, "microbatches": 2}, "pipeline": {"stages": 1},
+      "cluster": {"device": "H100-SXM", "devices": 1}})", "m.json");
+  };
+  ASSERT_TRUE(config(R"(, "experts": 4, "dispatcher": "allgather")"));
+  EXPECT_EQ(config(R"(, "experts": 4, "dispatcher": "allgather")")->transformer->dispatcher, MoeDispatcher::kAllGather);
+  EXPECT_EQ(config(R"(, "experts": 4)")->transformer->dispatcher, MoeDispatcher::kAllToAll);
+  auto bad = config(R"(, "experts": 4, "dispatcher": "flex")");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("/model/dispatcher"), std::string::npos) << bad.error().message;
+  bad = config(R"(, "dispatcher": "allgather")");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("/model/dispatcher: describes the experts"), std::string::npos)
+      << bad.error().message;
 }
 
 // Skewed dropless routing: the hot expert receives (1 + s) m tokens and

@@ -70,6 +70,10 @@ std::vector<std::string> MegatronNotes(const Config& config) {
     notes.push_back(fmt::format("{}: /pipeline/recompute_timing is 'overlapped', but Megatron-LM recomputes inside "
                                 "the backward ('in-backward'); predict with that to compare", config.source));
   }
+  if (config.transformer && config.transformer->routing_skew > 0) {
+    notes.push_back(fmt::format("{}: /model/routing_skew describes how the data routes its tokens, not a setting: "
+                                "no flag carries it", config.source));
+  }
   if (config.pipeline.stages > 1 && !config.pipeline.blocking_p2p) {
     notes.push_back(fmt::format("{}: /pipeline/p2p is 'overlapped', but Megatron-LM's pipeline transfers block "
                                 "('blocking'); predict with that to compare", config.source));
@@ -163,6 +167,11 @@ Result<LaunchSettings> MegatronSettings(const Config& config) {
   if (m.dtype == cost::Dtype::kTf32) {
     return Refuse(config, "/model/dtype", "Megatron-LM has no TF32 switch (fp32, fp16, bf16 or fp8)");
   }
+  if (m.experts == 1) {
+    return Refuse(config, "/model/experts", "one expert routes nothing (twinpipe's dense block with an MLP of "
+                                            "moe_ffn), while Megatron-LM's --num-experts 1 keeps a router: give the "
+                                            "dense model (no experts, ffn = moe_ffn)");
+  }
   auto stages = StagesOf(config);
   if (!stages) return tl::unexpected(stages.error());
   const int chunks = p.schedule == "interleaved" ? p.Chunks() : 1;
@@ -238,6 +247,39 @@ Result<LaunchSettings> MegatronSettings(const Config& config) {
   if (!m.bias) f.Add(MegatronFlag::kDisableBiasLinear);
   if (!m.tied_embeddings) f.Add(MegatronFlag::kUntieEmbeddings);
   f.Add(MegatronFlag::kAttentionBackend, m.attention == cost::AttentionKind::kFused ? "flash" : "unfused");
+  if (m.Mla()) {
+    f.Add(MegatronFlag::kMultiLatentAttention);
+    if (m.q_lora_rank > 0) f.Add(MegatronFlag::kQLoraRank, m.q_lora_rank);
+    f.Add(MegatronFlag::kKvLoraRank, m.kv_lora_rank);
+    f.Add(MegatronFlag::kQkHeadDim, m.qk_head_dim);
+    f.Add(MegatronFlag::kQkPosEmbHeadDim, m.qk_rope_head_dim);
+    f.Add(MegatronFlag::kVHeadDim, m.v_head_dim);
+  }
+  if (m.experts > 1) {
+    f.Add(MegatronFlag::kNumExperts, m.experts);
+    f.Add(MegatronFlag::kMoeRouterTopk, m.top_k);
+    f.Add(MegatronFlag::kMoeFfnHiddenSize, m.ExpertFfn());
+    if (m.shared_experts > 0) f.Add(MegatronFlag::kMoeSharedExpertSize, m.shared_experts * m.ExpertFfn());
+    // An integer N: blocks 0, N, 2N, ... are MoE; dense first blocks need the
+    // pattern itself, one 0 or 1 a block.
+    if (m.moe_first_dense > 0) {
+      std::vector<int> pattern;
+      for (int i = 0; i < m.layers; ++i) pattern.push_back(m.IsMoeBlock(i) ? 1 : 0);
+      f.Add(MegatronFlag::kMoeLayerFreq, fmt::format("\"[{}]\"", fmt::join(pattern, ",")));
+    } else if (m.moe_every > 1) {
+      f.Add(MegatronFlag::kMoeLayerFreq, m.moe_every);
+    }
+    if (m.capacity_factor > 0) {
+      f.Add(MegatronFlag::kMoeCapacityFactor, m.capacity_factor);
+      f.Add(MegatronFlag::kMoePadToCapacity);  // twinpipe's capacity is padded (TransformerSpec)
+    }
+    if (m.grouped_gemm) f.Add(MegatronFlag::kMoeGroupedGemm);
+    f.Add(MegatronFlag::kMoeDispatcher, ir::NameOf(cost::kMoeDispatcherNames, m.dispatcher));
+    if (p.expert_parallel > 1) f.Add(MegatronFlag::kExpertParallel, p.expert_parallel);
+    if (m.ExpertTensorParallel() != p.tensor_parallel) {
+      f.Add(MegatronFlag::kExpertTensorParallel, m.ExpertTensorParallel());
+    }
+  }
 
   const std::string header = fmt::format(
       "Megatron-LM core_v0.15.3 pretrain_gpt.py: {} GPUs = tensor {} x context {} x pipeline {} x data {} "
@@ -301,6 +343,13 @@ Result<LaunchSettings> TorchtitanSettings(const Config& config, const Torchtitan
   if (!spec) return tl::unexpected(spec.error());
   const cost::TransformerSpec& m = **spec;
   const auto& p = config.pipeline;
+  if (m.experts > 0) {
+    return Refuse(config, "/model/experts", "torchtitan's llama3 model has no experts (its MoE models are model "
+                                            "flavours, deepseek_v3 and llama4, that this export does not write)");
+  }
+  if (m.Mla()) {
+    return Refuse(config, "/model/kv_lora_rank", "torchtitan's llama3 model has no multi-head latent attention");
+  }
   // torchtitan's llama3 block: SwiGLU, RMSNorm, RoPE, no biases, untied
   // output, SDPA / flex attention.
   if (m.mlp != cost::MlpKind::kSwiglu) {

@@ -37,9 +37,12 @@ enum class MegatronFlag {
   kOverlapParamGather, kBf16, kFp16, kFp8Format, kFp8ParamGather, kNumLayers, kHiddenSize, kFfnHiddenSize,
   kAttentionHeads, kGroupQueryAttention, kQueryGroups, kSeqLength, kMaxPositionEmbeddings, kVocabSize,
   kVocabDivisibleBy, kSwiglu, kSquaredRelu, kNormalization, kPositionEmbedding, kDisableBiasLinear,
-  kUntieEmbeddings, kAttentionBackend, kTpPpDpMapping,
+  kUntieEmbeddings, kAttentionBackend, kTpPpDpMapping, kNumExperts, kMoeRouterTopk, kMoeFfnHiddenSize,
+  kMoeSharedExpertSize, kMoeLayerFreq, kMoeCapacityFactor, kMoePadToCapacity, kMoeGroupedGemm, kMoeDispatcher,
+  kExpertParallel, kExpertTensorParallel, kMultiLatentAttention, kQLoraRank, kKvLoraRank, kQkHeadDim,
+  kQkPosEmbHeadDim, kVHeadDim,
 };
-inline constexpr ir::NameTable<MegatronFlag, 44> kMegatronFlagNames{{
+inline constexpr ir::NameTable<MegatronFlag, 61> kMegatronFlagNames{{
     {"--tensor-model-parallel-size", MegatronFlag::kTensorParallel},
     {"--pipeline-model-parallel-size", MegatronFlag::kPipelineParallel},
     {"--num-virtual-stages-per-pipeline-rank", MegatronFlag::kVirtualStages},
@@ -84,6 +87,23 @@ inline constexpr ir::NameTable<MegatronFlag, 44> kMegatronFlagNames{{
     {"--untie-embeddings-and-output-weights", MegatronFlag::kUntieEmbeddings},
     {"--attention-backend", MegatronFlag::kAttentionBackend},
     {"--use-tp-pp-dp-mapping", MegatronFlag::kTpPpDpMapping},
+    {"--num-experts", MegatronFlag::kNumExperts},
+    {"--moe-router-topk", MegatronFlag::kMoeRouterTopk},
+    {"--moe-ffn-hidden-size", MegatronFlag::kMoeFfnHiddenSize},
+    {"--moe-shared-expert-intermediate-size", MegatronFlag::kMoeSharedExpertSize},
+    {"--moe-layer-freq", MegatronFlag::kMoeLayerFreq},
+    {"--moe-expert-capacity-factor", MegatronFlag::kMoeCapacityFactor},
+    {"--moe-pad-expert-input-to-capacity", MegatronFlag::kMoePadToCapacity},
+    {"--moe-grouped-gemm", MegatronFlag::kMoeGroupedGemm},
+    {"--moe-token-dispatcher-type", MegatronFlag::kMoeDispatcher},
+    {"--expert-model-parallel-size", MegatronFlag::kExpertParallel},
+    {"--expert-tensor-parallel-size", MegatronFlag::kExpertTensorParallel},
+    {"--multi-latent-attention", MegatronFlag::kMultiLatentAttention},
+    {"--q-lora-rank", MegatronFlag::kQLoraRank},
+    {"--kv-lora-rank", MegatronFlag::kKvLoraRank},
+    {"--qk-head-dim", MegatronFlag::kQkHeadDim},
+    {"--qk-pos-emb-head-dim", MegatronFlag::kQkPosEmbHeadDim},
+    {"--v-head-dim", MegatronFlag::kVHeadDim},
 }};
 
 // torchtitan v0.2.2 (commit 73a0e6979dd10b6b1904098eb3c8f62c18ab87ce),

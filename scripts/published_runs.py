@@ -386,8 +386,9 @@ def moe_config(row, bias, counts):
         # without padding leaves balanced routing's tokens as they are.
         capacity = float(m.group(1)) if "pad" in capacity_text else 0.0
     dispatcher = row.text("dispatcher").lower()
-    if not dispatcher.startswith("alltoall"):
-        row.fail("dispatcher", f"expected alltoall (the dispatcher modelled), got {row.text('dispatcher')!r}")
+    if not dispatcher.startswith(("alltoall", "allgather")):
+        row.fail("dispatcher", f"expected alltoall or allgather (Megatron-Core's dispatchers modelled), "
+                               f"got {row.text('dispatcher')!r}")
     grouped_text = row.text("grouped_gemm").lower()
     said_no = re.match(r"no\b", grouped_text) is not None
     if re.match(r"yes\b", grouped_text):
@@ -427,6 +428,8 @@ def moe_config(row, bias, counts):
              "bias": has_bias, "tied_embeddings": "tied" in notes and "untied" not in notes,
              "experts": experts, "top_k": top_k, "moe_ffn": moe_ffn, "shared_experts": shared,
              "moe_every": moe_every, "capacity_factor": capacity, "grouped_gemm": grouped}
+    if dispatcher.startswith("allgather"):
+        model["dispatcher"] = "allgather"
     training = {"batch": batch, "microbatches": batch // micro_batch, "optimizer": "adam",
                 "bytes_per_param": 20 if precision == "fp16" else 18, "data_parallel_sharding": sharding}
     if precision == "fp8" and "fp8_params=true" in precision_text.lower().replace(" ", ""):

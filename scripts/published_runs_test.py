@@ -392,7 +392,7 @@ class MoeSchema(unittest.TestCase):
             ("attention", "MLA (DeepSeek)", "attention: multi-head latent attention is not modelled yet"),
             ("edp", "3", "edp: expected etp x ep x edp = tp x cp x dp"),
             ("moe_layer_pattern", "first 3 dense", "moe_layer_pattern: expected 'every layer MoE' or 'every N layers'"),
-            ("dispatcher", "allgather", "dispatcher: expected alltoall"),
+            ("dispatcher", "flex (DeepEP)", "dispatcher: expected alltoall or allgather"),
             ("token_drop_capacity", "token dropping", "token_drop_capacity: expected 'dropless' or a capacity factor"),
             ("arch_notes", "no bias", "arch_notes: expected the norm"),
             ("head_dim", "96", "head_dim: expected hidden / heads"),
@@ -406,6 +406,16 @@ class MoeSchema(unittest.TestCase):
                 code, out, err = convert(path)
                 self.assertEqual((code, out), (2, ""))
                 self.assertIn(f"{path}:3: {message}", err)
+
+    def test_the_allgather_dispatcher(self):
+        with tempfile.TemporaryDirectory() as d:
+            rows = self.rows()[:2]
+            rows[1]["dispatcher"] = "allgather"
+            code, out, err = convert(self.write(d, rows))
+            self.assertEqual(code, 0, err)
+            first, second = (r["config"]["model"] for r in runs_of(out))
+            self.assertNotIn("dispatcher", first)  # alltoall, the default
+            self.assertEqual(second["dispatcher"], "allgather")
 
     def test_every_nth_block_and_dropless(self):
         with tempfile.TemporaryDirectory() as d:

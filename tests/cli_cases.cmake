@@ -441,6 +441,17 @@ cli_case(export_torchtitan_golden 0 file:${EXPORT}/llama3_8b_h100.torchtitan.tom
          ${TP} export torchtitan ${SRC}/examples/llama3_8b_h100.json)
 cli_case(export_megatron_h100_run 0 file:${EXPORT}/h100_gpt175b_run1.megatron.txt
          ${TP} export megatron ${EXPORT}/h100_gpt175b_run1.json)
+# Mixtures of experts and multi-head latent attention: Megatron-Core's MoE and MLA flags (a Grok-1 run of the
+# published MoE table; a DeepSeek-shaped config with dense first blocks as a --moe-layer-freq pattern, shared
+# experts and the all-gather dispatcher); torchtitan's llama3 refuses experts.
+cli_case(export_megatron_moe_run 0 file:${EXPORT}/grok1_run1.megatron.txt
+         ${TP} export megatron ${EXPORT}/grok1_run1.json)
+cli_case(export_megatron_mla_moe 0 file:${EXPORT}/deepseek_mla_moe.megatron.txt
+         ${TP} export megatron ${EXPORT}/deepseek_mla_moe.json)
+cli_case(export_megatron_skew_note 0 "/model/routing_skew describes how the data routes its tokens, not a setting"
+         ${TP} export megatron ${EXPORT}/deepseek_mla_moe.json)
+cli_case(export_torchtitan_moe_refused 2 "grok1_run1.json: /model/experts: torchtitan's llama3 model has no experts"
+         ${TP} export torchtitan ${EXPORT}/grok1_run1.json)
 cli_case(export_megatron_note 0 "/pipeline/p2p is 'overlapped', but Megatron-LM's pipeline transfers block"
          ${TP} export megatron ${SRC}/examples/llama3_8b_h100.json)
 cli_case(export_megatron_layout 0 "--pipeline-model-parallel-layout \"E|ttttt|ttttt|ttttttL\""

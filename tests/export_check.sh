@@ -2,7 +2,7 @@
 # export_check.sh TWINPIPE SRC
 # Every name `twinpipe export` writes is one the framework's source defines:
 # exports the examples, the Korthikanti et al. configs, every H100 run of
-# traces/published/h100-dgx-cloud and tests/inputs/export's configs to
+# traces/published/h100-dgx-cloud and moe-dgx-cloud and tests/inputs/export's configs to
 # Megatron-LM and torchtitan, and holds each flag (megatron) or section.key
 # (torchtitan) against tests/inputs/export/{megatron_arguments,torchtitan_keys}.txt,
 # and the schedule torchtitan is told to build against the names torch's
@@ -18,7 +18,7 @@ while IFS= read -r line; do
   i=$((i + 1))
   python3 -c 'import json,sys; print(json.dumps(json.loads(sys.argv[1])["config"]))' "$line" > "$work/h100_$i.json"
   configs+=("$work/h100_$i.json")
-done < "$SRC/traces/published/h100-dgx-cloud/runs.jsonl"
+done < <(cat "$SRC/traces/published/h100-dgx-cloud/runs.jsonl" "$SRC/traces/published/moe-dgx-cloud/runs.jsonl")
 
 fail=0; exported=0; refused=0; names=0
 for c in "${configs[@]}"; do
