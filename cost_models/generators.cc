@@ -287,7 +287,8 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   // own linear layers only); the backward runs the reverse of each.
   // (Without sequence parallelism, which Config refuses for an MoE but a
   // bare spec may ask: every GPU routes all the tokens, the gather has
-  // nothing to do and the output's partial sums are all-reduced.)
+  // nothing to do and the output's partial sums are all-reduced; such a
+  // spec is modelled for et = t only, where every GPU runs the r S copies.)
   const TensorParallel expert_group{et, tp.sp};
   // With several experts on a GPU the copies arrive grouped by their source
   // GPU; they are sorted by expert before the experts and back after (a
@@ -316,10 +317,13 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   // over the group returns to each GPU's shard; the backward the reverse.
   const bool gather_dispatch = spec.dispatcher == MoeDispatcher::kAllGather;
   const double dispatch_group = et * ep, gathered = dispatch_group * Sn;
+  // Without expert parallelism the group is the et GPUs of the tensor-
+  // parallel group: a tensor-parallel collective, not one an overlapped
+  // F/B pair hides (as the all-to-all dispatcher's et gather is not).
   auto group_collective = [&](const std::string& name, P pass, Kernel::Collective kind) {
     if (dispatch_group <= 1) return;
     k.push_back(Collective(name, pass, kind, gathered * d * e, dispatch_group));
-    k.back().over = Kernel::Over::kExpert;
+    if (ep > 1) k.back().over = Kernel::Over::kExpert;
   };
   const double select = 2 * expert_tokens * d * e, scatter_add = gathered * d * e + 3 * expert_tokens * d * e;
   if (moe) {
@@ -425,16 +429,22 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
     // Userbuffers: a ring of t chunks beside the GEMM each collective feeds
     // or follows (the first or last chunk shows); the weight gradients'
     // all-gathers beside the data-gradient GEMMs, and the data gradients'
-    // reduce-scatters beside the weight-gradient GEMMs (bulk overlaps).
-    for (const auto& [collective, gemm] : {std::pair{"ln1.allgather", "qkv"}, {"proj.reduce", "proj"},
-                                           {"ln2.allgather", "fc1"}, {"fc2.reduce", "fc2"},
-                                           {"proj.reduce.bwd", "proj.dgrad"}, {"fc2.reduce.bwd", "fc2.dgrad"}}) {
+    // reduce-scatters beside the weight-gradient GEMMs (bulk overlaps). In
+    // an MoE block the MLP's collectives are its shared experts' (an MLP of
+    // Transformer Engine linears too).
+    const std::string mlp_gemm = moe ? "shared.fc" : "fc";
+    for (const auto& [collective, gemm] :
+         std::vector<std::pair<std::string, std::string>>{{"ln1.allgather", "qkv"}, {"proj.reduce", "proj"},
+                                                          {"ln2.allgather", mlp_gemm + "1"},
+                                                          {"fc2.reduce", mlp_gemm + "2"},
+                                                          {"proj.reduce.bwd", "proj.dgrad"},
+                                                          {"fc2.reduce.bwd", mlp_gemm + "2.dgrad"}}) {
       Beside(k, collective, gemm, 1 / t);
     }
     Beside(k, "qkv.wgrad.allgather", "qkv.dgrad", 0);
-    Beside(k, "fc1.wgrad.allgather", "fc1.dgrad", 0);
+    Beside(k, "fc1.wgrad.allgather", mlp_gemm + "1.dgrad", 0);
     Beside(k, "qkv.dgrad.reduce", "qkv.wgrad", 0);
-    Beside(k, "fc1.dgrad.reduce", "fc1.wgrad", 0);
+    Beside(k, "fc1.dgrad.reduce", mlp_gemm + "1.wgrad", 0);
   }
   return k;
 }

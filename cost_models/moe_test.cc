@@ -348,6 +348,45 @@ TEST(Moe, DispatcherCollectivesInClosedForm) {
           }
         }
         EXPECT_DOUBLE_EQ(group_bytes, et > 1 ? 4 * copies * d * e : 0);
+        // The all-to-alls: each GPU's r S / t copies over the e GPUs.
+        for (const char* name : {"dispatch", "combine", "combine.bwd", "dispatch.bwd"}) {
+          ASSERT_NE(Find(moe, name), nullptr) << name;
+          EXPECT_EQ(Find(moe, name)->collective, Kernel::Collective::kAllToAll) << name;
+          EXPECT_DOUBLE_EQ(Find(moe, name)->bytes, r * S / t * d * e) << name;
+          EXPECT_DOUBLE_EQ(Find(moe, name)->group, ep) << name;
+        }
+        // What an overlapped F/B pair can hide: the all-to-alls alone, not
+        // the et gathers (seconds of each kernel priced on its own).
+        const Device& h100 = *FindDevice("H100-SXM");
+        const Link& nv = *FindLink("nvlink4");
+        const CollectiveLinks links{.intra = &nv, .inter = &nv};
+        auto seconds = [&](const char* name) { return KernelTime(*Find(moe, name), 1, h100, Dtype::kBf16, 1, links); };
+        EXPECT_DOUBLE_EQ(LayerAllToAllTime(moe, ir::OpKind::kForward, h100, Dtype::kBf16, 1, links),
+                         seconds("dispatch") + seconds("combine"));
+        if (et > 1) {
+          EXPECT_GT(seconds("experts.gather"), 0);
+        }
+        // Transformer Engine's overlap: the shared experts' collectives beside their own GEMMs.
+        TransformerSpec overlapped = s;
+        overlapped.tp_comm_overlap = true;
+        const Model mo = GenerateTransformer(overlapped);
+        const Layer& lo = mo.layers[1];
+        auto index_of = [&](const std::string& name) {
+          return static_cast<int32_t>(Find(lo, name) - lo.kernels.begin());
+        };
+        for (const auto& [collective, gemm] : std::vector<std::pair<std::string, std::string>>{
+                 {"ln2.allgather", "shared.fc1"}, {"fc2.reduce", "shared.fc2"},
+                 {"fc2.reduce.bwd", "shared.fc2.dgrad"}, {"fc1.wgrad.allgather", "shared.fc1.dgrad"},
+                 {"fc1.dgrad.reduce", "shared.fc1.wgrad"}}) {
+          if (!shared) {
+            EXPECT_EQ(Find(lo, collective), nullptr) << collective;
+            continue;
+          }
+          ASSERT_NE(Find(lo, collective), nullptr) << collective;
+          EXPECT_EQ(Find(lo, collective)->overlaps, index_of(gemm)) << collective;
+        }
+        EXPECT_EQ(Find(mo.layers[2], "ln2.allgather")->overlaps,
+                  static_cast<int32_t>(Find(mo.layers[2], "fc1") - mo.layers[2].kernels.begin()));
       }
     }
   }
@@ -376,9 +415,12 @@ TEST(Moe, AllGatherDispatcherInClosedForm) {
       ag.dispatcher = MoeDispatcher::kAllGather;
       const Model ma = GenerateTransformer(a2a), mg = GenerateTransformer(ag);
       const Layer &la = ma.layers[1], &lg = mg.layers[1];
-      EXPECT_DOUBLE_EQ(lg.fwd_flops, la.fwd_flops);
-      EXPECT_DOUBLE_EQ(lg.bwd_weight_flops, la.bwd_weight_flops);
       const double group = et * ep, gathered = group * S / t, copies = r * S * et / t;
+      // The same expert GEMMs under either dispatcher: the copies routed to this GPU's experts.
+      for (const Layer* l : {&la, &lg}) {
+        EXPECT_DOUBLE_EQ(Find(*l, "experts.fc1")->m * Find(*l, "experts.fc1")->batch, copies);
+        EXPECT_DOUBLE_EQ(Find(*l, "experts.fc2.wgrad")->k * Find(*l, "experts.fc2.wgrad")->batch, copies);
+      }
       EXPECT_DOUBLE_EQ(Find(lg, "permute")->bytes, 2 * copies * d * e);
       EXPECT_DOUBLE_EQ(Find(lg, "unpermute")->bytes, gathered * d * e + 3 * copies * d * e);
       for (const char* name : {"experts.gather", "experts.reduce", "experts.sort", "experts.unsort"}) {
@@ -392,7 +434,8 @@ TEST(Moe, AllGatherDispatcherInClosedForm) {
         }
         ++collectives;
         EXPECT_NE(k.collective, Kernel::Collective::kAllToAll) << k.name;
-        EXPECT_EQ(k.over, Kernel::Over::kExpert) << k.name;
+        // Without expert parallelism the group is the et GPUs of the tensor-parallel group.
+        EXPECT_EQ(k.over, ep > 1 ? Kernel::Over::kExpert : Kernel::Over::kTensor) << k.name;
         EXPECT_DOUBLE_EQ(k.group, group) << k.name;
         EXPECT_DOUBLE_EQ(k.bytes, gathered * d * e) << k.name;
       }
@@ -412,10 +455,10 @@ TEST(Moe, AllGatherDispatcherInClosedForm) {
       const CollectiveLinks links{.intra = &nv, .inter = &nv};
       double expected = 0;
       for (const char* name : {"dispatch", "combine"}) {
-        if (const Kernel* k = Find(lg, name)) expected += KernelTime(*k, 1, h100, Dtype::kBf16, 1, links);
+        if (const Kernel* k = Find(lg, name); k && ep > 1) expected += KernelTime(*k, 1, h100, Dtype::kBf16, 1, links);
       }
       EXPECT_DOUBLE_EQ(LayerAllToAllTime(lg, ir::OpKind::kForward, h100, Dtype::kBf16, 1, links), expected);
-      if (group > 1) {
+      if (ep > 1) {
         EXPECT_GT(expected, 0);
       }
     }

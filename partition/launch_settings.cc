@@ -167,6 +167,10 @@ Result<LaunchSettings> MegatronSettings(const Config& config) {
   if (m.dtype == cost::Dtype::kTf32) {
     return Refuse(config, "/model/dtype", "Megatron-LM has no TF32 switch (fp32, fp16, bf16 or fp8)");
   }
+  if (m.experts > 1 && m.shared_experts > 0 && m.bias) {
+    return Refuse(config, "/model/bias", "Megatron-Core's shared experts have no biases (SharedExpertMLP asserts "
+                                         "add_bias_linear is off): set it to false");
+  }
   if (m.experts == 1) {
     return Refuse(config, "/model/experts", "one expert routes nothing (twinpipe's dense block with an MLP of "
                                             "moe_ffn), while Megatron-LM's --num-experts 1 keeps a router: give the "

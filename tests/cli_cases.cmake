@@ -450,6 +450,8 @@ cli_case(export_megatron_mla_moe 0 file:${EXPORT}/deepseek_mla_moe.megatron.txt
          ${TP} export megatron ${EXPORT}/deepseek_mla_moe.json)
 cli_case(export_megatron_skew_note 0 "/model/routing_skew describes how the data routes its tokens, not a setting"
          ${TP} export megatron ${EXPORT}/deepseek_mla_moe.json)
+cli_case(export_megatron_shared_bias_refused 2 "moe_shared_bias.json: /model/bias: Megatron-Core's shared experts have no biases"
+         ${TP} export megatron ${EXPORT}/moe_shared_bias.json)
 cli_case(export_torchtitan_moe_refused 2 "grok1_run1.json: /model/experts: torchtitan's llama3 model has no experts"
          ${TP} export torchtitan ${EXPORT}/grok1_run1.json)
 cli_case(export_megatron_note 0 "/pipeline/p2p is 'overlapped', but Megatron-LM's pipeline transfers block"
