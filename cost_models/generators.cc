@@ -22,18 +22,44 @@ Kernel Memory(std::string name, Kernel::Pass pass, double bytes) {
   return Kernel{.pass = pass, .gemm = false, .bytes = bytes, .name = std::move(name)};
 }
 
+// Where Transformer Engine casts an FP8 linear's operands to FP8 (AddLinear).
+// By default the linear casts its input with a transposed copy for the
+// weight gradient in the forward, and its output gradient likewise in the
+// backward: 4 bytes an element (read 2, write 1 + 1). Two cases differ:
+// - `input_from_norm`: a LayerNormLinear (Megatron-Core's fused norm and
+//   QKV or FC1 projection): the norm kernel writes the FP8 input itself
+//   (its bytes are the norm's). Gathered in FP8 over `input_group` > 1 GPUs
+//   (sequence parallelism), the gathered copy is transposed for the weight
+//   gradient (read 1, write 1); otherwise the norm writes the transpose too.
+// - `grad_group` > 1: a row-parallel linear under sequence parallelism: its
+//   output gradient's shard (S / t tokens) is cast (read 2, write 1),
+//   gathered in FP8 and the gathered copy transposed for the weight
+//   gradient (TE's grad_output_preprocess, v1.11 to v2.x).
+struct Fp8Operands {
+  bool input_from_norm = false;
+  double input_group = 1;
+  double grad_group = 1;
+};
+
 // The four weight GEMMs of a block (S tokens x in -> out) contribute a
 // forward, an input-gradient (S x out by out x in) and a weight-gradient
 // (in x S by S x out) GEMM each. In FP8 (Transformer Engine), each GEMM
-// takes FP8 operands, and the forward's input and the backward's output
-// gradient are cast with a transposed copy first (4 bytes an element).
-void AddLinear(std::vector<Kernel>& k, const std::string& name, double S, double in, double out, bool fp8 = false) {
-  if (fp8) k.push_back(Memory(name + ".cast", Kernel::Pass::kForward, 4 * S * in));
+// takes FP8 operands, cast as `ops` says.
+void AddLinear(std::vector<Kernel>& k, const std::string& name, double S, double in, double out, bool fp8 = false,
+               const Fp8Operands& ops = {}) {
+  if (fp8 && !ops.input_from_norm) k.push_back(Memory(name + ".cast", Kernel::Pass::kForward, 4 * S * in));
   k.push_back(Gemm(name, Kernel::Pass::kForward, S, out, in));
   k.back().fp8 = fp8;
-  if (fp8) k.push_back(Memory(name + ".dgrad.cast", Kernel::Pass::kInput, 4 * S * out));
+  if (fp8) {
+    const double cast = ops.grad_group > 1 ? 3 * S / ops.grad_group * out : 4 * S * out;
+    k.push_back(Memory(name + ".dgrad.cast", Kernel::Pass::kInput, cast));
+  }
   k.push_back(Gemm(name + ".dgrad", Kernel::Pass::kInput, S, in, out));
   k.back().fp8 = fp8;
+  if (fp8 && ops.input_from_norm && ops.input_group > 1) {
+    k.push_back(Memory(name + ".transpose", Kernel::Pass::kWeight, 2 * S * in));
+  }
+  if (fp8 && ops.grad_group > 1) k.push_back(Memory(name + ".dgrad.transpose", Kernel::Pass::kWeight, 2 * S * out));
   k.push_back(Gemm(name + ".wgrad", Kernel::Pass::kWeight, in, out, S, 1, Kernel::Scaled::kK));
   k.back().fp8 = fp8;
 }
@@ -217,8 +243,19 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
     k.push_back(Memory("attn_dropout" + suffix, pass, 2 * A * e + A));
     k.push_back(Gemm("attn_v" + suffix, pass, S, dh, S, hs, Kernel::Scaled::kBatch));
   };
-  k.push_back(Memory("ln1", P::kForward, 2 * act / n));
-  tp.Gather(k, "ln1.allgather", P::kForward, act);
+  // FP8 (Transformer Engine): a norm that feeds a LayerNormLinear (QKV; a
+  // dense block's FC1) writes its output in FP8 (and, not gathered, its
+  // transpose too), and sequence parallelism gathers that FP8 copy, forward
+  // and again for the weight gradient; a row-parallel linear's output
+  // gradient is gathered in FP8 too (Fp8Operands).
+  const double fp8_act = S * d;  // one S x d activation in FP8
+  const double norm_fp8_write = tp.sp ? 1 : 2;
+  auto norm_bytes = [&](bool feeds_fp8) { return (feeds_fp8 ? e + norm_fp8_write : 2 * e) * S * d / n; };
+  // te_mlp: a dense block's MLP, Transformer Engine's LayerNormMLP linears.
+  const bool qkv_from_norm = fp8 && !mla, te_mlp = fp8 && !moe;
+  const Fp8Operands row_parallel{.grad_group = tp.sp ? t : 1};
+  k.push_back(Memory("ln1", P::kForward, norm_bytes(qkv_from_norm)));
+  tp.Gather(k, "ln1.allgather", P::kForward, qkv_from_norm ? fp8_act : act);
   // MLA: the rotary parts (each head's query, the one shared key) and the
   // queries' and keys' assembly from their parts (read and write both).
   const double mla_rotary = 2 * S * (hs + 1) * dr * e, mla_concat = 4 * S * hs * dqk * e;
@@ -236,20 +273,20 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
     if (rope) k.push_back(Memory("rope", P::kForward, mla_rotary));
     k.push_back(Memory("qk.concat", P::kForward, mla_concat));
   } else {
-    AddLinear(k, "qkv", S, d, (d + 2 * kv) / t, fp8);
+    AddLinear(k, "qkv", S, d, (d + 2 * kv) / t, fp8, {.input_from_norm = true, .input_group = tp.sp ? t : 1});
     if (rope) k.push_back(Memory("rope", P::kForward, rotary));
   }
   core("", P::kForward);
-  AddLinear(k, "proj", S, mla ? hs * dv : d / t, d, fp8);
+  AddLinear(k, "proj", S, mla ? hs * dv : d / t, d, fp8, row_parallel);
   tp.Reduce(k, "proj.reduce", P::kForward, act);
   k.push_back(Memory("residual1", P::kForward, (3 * act + S * d) / n));
-  k.push_back(Memory("ln2", P::kForward, 2 * act / n));
+  k.push_back(Memory("ln2", P::kForward, norm_bytes(te_mlp)));
   // An MLP over the whole group's tokens: the dense block's, or an MoE
   // block's shared experts (Megatron's SharedExpertMLP gathers its input
   // and reduce-scatters its output itself); the routed experts' tokens
   // travel by the dispatcher's collectives instead.
   const bool dense_mlp = !moe || spec.shared_experts > 0;
-  if (dense_mlp) tp.Gather(k, "ln2.allgather", P::kForward, act);
+  if (dense_mlp) tp.Gather(k, "ln2.allgather", P::kForward, te_mlp ? fp8_act : act);
   const std::string activation = spec.mlp == MlpKind::kGelu ? "gelu" : spec.mlp == MlpKind::kSwiglu ? "swiglu"
                                                                                                      : "squared_relu";
   const bool swiglu = spec.mlp == MlpKind::kSwiglu;
@@ -257,11 +294,14 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   // of `tokens` tokens: forward and backward bytes.
   std::vector<std::pair<std::string, double>> activations;  // name, S x width x e on this GPU
   auto mlp = [&](const std::string& prefix, double tokens, double width) {
-    AddLinear(k, prefix + "fc1", tokens, d, (swiglu ? 2 : 1) * width / t, fp8);
+    // A dense block's FC1 is a LayerNormLinear; an MoE block's shared
+    // experts gather their input themselves (in BF16), as their output.
+    const Fp8Operands fc1_ops{.input_from_norm = te_mlp, .input_group = tp.sp ? t : 1};
+    AddLinear(k, prefix + "fc1", tokens, d, (swiglu ? 2 : 1) * width / t, fp8, fc1_ops);
     const double per = tokens * width / t * e;
     k.push_back(Memory(prefix + activation, P::kForward, (swiglu ? 3 : 2) * per));
     activations.emplace_back(prefix + activation, per);
-    AddLinear(k, prefix + "fc2", tokens, width / t, d, fp8);
+    AddLinear(k, prefix + "fc2", tokens, width / t, d, fp8, moe ? Fp8Operands{} : row_parallel);
   };
   // MoE as Megatron-Core's all-to-all dispatcher runs it (tensor
   // parallelism comes with sequence parallelism there, Config's rule): the
@@ -411,14 +451,14 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   k.push_back(Memory("residual2.bwd", P::kInput, (2 * act + S * d) / n));
   // Backward of the collectives: a row-parallel GEMM's input gradient is
   // gathered (sequence parallel), a column-parallel one's reduced.
-  tp.Gather(k, "proj.reduce.bwd", P::kInput, act);
-  if (dense_mlp) tp.Gather(k, "fc2.reduce.bwd", P::kInput, act);
+  tp.Gather(k, "proj.reduce.bwd", P::kInput, fp8 ? fp8_act : act);
+  if (dense_mlp) tp.Gather(k, "fc2.reduce.bwd", P::kInput, te_mlp ? fp8_act : act);
   tp.Reduce(k, "qkv.dgrad.reduce", P::kInput, act);
   if (dense_mlp) tp.Reduce(k, "fc1.dgrad.reduce", P::kInput, act);
   // Sequence parallel: a column-parallel GEMM keeps only its shard of the
   // (normed) input, so Megatron gathers it again for the weight gradient.
-  tp.Gather(k, "qkv.wgrad.allgather", P::kWeight, act);
-  if (dense_mlp) tp.Gather(k, "fc1.wgrad.allgather", P::kWeight, act);
+  tp.Gather(k, "qkv.wgrad.allgather", P::kWeight, qkv_from_norm ? fp8_act : act);
+  if (dense_mlp) tp.Gather(k, "fc1.wgrad.allgather", P::kWeight, te_mlp ? fp8_act : act);
   // The FFN-up biases' gradient sums over the tokens that pass it.
   const double up_bias = moe ? r * load * fe + spec.shared_experts * fe : f;
   if (spec.bias) k.push_back(Memory("bias.wgrad", P::kWeight, S * (4 * d + 2 * kv + (u - 1) * up_bias) / t * e));

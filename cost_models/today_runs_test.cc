@@ -68,14 +68,93 @@ TEST(Fp8, TheLinearsGemmsRunAtTheFp8PeakAndAttentionStaysBf16) {
   EXPECT_FALSE(Named(fp8, "flash_attn").fp8);
   EXPECT_EQ(KernelTime(Named(fp8, "flash_attn"), 1, h100, Dtype::kFp8, 0.8),
             KernelTime(Named(bf16, "flash_attn"), 1, h100, Dtype::kBf16, 0.8));
-  // Transformer Engine's casts: input and output gradient, 4 bytes an element.
+  // Transformer Engine's casts: input and output gradient with a transposed
+  // copy, 4 bytes an element; QKV's and FC1's inputs come from the norm
+  // before them (LayerNormLinear), which writes them in FP8 with their
+  // transposes (not gathered: t = 1): read 2, write 1 + 1.
   const double S = 8192, d = 4096;
-  EXPECT_DOUBLE_EQ(Named(fp8, "qkv.cast").bytes, 4 * S * d);
+  EXPECT_FALSE(Has(fp8, "qkv.cast"));
+  EXPECT_FALSE(Has(fp8, "fc1.cast"));
+  EXPECT_FALSE(Has(fp8, "qkv.transpose"));
+  EXPECT_DOUBLE_EQ(Named(fp8, "ln1").bytes, 4 * S * d);
+  EXPECT_DOUBLE_EQ(Named(fp8, "ln2").bytes, 4 * S * d);
+  EXPECT_DOUBLE_EQ(Named(bf16, "ln1").bytes, 4 * S * d);
+  EXPECT_DOUBLE_EQ(Named(fp8, "proj.cast").bytes, 4 * S * d);
   EXPECT_DOUBLE_EQ(Named(fp8, "fc2.cast").bytes, 4 * S * 14336);
   EXPECT_DOUBLE_EQ(Named(fp8, "fc2.dgrad.cast").bytes, 4 * S * d);
-  EXPECT_FALSE(Has(bf16, "qkv.cast"));
+  EXPECT_DOUBLE_EQ(Named(fp8, "qkv.dgrad.cast").bytes, 4 * S * (d + 2 * d / 4));
+  EXPECT_FALSE(Has(bf16, "proj.cast"));
   // The head's vocabulary projection is not a Transformer Engine linear.
   EXPECT_FALSE(Named(GenerateTransformer(Llama(Dtype::kFp8)).layers.back(), "logits").fp8);
+}
+
+TEST(Fp8, SequenceParallelismGathersFp8Copies) {
+  // Transformer Engine (v1.11 to v2.x) with sequence parallelism over t:
+  // a LayerNormLinear's norm writes its shard in FP8 (read 2, write 1 per
+  // element of S / t tokens), the shard is gathered in FP8 (S d bytes, half
+  // of BF16's), gathered again for the weight gradient and that copy
+  // transposed (read 1, write 1 of S tokens); a row-parallel linear's output
+  // gradient is cast on its shard (read 2, write 1), gathered in FP8 and
+  // transposed. The reduce-scatters stay in BF16.
+  const double S = 8192, d = 4096, f = 14336;
+  for (const double t : {2.0, 4.0, 8.0}) {
+    SCOPED_TRACE(t);
+    TransformerSpec spec = Llama(Dtype::kFp8);
+    spec.tensor_parallel = static_cast<int>(t);
+    spec.sequence_parallel = true;
+    const Layer fp8 = GenerateTransformer(spec).layers[1];
+    spec.dtype = Dtype::kBf16;
+    const Layer bf16 = GenerateTransformer(spec).layers[1];
+    for (const char* norm : {"ln1", "ln2"}) {
+      EXPECT_DOUBLE_EQ(Named(fp8, norm).bytes, 3 * S / t * d);
+      EXPECT_DOUBLE_EQ(Named(bf16, norm).bytes, 4 * S / t * d);
+    }
+    for (const char* gather : {"ln1.allgather", "ln2.allgather", "qkv.wgrad.allgather", "fc1.wgrad.allgather",
+                               "proj.reduce.bwd", "fc2.reduce.bwd"}) {
+      SCOPED_TRACE(gather);
+      EXPECT_EQ(Named(fp8, gather).collective, Kernel::Collective::kAllGather);
+      EXPECT_DOUBLE_EQ(Named(fp8, gather).bytes, S * d);
+      EXPECT_DOUBLE_EQ(Named(bf16, gather).bytes, 2 * S * d);
+    }
+    for (const char* scatter : {"proj.reduce", "fc2.reduce", "qkv.dgrad.reduce", "fc1.dgrad.reduce"}) {
+      EXPECT_DOUBLE_EQ(Named(fp8, scatter).bytes, Named(bf16, scatter).bytes);
+    }
+    EXPECT_FALSE(Has(fp8, "qkv.cast"));
+    EXPECT_FALSE(Has(fp8, "fc1.cast"));
+    EXPECT_DOUBLE_EQ(Named(fp8, "qkv.transpose").bytes, 2 * S * d);
+    EXPECT_DOUBLE_EQ(Named(fp8, "fc1.transpose").bytes, 2 * S * d);
+    EXPECT_EQ(Named(fp8, "fc1.transpose").pass, Kernel::Pass::kWeight);
+    EXPECT_DOUBLE_EQ(Named(fp8, "proj.dgrad.cast").bytes, 3 * S / t * d);
+    EXPECT_DOUBLE_EQ(Named(fp8, "fc2.dgrad.cast").bytes, 3 * S / t * d);
+    EXPECT_DOUBLE_EQ(Named(fp8, "proj.dgrad.transpose").bytes, 2 * S * d);
+    EXPECT_DOUBLE_EQ(Named(fp8, "fc2.dgrad.transpose").bytes, 2 * S * d);
+    EXPECT_EQ(Named(fp8, "fc2.dgrad.transpose").pass, Kernel::Pass::kWeight);
+    // The row-parallel inputs and column-parallel output gradients are not
+    // gathered: each its own cast with a transposed copy.
+    EXPECT_DOUBLE_EQ(Named(fp8, "proj.cast").bytes, 4 * S * d / t);
+    EXPECT_DOUBLE_EQ(Named(fp8, "fc2.cast").bytes, 4 * S * f / t);
+    EXPECT_DOUBLE_EQ(Named(fp8, "fc1.dgrad.cast").bytes, 4 * S * 2 * f / t);
+    EXPECT_FALSE(Has(bf16, "qkv.transpose"));
+    EXPECT_FALSE(Has(bf16, "proj.dgrad.transpose"));
+  }
+  // An MoE block's shared experts gather their input and output gradient
+  // themselves, in BF16 (Megatron-Core's SharedExpertMLP): their FC1 keeps
+  // its cast and the MLP's gathers their BF16 bytes; the attention is as in
+  // a dense block.
+  TransformerSpec moe = Llama(Dtype::kFp8);
+  moe.tensor_parallel = 4;
+  moe.sequence_parallel = true;
+  moe.experts = 8;
+  moe.top_k = 2;
+  moe.shared_experts = 1;
+  const Layer m = GenerateTransformer(moe).layers[1];
+  EXPECT_DOUBLE_EQ(Named(m, "ln2.allgather").bytes, 2 * S * d);
+  EXPECT_DOUBLE_EQ(Named(m, "fc2.reduce.bwd").bytes, 2 * S * d);
+  EXPECT_DOUBLE_EQ(Named(m, "ln2").bytes, 4 * S / 4 * d);
+  EXPECT_TRUE(Has(m, "shared.fc1.cast"));
+  EXPECT_FALSE(Has(m, "shared.fc2.dgrad.transpose"));
+  EXPECT_DOUBLE_EQ(Named(m, "ln1.allgather").bytes, S * d);
+  EXPECT_DOUBLE_EQ(Named(m, "proj.reduce.bwd").bytes, S * d);
 }
 
 TEST(Fp8, TheStashKeepsTheLinearsInputsAsFp8Casts) {
