@@ -56,9 +56,9 @@ int RunTable(const CalibrateOptions& o) {
   const auto& p = *cal->profile;
   fmt::print(stderr,
              "mean absolute error {:.2f}% -> {:.2f}% (bias {:+.2f}% -> {:+.2f}%); gemm efficiency {:.3f}, bandwidth "
-             "efficiency {:.3f}, launch overhead {:.1f} us, kernel floor {:.2f} us\n",
+             "efficiency {:.3f}, host {:.1f} us a framework op and {:.1f} us a kernel launch, kernel floor {:.2f} us\n",
              100 * before->mape, 100 * after->mape, 100 * before->bias, 100 * after->bias, p.gemm_efficiency,
-             p.bandwidth_efficiency, 1e6 * p.launch_overhead_s, 1e6 * p.kernel_floor_s);
+             p.bandwidth_efficiency, 1e6 * p.launch_overhead_s, 1e6 * p.kernel_launch_s, 1e6 * p.kernel_floor_s);
   // Per coefficient: its value, the physical range it was held to, how far
   // the runs move with it across that range, its standard error.
   fmt::print(stderr, "{:<22} {:>12} {:>24} {:>15} {:>12}  {}\n", "coefficient", "value", "range", "sensitivity",

@@ -19,6 +19,7 @@ namespace {
 double RooflineOpTime(const Config& c, int i, ir::OpKind kind, const Device& d, const CollectiveLinks& links) {
   Device no_launch = d;  // a layer costed as kernels has no single launch to subtract
   no_launch.launch_overhead_s = 0;
+  no_launch.kernel_launch_s = 0;
   return LayerOpTime(c.model.layers[i], kind, no_launch, c.model.dtype, c.cluster.GemmEfficiency(d),
                      static_cast<double>(c.training.MicroBatchSize()), links);
 }
@@ -191,8 +192,8 @@ std::string_view StatusName(CoefficientFit::Status status) { return ir::NameOf(k
 // The physical ranges `calibrate --runs` holds a profile's coefficients to.
 // A fit that ends at an end of one says so: the runs ask for something the
 // model lacks, and the coefficient is no longer the quantity it names.
-const std::array<CoefficientRange, 4>& ProfileRanges(const Device& device) {
-  static const std::array<CoefficientRange, 4> gpu{{
+const std::array<CoefficientRange, kProfileCoefficients.size()>& ProfileRanges(const Device& device) {
+  static const std::array<CoefficientRange, kProfileCoefficients.size()> gpu{{
       // Large cuBLAS GEMMs of random operands reach 0.66 (H100 PCIe) to 0.87
       // (A100 SXM) of the dense tensor-core peak (catalogue.cc's sources);
       // 0.95 only on all-zero data, which draws less power (H. He 2024). A
@@ -203,11 +204,11 @@ const std::array<CoefficientRange, 4>& ProfileRanges(const Device& device) {
       // (GPUInspector.jl's A100-SXM4-40GB figures); STREAM-class kernels 0.8
       // to 0.9 on HBM GPUs.
       {kProfileCoefficients[1], 0.6, 0.92, "streaming kernels reach 0.8 to 0.9 of an HBM GPU's bandwidth"},
-      // Host time per framework op: about 1 to 2 us for a bare PyTorch op
-      // (pytorch/pytorch issue 41383), 20 us from the call to the kernel's
-      // start for one PyTorch op (NVIDIA, "Understanding the Visualization of
-      // Overhead and Latency in Nsight Systems"), 37 us through a Python
-      // wrapper layer (FlagGems issue 4812).
+      // Host time per framework op, beyond its kernel launch: about 1 to 2 us
+      // for a bare PyTorch op (pytorch/pytorch issue 41383), 20 us from the
+      // call to the kernel's start for one PyTorch op (NVIDIA, "Understanding
+      // the Visualization of Overhead and Latency in Nsight Systems"), 37 us
+      // through a Python wrapper layer (FlagGems issue 4812).
       {kProfileCoefficients[2], 1e-6, 50e-6, "a framework op costs its host 1 to about 40 us"},
       // GPU time per framework op beyond its work: back-to-back kernels leave
       // the GPU idle 0.5 us (a CUDA graph) to 0.9 us (stream launches) on a
@@ -215,12 +216,20 @@ const std::array<CoefficientRange, 4>& ProfileRanges(const Device& device) {
       // H100 (Hazy Research, "Look Ma, No Bubbles!", 2025); an op's small
       // side kernel adds a few us.
       {kProfileCoefficients[3], 0.5e-6, 5e-6, "between kernels a GPU idles 0.5 to 1.3 us, a small side kernel a few us"},
+      // Host time of one kernel launch through the CUDA driver: a stream
+      // takes a kernel every 3.8 us at best on a V100 (NVIDIA, "Getting
+      // Started with CUDA Graphs"); a direct cuLaunchKernel takes a 24 us
+      // kernel to 28.3 us on a B200 ("Four counter-intuitive lessons from
+      // deep-diving GPU kernel dispatch overhead", 2026); older drivers and
+      // busy hosts up to about 10 us.
+      {kProfileCoefficients[4], 1e-6, 10e-6, "a kernel launch costs the host 1 to about 10 us"},
   }};
-  static const std::array<CoefficientRange, 4> other{{
+  static const std::array<CoefficientRange, kProfileCoefficients.size()> other{{
       {kProfileCoefficients[0], 0.01, 1, "no published range for this device"},
       {kProfileCoefficients[1], 0.01, 1, "no published range for this device"},
       {kProfileCoefficients[2], 0, 1e-3, "no published range for this device"},
       {kProfileCoefficients[3], 0, 1e-3, "no published range for this device"},
+      {kProfileCoefficients[4], 0, 1e-3, "no published range for this device"},
   }};
   return device.sm_count > 0 ? gpu : other;
 }
@@ -251,6 +260,7 @@ std::string WriteCalibration(const Calibration& cal) {
     j["profile"]["bandwidth_efficiency"] = cal.profile->bandwidth_efficiency;
     j["profile"]["launch_overhead_s"] = cal.profile->launch_overhead_s;
     j["profile"]["kernel_floor_s"] = cal.profile->kernel_floor_s;
+    j["profile"]["kernel_launch_s"] = cal.profile->kernel_launch_s;
     j["profile"]["runs"] = cal.profile->runs;
     for (size_t i = 0; i < cal.profile->coefficients.size() && i < kProfileCoefficients.size(); ++i) {
       const CoefficientFit& c = cal.profile->coefficients[i];
@@ -316,19 +326,24 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
     }
     if (j.contains("profile")) {
       const Json& p = r.Object(j, "profile", "");
-      r.Keys(p, "/profile", {"gemm_efficiency", "bandwidth_efficiency", "launch_overhead_s", "kernel_floor_s", "runs",
-                             "coefficients", "warnings"});
+      r.Keys(p, "/profile", {"gemm_efficiency", "bandwidth_efficiency", "launch_overhead_s", "kernel_floor_s",
+                             "kernel_launch_s", "runs", "coefficients", "warnings"});
       ProfileFit fit;
       fit.gemm_efficiency = r.Number(p, "gemm_efficiency", "/profile", 0, 1, {}, true);
       fit.bandwidth_efficiency = r.Number(p, "bandwidth_efficiency", "/profile", 0, 1, {}, true);
       fit.launch_overhead_s = r.Number(p, "launch_overhead_s", "/profile", 0, 1, {}, true);
       // Calibrations written before the kernel floor was fitted have none.
       fit.kernel_floor_s = r.Number(p, "kernel_floor_s", "/profile", 0, 1, 0.0);
+      // Those written before the kernel launch was fitted apart include it in
+      // launch_overhead_s.
+      fit.kernel_launch_s = r.Number(p, "kernel_launch_s", "/profile", 0, 1, 0.0);
       fit.runs = static_cast<int>(r.Int(p, "runs", "/profile", 0, std::numeric_limits<int>::max(), 0));
       if (p.contains("coefficients")) {
         const Json& cs = r.Object(p, "coefficients", "/profile");
         r.Keys(cs, "/profile/coefficients", kProfileCoefficients);
         for (const std::string_view name : kProfileCoefficients) {
+          // Files written before the kernel launch was fitted apart report four.
+          if (name == kProfileCoefficients.back() && !cs.contains(std::string(name))) break;
           const std::string path = "/profile/coefficients/" + std::string(name);
           const Json& c = r.Object(cs, std::string(name), "/profile/coefficients");
           r.Keys(c, path, {"value", "range", "status", "sensitivity", "std_error", "note"});
@@ -379,6 +394,7 @@ Config WithProfile(const Config& config, const Calibration& cal) {
     d.bandwidth_efficiency = cal.profile->bandwidth_efficiency;
     d.launch_overhead_s = cal.profile->launch_overhead_s;
     d.kernel_floor_s = cal.profile->kernel_floor_s;
+    d.kernel_launch_s = cal.profile->kernel_launch_s;
   }
   return c;
 }

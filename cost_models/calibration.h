@@ -63,14 +63,14 @@ struct CoefficientRange {
 };
 // The names of a profile's fitted coefficients, in the order every list of
 // them keeps (ranges, fits, the file's keys).
-inline constexpr std::array<std::string_view, 4> kProfileCoefficients{"gemm_efficiency", "bandwidth_efficiency",
-                                                                      "launch_overhead_s", "kernel_floor_s"};
+inline constexpr std::array<std::string_view, 5> kProfileCoefficients{
+    "gemm_efficiency", "bandwidth_efficiency", "launch_overhead_s", "kernel_floor_s", "kernel_launch_s"};
 
-// The four fitted coefficients of `device`'s kind in order: gemm_efficiency,
-// bandwidth_efficiency, launch_overhead_s, kernel_floor_s (their sources in
-// calibration.cc). A GPU (sm_count > 0) gets the published ranges; another
+// The five fitted coefficients of `device`'s kind in order: gemm_efficiency,
+// bandwidth_efficiency, launch_overhead_s, kernel_floor_s, kernel_launch_s
+// (their sources in calibration.cc). A GPU (sm_count > 0) gets the published ranges; another
 // device (a CPU core, a TPU) wide ones, none being published.
-const std::array<CoefficientRange, 4>& ProfileRanges(const Device& device);
+const std::array<CoefficientRange, kProfileCoefficients.size()>& ProfileRanges(const Device& device);
 
 // A device profile's coefficients fitted to a table of runs' iteration
 // times (`calibrate --runs`, simulate/runs.h): they replace the catalogue's
@@ -80,6 +80,9 @@ struct ProfileFit {
   double bandwidth_efficiency = 0;  // achievable fraction of memory bandwidth
   double launch_overhead_s = 0;     // host time per framework op
   double kernel_floor_s = 0;        // GPU time per framework op beyond its bytes and FLOPs
+  // Host time per kernel launch; 0 in files written before it was fitted
+  // apart, whose launch_overhead_s includes it.
+  double kernel_launch_s = 0;
   int runs = 0;                     // fitted on
   // Per coefficient, in ProfileRanges' order (empty in files written before
   // fits reported them), and the fit's warnings (a bound reached, a

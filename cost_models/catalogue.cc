@@ -21,11 +21,16 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
          });
 }
 
-// Launch overhead: a few microseconds per CUDA kernel launch is the commonly
-// measured figure (NVIDIA CUDA C++ Best Practices Guide, "kernel launch
-// overhead"); an op (one layer's forward) issues several kernels, so 10 us per
-// op. Calibration replaces it with the measured figure.
-constexpr double kGpuLaunch = 10 * kUs;
+// Host time: a kernel of eager framework code costs its host about 40 us (a
+// PyTorch op is 20 us from the call to the kernel's start: NVIDIA,
+// "Understanding the Visualization of Overhead and Latency in Nsight
+// Systems"; a modelled kernel is kOpsPerKernel such ops), of which the CUDA
+// launch is about 4 us (the driver's cuLaunchKernel path: NVIDIA's "Getting
+// Started with CUDA Graphs" issues a kernel every 3.8 us at best from a
+// stream on a V100) and the framework's dispatch 9 us per op. Calibration
+// replaces both with fitted figures.
+constexpr double kGpuKernelLaunch = 4 * kUs;
+constexpr double kGpuLaunch = 9 * kUs;
 // GPU time per framework op beyond its work: back-to-back kernels on one
 // stream leave the GPU idle about 0.9 us between them on a V100 (NVIDIA,
 // "Getting Started with CUDA Graphs": 3.8 us a launch for a 2.9 us kernel)
@@ -54,6 +59,7 @@ Device Gpu(Device d, int sms, double simt_half, double gemm_efficiency = 0.8, do
   d.gemm_efficiency = gemm_efficiency;
   d.bandwidth_efficiency = 0.8;
   d.kernel_floor_s = kGpuKernelGap;
+  d.kernel_launch_s = kGpuKernelLaunch;
   return d;
 }
 
@@ -113,8 +119,8 @@ double Device::PeakFlops(Dtype d) const {
 bool SameTiming(const Device& a, const Device& b) {
   auto timing = [](const Device& d) {
     return std::tie(d.name, d.fp32_flops, d.tf32_flops, d.half_flops, d.memory_bandwidth, d.launch_overhead_s,
-                    d.kernel_floor_s, d.sm_count, d.simt_half_flops, d.gemm_efficiency, d.bandwidth_efficiency,
-                    d.fp8_flops, d.fp8_gemm_ratio);
+                    d.kernel_launch_s, d.kernel_floor_s, d.sm_count, d.simt_half_flops, d.gemm_efficiency,
+                    d.bandwidth_efficiency, d.fp8_flops, d.fp8_gemm_ratio);
   };
   return timing(a) == timing(b);
 }

@@ -35,11 +35,12 @@ struct Device {
   double half_flops = 0;       // peak FLOP/s in fp16/bf16 (dense)
   double memory_bandwidth = 0; // bytes/s
   double memory_bytes = 0;     // capacity, bytes
-  double launch_overhead_s = 0;  // host time to issue one framework op (kernel launch and dispatch)
+  double launch_overhead_s = 0;  // host time of one framework op's dispatch (beyond the kernel launches it makes)
+  double kernel_launch_s = 0;    // host time of one kernel launch (the CUDA driver's); 0: none apart
   // GPU time each framework op adds beyond its bytes and FLOPs: the gap
   // between back-to-back kernels on a stream, a kernel's ramp and tail, and
   // the small kernels (bias, cast, copy) an op issues beside its main one.
-  // Charged to kernel-costed layers (kOpsPerKernel per modelled kernel, not
+  // Charged to kernel-costed layers (per framework op of a kernel, not
   // to collectives, whose measured cost has it); 0: unknown (none).
   double kernel_floor_s = 0;
   // The profile a GEMM's and a memory-bound kernel's time come from (see

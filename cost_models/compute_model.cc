@@ -168,7 +168,12 @@ double LayerOpTime(const Layer& l, ir::OpKind kind, const Device& device, Dtype 
     // beside it, hidden and exposed.
     thread_local std::vector<std::pair<double, double>> beside;
     beside.assign(l.kernels.size(), {0.0, 0.0});
-    double op_hidden = 0, op_exposed = 0, launched = 0;
+    // Host seconds to issue the op's kernels: per launch, the CUDA launch and
+    // the framework ops that issue it.
+    double op_hidden = 0, op_exposed = 0, host_s = 0;
+    const auto issue = [&](const Kernel& kn) {
+      host_s += kn.launches * (device.kernel_launch_s + kn.framework_ops * device.launch_overhead_s);
+    };
     bool any_beside = false;
     for (const Kernel& kn : l.kernels) {
       if (kn.overlaps == Kernel::kInSeries || !runs(kn)) continue;
@@ -183,7 +188,7 @@ double LayerOpTime(const Layer& l, ir::OpKind kind, const Device& device, Dtype 
         op_exposed += s;  // what it hides behind does not run in this op: in series
       }
       any_beside = true;
-      launched += kn.launches;
+      issue(kn);
     }
     double device_s = 0;
     for (size_t i = 0; i < l.kernels.size(); ++i) {
@@ -192,11 +197,13 @@ double LayerOpTime(const Layer& l, ir::OpKind kind, const Device& device, Dtype 
       double s = KernelTime(kn, samples, device, dtype, efficiency, links);
       if (any_beside) s = std::max(s, beside[i].first) + beside[i].second;
       device_s += s;
-      if (kn.collective == Kernel::Collective::kNone) device_s += kn.launches * kOpsPerKernel * device.kernel_floor_s;
-      launched += kn.launches;
+      if (kn.collective == Kernel::Collective::kNone) {
+        device_s += kn.launches * kn.framework_ops * device.kernel_floor_s;
+      }
+      issue(kn);
     }
     device_s = std::max(device_s, op_hidden) + op_exposed;
-    return std::max(device_s, launched * kOpsPerKernel * device.launch_overhead_s);
+    return std::max(device_s, host_s);
   }
   const double flops = LayerOpFlops(l, kind) * samples;
   if (flops == 0 && l.params == 0) return 0;
@@ -205,7 +212,7 @@ double LayerOpTime(const Layer& l, ir::OpKind kind, const Device& device, Dtype 
   const double activation_bytes = (l.out_bytes + l.stash_bytes) * samples;
   const double compute_s = flops / (device.PeakFlops(dtype) * efficiency);
   const double memory_s = (param_bytes + activation_bytes) / device.memory_bandwidth;
-  return device.launch_overhead_s + std::max(compute_s, memory_s);
+  return device.kernel_launch_s + device.launch_overhead_s + std::max(compute_s, memory_s);
 }
 
 double LayerAllToAllTime(const Layer& l, ir::OpKind kind, const Device& device, Dtype dtype, double samples,
@@ -228,7 +235,7 @@ double OptimizerStepBytes(const std::string& optimizer, Dtype dtype) {
 }
 
 double OptimizerStepTime(const std::string& optimizer, Dtype dtype, double params, const Device& device) {
-  return device.launch_overhead_s +
+  return device.kernel_launch_s + device.launch_overhead_s +
          params * OptimizerStepBytes(optimizer, dtype) / (device.memory_bandwidth * device.bandwidth_efficiency);
 }
 

@@ -22,12 +22,6 @@ namespace twinpipe::cost {
 // layer that is not rematerialized: 0.
 double LayerOpFlops(const Layer& layer, ir::OpKind kind);
 
-// Framework ops one modelled kernel stands for when it is issued: a GEMM
-// with its bias, reshapes and casts, an elementwise kernel with its
-// allocation and dispatch (an estimate for PyTorch eager code such as
-// Megatron-LM; calibration fits the launch overhead they multiply).
-inline constexpr double kOpsPerKernel = 4;
-
 // Where a layer's collectives run (Megatron's placement: tensor-parallel
 // groups inside a node, then context, then data parallelism): a tensor-
 // parallel collective on `intra`; a context- or data-parallel one over its
@@ -75,10 +69,12 @@ double KernelTime(const Kernel& kernel, double samples, const Device& device, Dt
 
 // Seconds for `samples` samples (a micro-batch) of one op kind of one layer.
 // With kernels: max(sum of the kind's kernel times, each but a collective
-// with kOpsPerKernel x the device's kernel floor, kernels x kOpsPerKernel x
-// launch). Without: launch + max(flops / (peak(dtype) x efficiency),
-// bytes / bandwidth), where bytes = parameter reads (and gradient writes for
-// backward) + activations in, out and stashed.
+// with its framework ops x the device's kernel floor; the host time: per
+// kernel launched, kernel_launch_s + its framework ops x launch_overhead_s).
+// Without: one op's host time (kernel_launch_s + launch_overhead_s) +
+// max(flops / (peak(dtype) x efficiency), bytes / bandwidth), where bytes =
+// parameter reads (and gradient writes for backward) + activations in, out
+// and stashed.
 // Collectives among the kernels are priced on `links`. An overlapped
 // collective (Kernel::overlaps) adds nothing while the compute it runs
 // beside is longer: that GEMM (or the op's compute) takes max(compute,

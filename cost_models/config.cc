@@ -240,8 +240,8 @@ void LoadModel(const Reader& r, const json& root, Config& c) {
 Device ReadCustomDevice(const Reader& r, const json& d, const std::string& p) {
   if (!d.is_object()) r.Fail(p, "expected a device object");
   r.Keys(d, p, {"name", "fp32_flops", "tf32_flops", "half_flops", "fp8_flops", "memory_bandwidth", "memory_bytes",
-                "launch_overhead_s", "kernel_floor_s", "sm_count", "simt_half_flops", "gemm_efficiency",
-                "bandwidth_efficiency", "comm_on_compute", "fp8_gemm_ratio"});
+                "launch_overhead_s", "kernel_launch_s", "kernel_floor_s", "sm_count", "simt_half_flops",
+                "gemm_efficiency", "bandwidth_efficiency", "comm_on_compute", "fp8_gemm_ratio"});
   Device dev;
   dev.name = r.String(d, "name", p, {}, std::nullopt);
   dev.fp32_flops = r.Number(d, "fp32_flops", p, 0, 1e20, std::nullopt, true);
@@ -251,6 +251,7 @@ Device ReadCustomDevice(const Reader& r, const json& d, const std::string& p) {
   dev.memory_bandwidth = r.Number(d, "memory_bandwidth", p, 0, 1e16, std::nullopt, true);
   dev.memory_bytes = r.Number(d, "memory_bytes", p, 0, 1e16, std::nullopt, true);
   dev.launch_overhead_s = r.Number(d, "launch_overhead_s", p, 0, 1, 0.0);
+  dev.kernel_launch_s = r.Number(d, "kernel_launch_s", p, 0, 1, 0.0);
   dev.kernel_floor_s = r.Number(d, "kernel_floor_s", p, 0, 1, 0.0);
   dev.sm_count = static_cast<int>(r.Number(d, "sm_count", p, 0, 1e6, 0.0));
   dev.simt_half_flops = r.Number(d, "simt_half_flops", p, 0, 1e20, 0.0);

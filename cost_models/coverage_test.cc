@@ -188,7 +188,7 @@ std::string Message(std::string_view file) {
 TEST(Coverage, CalibrationFileRoundTripsItAndNamesBadFields) {
   Calibration cal;
   cal.device = "H100-SXM";
-  cal.profile = ProfileFit{0.6, 0.8, 1e-5, 2e-6, 2};
+  cal.profile = ProfileFit{0.6, 0.8, 1e-5, 2e-6, 4e-6, 2};
   const Config a = Transformer({.gpus = 4, .t = 1, .stages = 2, .micro_batch = 1});
   const Config b = Transformer({.gpus = 8, .t = 2, .stages = 2, .micro_batch = 2, .dtype = "fp8"});
   cal.coverage = CoverageOf(std::vector<const Config*>{&a, &b});

@@ -22,6 +22,14 @@ Kernel Memory(std::string name, Kernel::Pass pass, double bytes) {
   return Kernel{.pass = pass, .gemm = false, .bytes = bytes, .name = std::move(name)};
 }
 
+// A cast or transpose Transformer Engine's linear issues from its own C++
+// (one call, no eager framework ops around it): Kernel::framework_ops 1.
+Kernel Fp8Copy(std::string name, Kernel::Pass pass, double bytes) {
+  Kernel k = Memory(std::move(name), pass, bytes);
+  k.framework_ops = 1;
+  return k;
+}
+
 // Where Transformer Engine casts an FP8 linear's operands to FP8 (AddLinear).
 // By default the linear casts its input with a transposed copy for the
 // weight gradient in the forward, and its output gradient likewise in the
@@ -47,19 +55,19 @@ struct Fp8Operands {
 // takes FP8 operands, cast as `ops` says.
 void AddLinear(std::vector<Kernel>& k, const std::string& name, double S, double in, double out, bool fp8 = false,
                const Fp8Operands& ops = {}) {
-  if (fp8 && !ops.input_from_norm) k.push_back(Memory(name + ".cast", Kernel::Pass::kForward, 4 * S * in));
+  if (fp8 && !ops.input_from_norm) k.push_back(Fp8Copy(name + ".cast", Kernel::Pass::kForward, 4 * S * in));
   k.push_back(Gemm(name, Kernel::Pass::kForward, S, out, in));
   k.back().fp8 = fp8;
   if (fp8) {
     const double cast = ops.grad_group > 1 ? 3 * S / ops.grad_group * out : 4 * S * out;
-    k.push_back(Memory(name + ".dgrad.cast", Kernel::Pass::kInput, cast));
+    k.push_back(Fp8Copy(name + ".dgrad.cast", Kernel::Pass::kInput, cast));
   }
   k.push_back(Gemm(name + ".dgrad", Kernel::Pass::kInput, S, in, out));
   k.back().fp8 = fp8;
   if (fp8 && ops.input_from_norm && ops.input_group > 1) {
-    k.push_back(Memory(name + ".transpose", Kernel::Pass::kWeight, 2 * S * in));
+    k.push_back(Fp8Copy(name + ".transpose", Kernel::Pass::kWeight, 2 * S * in));
   }
-  if (fp8 && ops.grad_group > 1) k.push_back(Memory(name + ".dgrad.transpose", Kernel::Pass::kWeight, 2 * S * out));
+  if (fp8 && ops.grad_group > 1) k.push_back(Fp8Copy(name + ".dgrad.transpose", Kernel::Pass::kWeight, 2 * S * out));
   k.push_back(Gemm(name + ".wgrad", Kernel::Pass::kWeight, in, out, S, 1, Kernel::Scaled::kK));
   k.back().fp8 = fp8;
 }
@@ -71,9 +79,9 @@ void AddLinear(std::vector<Kernel>& k, const std::string& name, double S, double
 void AddExpertLinear(std::vector<Kernel>& k, const std::string& name, double m, double in, double out, double experts,
                      bool grouped, bool fp8, bool same_kernel = false) {
   const double launches = grouped ? (same_kernel ? 0 : 1) : experts;
-  if (fp8) k.push_back(Memory(name + ".cast", Kernel::Pass::kForward, 4 * m * experts * in));
+  if (fp8) k.push_back(Fp8Copy(name + ".cast", Kernel::Pass::kForward, 4 * m * experts * in));
   k.push_back(Gemm(name, Kernel::Pass::kForward, m, out, in, experts));
-  if (fp8) k.push_back(Memory(name + ".dgrad.cast", Kernel::Pass::kInput, 4 * m * experts * out));
+  if (fp8) k.push_back(Fp8Copy(name + ".dgrad.cast", Kernel::Pass::kInput, 4 * m * experts * out));
   k.push_back(Gemm(name + ".dgrad", Kernel::Pass::kInput, m, in, out, experts));
   k.push_back(Gemm(name + ".wgrad", Kernel::Pass::kWeight, in, out, m, experts, Kernel::Scaled::kK));
   for (size_t i = k.size() - 3; i < k.size(); ++i) {

@@ -217,10 +217,23 @@ TEST(KernelModel, MemoryBoundKernelsAndTheHostFloor) {
   Device d = *FindDevice("A100-80GB");
   const Kernel copy{.gemm = false, .bytes = 1e9};
   EXPECT_DOUBLE_EQ(KernelTime(copy, 2, d, Dtype::kFp16, 0.8), 2e9 / (d.memory_bandwidth * d.bandwidth_efficiency));
-  // A tiny layer costs its kernels' issue time on the host.
-  Layer tiny{.kernels = {Kernel{.gemm = false, .bytes = 8}, Kernel{.gemm = false, .bytes = 8}}};
+  // A tiny layer costs its kernels' issue time on the host: per launch, the
+  // CUDA launch and the framework ops that issue it (eager code's
+  // kOpsPerKernel; one for a kernel a fused op issues from its C++).
+  Kernel fused_copy{.gemm = false, .bytes = 8};
+  fused_copy.framework_ops = 1;
+  fused_copy.launches = 2;
+  const Layer tiny{.kernels = {Kernel{.gemm = false, .bytes = 8}, fused_copy}};
   d.launch_overhead_s = 1e-5;
-  EXPECT_DOUBLE_EQ(LayerOpTime(tiny, ir::OpKind::kForward, d, Dtype::kFp16, 0.8, 1), 2 * kOpsPerKernel * 1e-5);
+  d.kernel_launch_s = 3e-6;
+  EXPECT_DOUBLE_EQ(LayerOpTime(tiny, ir::OpKind::kForward, d, Dtype::kFp16, 0.8, 1),
+                   (3e-6 + kOpsPerKernel * 1e-5) + 2 * (3e-6 + 1e-5));
+  d.kernel_launch_s = 0;
+  EXPECT_DOUBLE_EQ(LayerOpTime(tiny, ir::OpKind::kForward, d, Dtype::kFp16, 0.8, 1), (kOpsPerKernel + 2) * 1e-5);
+  // A layer costed without kernels is one framework op and its launch.
+  d.kernel_launch_s = 3e-6;
+  const Layer bare{.fwd_flops = 1, .params = 1};
+  EXPECT_NEAR(LayerOpTime(bare, ir::OpKind::kForward, d, Dtype::kFp16, 0.8, 1), 1.3e-5, 1e-9);
   // The head is not re-run by a recompute.
   const Model m = GenerateTransformer({.layers = 1});
   EXPECT_EQ(LayerOpTime(m.layers.back(), ir::OpKind::kRecompute, d, Dtype::kFp16, 0.8, 4), 0);
@@ -309,11 +322,12 @@ TEST(KernelModel, MegatronsSoftmaxFallsBackToPyTorchWhereItsKernelCannotTakeTheS
                        .layers[1];
   Device host_bound = a100;
   host_bound.launch_overhead_s = 1e-3;
+  host_bound.kernel_launch_s = 0;
   const auto launches = [&](ir::OpKind kind, double b) {
     return LayerOpTime(t8, kind, host_bound, Dtype::kFp16, 1, b) / (kOpsPerKernel * 1e-3);
   };
-  EXPECT_DOUBLE_EQ(launches(ir::OpKind::kForward, 1) - launches(ir::OpKind::kForward, 2), 4);
-  EXPECT_DOUBLE_EQ(launches(ir::OpKind::kBackward, 1) - launches(ir::OpKind::kBackward, 2), 4);
+  EXPECT_NEAR(launches(ir::OpKind::kForward, 1) - launches(ir::OpKind::kForward, 2), 4, 1e-9);
+  EXPECT_NEAR(launches(ir::OpKind::kBackward, 1) - launches(ir::OpKind::kBackward, 2), 4, 1e-9);
 }
 
 // Megatron's vocabulary-parallel cross-entropy (cross_entropy.py) in fp32
@@ -346,21 +360,24 @@ TEST(KernelModel, TheCrossEntropyRunsMegatronsKernels) {
 }
 
 // Each framework op adds the device's kernel floor to the GPU time (the gap
-// between kernels, their ramp and tail): kOpsPerKernel per modelled kernel,
-// times its launches; a collective's measured cost has it already.
+// between kernels, their ramp and tail): its framework ops per modelled
+// kernel (kOpsPerKernel for eager code), times its launches; a collective's
+// measured cost has it already.
 TEST(KernelModel, TheKernelFloorAddsGpuTimePerFrameworkOp) {
   Device d = *FindDevice("A100-80GB");
   const Link nvlink = *FindLink("nvlink3");
   Kernel tokens{.gemm = false, .bytes = 1e9};
   tokens.launches = 3;
+  Kernel fused_copy{.gemm = false, .bytes = 1e9};
+  fused_copy.framework_ops = 1;
   const Kernel copy{.gemm = false, .bytes = 1e9};
   const Kernel reduce{.gemm = false, .collective = Kernel::Collective::kAllReduce, .group = 2, .bytes = 1e6};
-  const Layer layer{.kernels = {copy, tokens, reduce}};
+  const Layer layer{.kernels = {copy, tokens, reduce, fused_copy}};
   d.kernel_floor_s = 0;
   const double base = LayerOpTime(layer, ir::OpKind::kForward, d, Dtype::kFp16, 0.8, 1, &nvlink);
   d.kernel_floor_s = 5e-6;
   EXPECT_NEAR(LayerOpTime(layer, ir::OpKind::kForward, d, Dtype::kFp16, 0.8, 1, &nvlink) - base,
-              (1 + 3) * kOpsPerKernel * 5e-6, 1e-15);
+              ((1 + 3) * kOpsPerKernel + 1) * 5e-6, 1e-15);
 }
 
 TEST(KernelModel, AdamInMixedPrecisionStreams44BytesPerParameter) {
@@ -369,7 +386,8 @@ TEST(KernelModel, AdamInMixedPrecisionStreams44BytesPerParameter) {
   EXPECT_EQ(OptimizerStepBytes("adam", Dtype::kFp32), 28);
   EXPECT_EQ(OptimizerStepBytes("sgd", Dtype::kFp32), 20);
   EXPECT_DOUBLE_EQ(OptimizerStepTime("adam", Dtype::kBf16, 1e9, a100),
-                   a100.launch_overhead_s + 44e9 / (a100.memory_bandwidth * a100.bandwidth_efficiency));
+                   a100.kernel_launch_s + a100.launch_overhead_s +
+                       44e9 / (a100.memory_bandwidth * a100.bandwidth_efficiency));
 }
 
 }  // namespace

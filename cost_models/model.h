@@ -18,6 +18,12 @@
 
 namespace twinpipe::cost {
 
+// Framework ops one modelled kernel stands for when it is issued from eager
+// framework code (Megatron-LM's PyTorch): a GEMM with its bias, reshapes and
+// casts, an elementwise kernel with its allocation and dispatch. An estimate;
+// calibration fits the host time per framework op it multiplies.
+inline constexpr double kOpsPerKernel = 4;
+
 // One GPU kernel of a layer's op, per sample (a micro-batch of b samples
 // multiplies the dimension `scaled`, or the bytes). A GEMM computes `batch`
 // products of (m x k) by (k x n); a memory-bound kernel (norm, softmax,
@@ -45,6 +51,11 @@ struct Kernel {
   // Kernels this entry stands for: several small memory-bound kernels of one
   // kind (`bytes` is their total), each issued on its own.
   double launches = 1;
+  // Framework ops each launch is issued by (its host time: one kernel launch
+  // and this many framework ops; its GPU floor: this many gaps): eager code's
+  // kOpsPerKernel, or 1 for a kernel a fused framework op issues from its own
+  // C++ (Transformer Engine's FP8 casts and transposes, one call each).
+  double framework_ops = kOpsPerKernel;
   std::string name;  // "qkv", "softmax", ... for reports
   // A GEMM Transformer Engine runs with FP8 operands when the model's
   // precision is fp8 (the blocks' linear layers; not attention, not the

@@ -166,7 +166,9 @@ TEST(Moe, EveryNthBlock) {
   for (int i = 0; i < 4; ++i) {
     const Layer& b = m.layers[1 + i];
     EXPECT_EQ(Find(b, "router") != nullptr, i % 2 == 0) << b.name;
-    if (i % 2 == 1) EXPECT_DOUBLE_EQ(Find(b, "fc1")->n, 2 * 8192.0) << b.name;
+    if (i % 2 == 1) {
+      EXPECT_DOUBLE_EQ(Find(b, "fc1")->n, 2 * 8192.0) << b.name;
+    }
   }
 }
 
@@ -280,18 +282,26 @@ TEST(Moe, ExpertParallelismDividesTheExpertsNotTheWork) {
 // expert and back (a read and a write each, in both passes). The MLP's
 // own tensor-parallel collectives are left to a dense block or to the
 // shared experts.
+// Mixtral 8x7B's blocks (`blocks` of them) at 2,048 tokens on tensor
+// parallelism 4 with sequence parallelism, its experts over ep GPUs, each
+// expert's tensor parallelism et.
+TransformerSpec ExpertGroupSpec(int blocks, int et, int ep) {
+  TransformerSpec s = Mixtral8x7B(blocks);
+  s.seq = 2048;
+  s.tensor_parallel = 4;
+  s.sequence_parallel = true;
+  s.expert_parallel = ep;
+  s.expert_tensor_parallel = et;
+  return s;
+}
+
 TEST(Moe, DispatcherCollectivesInClosedForm) {
   const double S = 2048, d = 4096, E = 8, r = 2, t = 4, e = 2;
   for (const int et : {4, 2, 1}) {
     for (const int ep : {2, 8}) {
       for (const int shared : {0, 1}) {
         SCOPED_TRACE(fmt::format("et {} e {} shared {}", et, ep, shared));
-        TransformerSpec s = Mixtral8x7B(3);
-        s.seq = 2048;
-        s.tensor_parallel = 4;
-        s.sequence_parallel = true;
-        s.expert_parallel = ep;
-        s.expert_tensor_parallel = et;
+        TransformerSpec s = ExpertGroupSpec(3, et, ep);
         s.shared_experts = shared;
         s.moe_every = 2;  // block 0 MoE, block 1 dense
         const Model m = GenerateTransformer(s);
@@ -405,12 +415,7 @@ TEST(Moe, AllGatherDispatcherInClosedForm) {
   for (const int et : {4, 1}) {
     for (const int ep : {1, 2, 8}) {
       SCOPED_TRACE(fmt::format("et {} e {}", et, ep));
-      TransformerSpec a2a = Mixtral8x7B(2);
-      a2a.seq = 2048;
-      a2a.tensor_parallel = 4;
-      a2a.sequence_parallel = true;
-      a2a.expert_parallel = ep;
-      a2a.expert_tensor_parallel = et;
+      const TransformerSpec a2a = ExpertGroupSpec(2, et, ep);
       TransformerSpec ag = a2a;
       ag.dispatcher = MoeDispatcher::kAllGather;
       const Model ma = GenerateTransformer(a2a), mg = GenerateTransformer(ag);
@@ -516,10 +521,15 @@ TEST(Moe, RoutingSkewLoadsTheBusiestGpu) {
     EXPECT_NEAR(PassFlops(k, Kernel::Pass::kForward) - PassFlops(b, Kernel::Pass::kForward),
                 expert_flops * (load - 1), 1e-9 * expert_flops);
     EXPECT_NEAR(k.fwd_flops - b.fwd_flops, expert_flops * (load - 1), 1e-9 * expert_flops);
-    if (ep == 1) EXPECT_DOUBLE_EQ(load, 1);
-    if (ep == 8) EXPECT_DOUBLE_EQ(load, hot);
+    if (ep == 1) {
+      EXPECT_DOUBLE_EQ(load, 1);
+    } else if (ep == 8) {
+      EXPECT_DOUBLE_EQ(load, hot);
+    }
     for (const Kernel& x : k.kernels) {
-      if (x.collective == Kernel::Collective::kAllToAll) EXPECT_DOUBLE_EQ(x.bytes, r * S * d * 2 * load) << x.name;
+      if (x.collective == Kernel::Collective::kAllToAll) {
+        EXPECT_DOUBLE_EQ(x.bytes, r * S * d * 2 * load) << x.name;
+      }
     }
     // The busiest GPU keeps its routed copies: more stash where it receives more.
     if (load > 1) {

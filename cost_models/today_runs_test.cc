@@ -136,6 +136,15 @@ TEST(Fp8, SequenceParallelismGathersFp8Copies) {
     EXPECT_DOUBLE_EQ(Named(fp8, "fc1.dgrad.cast").bytes, 4 * S * 2 * f / t);
     EXPECT_FALSE(Has(bf16, "qkv.transpose"));
     EXPECT_FALSE(Has(bf16, "proj.dgrad.transpose"));
+    // Each cast and transpose is one call into Transformer Engine's C++
+    // (one framework op for its launch); the rest are eager framework code's.
+    int copies = 0;
+    for (const Kernel& k : fp8.kernels) {
+      const bool copy = k.name.ends_with(".cast") || k.name.ends_with(".transpose");
+      copies += copy;
+      EXPECT_EQ(k.framework_ops, copy ? 1 : kOpsPerKernel) << k.name;
+    }
+    EXPECT_EQ(copies, 10);  // qkv, fc1: transpose, dgrad.cast; proj, fc2: cast, dgrad.cast, dgrad.transpose
   }
   // An MoE block's shared experts gather their input and output gradient
   // themselves, in BF16 (Megatron-Core's SharedExpertMLP): their FC1 keeps

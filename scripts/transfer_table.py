@@ -109,11 +109,12 @@ def main():
             if limit is not None and after > limit:
                 missed.append(f"{name} -> {runs}: calibrated {100 * after:.2f}% outside {100 * limit:.0f}%")
     emit()
-    emit("| fit | gemm_efficiency | bandwidth_efficiency | launch_overhead_s | kernel_floor_s |")
-    emit("|---|---|---|---|---|")
+    keys = ("gemm_efficiency", "bandwidth_efficiency", "launch_overhead_s", "kernel_floor_s", "kernel_launch_s")
+    emit("| fit | " + " | ".join(keys) + " |")
+    emit("|---|" + "---|" * len(keys))
     for label, profile in fits:
         cells = []
-        for key in ("gemm_efficiency", "bandwidth_efficiency", "launch_overhead_s", "kernel_floor_s"):
+        for key in keys:
             c = profile["coefficients"][key]
             value = f"{1e6 * c['value']:.2f} us" if key.endswith("_s") else f"{c['value']:.3f}"
             cells.append(f"{value} ({c['status']}, {100 * c['sensitivity']:.1f}%)")

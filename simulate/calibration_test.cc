@@ -182,6 +182,10 @@ TEST(Calibration, FileRoundTripsAndBadFilesNameThePath) {
   auto old = cost::ReadCalibration(profile + "}}", "cal.json");
   ASSERT_TRUE(old && old->profile) << old.error().message;
   EXPECT_EQ(old->profile->kernel_floor_s, 0);
+  // Nor a kernel launch fitted apart: its launch_overhead_s includes it.
+  EXPECT_EQ(old->profile->kernel_launch_s, 0);
+  EXPECT_EQ(cost::ReadCalibration(profile + R"(, "kernel_launch_s": 2}})", "cal.json").error().message,
+            "cal.json: /profile/kernel_launch_s: expected a number >= 0 and at most 1, got 2");
   EXPECT_EQ(cost::ReadCalibration(profile + R"(, "kernel_floor_s": -1}})", "cal.json").error().message,
             "cal.json: /profile/kernel_floor_s: expected a number >= 0 and at most 1, got -1");
   // A fit's report per coefficient: each field checked, its path named.

@@ -150,15 +150,16 @@ constexpr double kMostCorrelation = 0.98;
 // A value within this share of its range's width of an end is at that bound.
 constexpr double kBoundShare = 0.005;
 
-using Values = std::array<double, 4>;  // in ProfileRanges' order
-using Ranges = std::array<cost::CoefficientRange, 4>;
+constexpr size_t kCoefficients = cost::kProfileCoefficients.size();
+using Values = std::array<double, kCoefficients>;  // in ProfileRanges' order
+using Ranges = std::array<cost::CoefficientRange, kCoefficients>;
 
 // How the runs move with each coefficient at a point: the local slope of
 // every run's ln t in the coefficient's position u in its range (for the
 // correlations and the standard errors), and the RMS over the runs of the
 // change of ln t from one end of the range to the other (its sensitivity).
 struct Effects {
-  std::array<std::vector<double>, 4> slopes;
+  std::array<std::vector<double>, kCoefficients> slopes;
   Values sensitivity{};
 };
 
@@ -187,7 +188,7 @@ class ProfileFitter {
   Calibration At(const Values& v) const {
     Calibration cal;
     cal.device = device_;
-    cal.profile = ProfileFit{v[0], v[1], v[2], v[3], static_cast<int>(runs_.size())};
+    cal.profile = ProfileFit{v[0], v[1], v[2], v[3], v[4], static_cast<int>(runs_.size())};
     return cal;
   }
 
@@ -331,10 +332,11 @@ std::optional<std::vector<std::vector<double>>> Inverse(std::vector<std::vector<
 // J the slopes in u, s^2 the residuals' variance over runs - free degrees of
 // freedom. None where there are no degrees of freedom left or J^T J is
 // singular: the runs do not determine them jointly.
-std::array<std::optional<double>, 4> StandardErrors(const ProfileFitter& fitter, const std::vector<size_t>& free,
-                                                    const Effects& e, const std::vector<double>& log_predicted,
-                                                    const std::vector<Run>& runs) {
-  std::array<std::optional<double>, 4> out;
+std::array<std::optional<double>, kCoefficients> StandardErrors(const ProfileFitter& fitter,
+                                                                const std::vector<size_t>& free, const Effects& e,
+                                                                const std::vector<double>& log_predicted,
+                                                                const std::vector<Run>& runs) {
+  std::array<std::optional<double>, kCoefficients> out;
   const auto dof = static_cast<std::ptrdiff_t>(runs.size()) - static_cast<std::ptrdiff_t>(free.size());
   if (free.empty() || dof <= 0) return out;
   double residuals = 0;
@@ -387,14 +389,15 @@ Result<Calibration> FitRuns(const std::vector<Run>& runs, const FitOptions& opti
   const cost::Device& d = runs.front().config.cluster.devices.front();
   ProfileFitter fitter(runs, d);
   const Ranges& ranges = fitter.ranges();
-  Values catalogue{d.gemm_efficiency, d.bandwidth_efficiency, d.launch_overhead_s, d.kernel_floor_s};
+  Values catalogue{d.gemm_efficiency, d.bandwidth_efficiency, d.launch_overhead_s, d.kernel_floor_s,
+                   d.kernel_launch_s};
   for (size_t i = 0; i < catalogue.size(); ++i) catalogue[i] = std::clamp(catalogue[i], ranges[i].low, ranges[i].high);
   // Fit the free coefficients, hold one the runs cannot determine (or push
   // to a bound), refit from where the fit was; at most one round per
   // coefficient and a last one.
   Values values = catalogue;
-  std::array<std::optional<Hold>, 4> held;
-  std::vector<size_t> free{0, 1, 2, 3};
+  std::array<std::optional<Hold>, kCoefficients> held;
+  std::vector<size_t> free{0, 1, 2, 3, 4};
   while (true) {
     values = fitter.FitFree(values, free);
     if (fitter.failed()) return FailRuntime("a run could not be simulated while fitting");

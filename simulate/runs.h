@@ -40,9 +40,9 @@ Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source
 // Predicted step time of each run (seconds), with `calibration` if given.
 Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Calibration* calibration);
 
-// Fits the device profile's GEMM and bandwidth fractions (the latter at most
-// 0.9, what streaming kernels reach), host time per framework op and GPU time
-// per framework op beyond its bytes and FLOPs (Device::kernel_floor_s): four
+// Fits the device profile's GEMM and bandwidth fractions, host time per
+// framework op, GPU time per framework op beyond its bytes and FLOPs
+// (Device::kernel_floor_s) and host time per kernel launch: five
 // coefficients, not one per run, by least squares on the relative error of
 // the predicted step times (Nelder-Mead over logit / log coordinates, from
 // the catalogue's values). Runs keep their plans.
