@@ -105,6 +105,8 @@ bool HalfStorage(Dtype d) { return d == Dtype::kFp16 || d == Dtype::kBf16 || d =
 
 int DtypeBytes(Dtype d) { return HalfStorage(d) ? 2 : 4; }
 
+int GradientAccumulationBytes(Dtype d) { return d == Dtype::kFp16 ? 2 : 4; }
+
 double Device::PeakFlops(Dtype d) const {
   switch (d) {
     case Dtype::kFp32: return fp32_flops;

@@ -27,6 +27,11 @@ std::string_view DtypeName(Dtype dtype);
 int DtypeBytes(Dtype dtype);
 // Half-precision storage: fp16, bf16, and fp8 training (BF16 outside GEMMs).
 bool HalfStorage(Dtype dtype);
+// Bytes of one element of the weight gradients accumulated across the
+// micro-batches (Megatron's main_grad): fp16 in fp16 training (Megatron's
+// default, --accumulate-allreduce-grads-in-fp32 off), fp32 otherwise (bf16
+// and FP8 training force it).
+int GradientAccumulationBytes(Dtype dtype);
 
 struct Device {
   std::string name;

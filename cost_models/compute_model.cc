@@ -144,14 +144,17 @@ double KernelTime(const Kernel& kn, double samples, const Device& d, Dtype dtype
   const double rate = peak.peak * (!peak.tensor_cores       ? kSimtEfficiency
                                    : gemm == Dtype::kFp8 ? efficiency * d.fp8_gemm_ratio
                                                          : efficiency);
-  // A weight-gradient GEMM adds this micro-batch's gradient into the fp32
-  // one kept across the micro-batches (Megatron's gradient accumulation
-  // fusion, C = A B + C with an fp32 C): 8 bytes an output element, read
-  // and written. On a GPU the read of C is issued while the K loop runs;
-  // the write can only follow the math: m n x 4 bytes after it, in series.
+  // A weight-gradient GEMM adds this micro-batch's gradient into the one
+  // kept across the micro-batches (Megatron's gradient accumulation fusion,
+  // C = A B + C), read and written. That gradient is fp32 in bf16 and FP8
+  // training (Megatron forces --accumulate-allreduce-grads-in-fp32 there)
+  // and fp16 in fp16 training, Megatron's default without the flag. On a
+  // GPU the read of C is issued while the K loop runs; the write can only
+  // follow the math: m n x its bytes after it, in series.
   const bool accumulates = kn.pass == Kernel::Pass::kWeight;
-  const double out_bytes = accumulates ? 8 : e;
-  const double store_s = accumulates && d.sm_count > 0 ? 4 * m * n * batch / bandwidth : 0;
+  const double accumulated = GradientAccumulationBytes(dtype);
+  const double out_bytes = accumulates ? 2 * accumulated : e;
+  const double store_s = accumulates && d.sm_count > 0 ? accumulated * m * n * batch / bandwidth : 0;
   const double compute_s = TiledGemmSeconds(m, n, k, batch, d.sm_count, rate, bandwidth, e) + store_s;
   const double operand = gemm == Dtype::kFp8 ? 1 : e;  // FP8 operands, a BF16 result
   const double memory_s = ((m * k + k * n) * operand + m * n * out_bytes) * batch / bandwidth;

@@ -61,9 +61,10 @@ double TiledGemmSeconds(double m, double n, double k, double batch, int sm_count
 // an fp8 model, a kernel marked fp8 whose dimensions are multiples of 16
 // (Transformer Engine's requirement) runs at the FP8 peak with 1-byte
 // operands; every other GEMM runs in BF16. A weight-gradient GEMM
-// (Kernel::Pass::kWeight) adds into the fp32 gradient kept across the
-// micro-batches: its roofline counts 8 bytes an output element, and on a
-// GPU the fp32 store (4 bytes an element) follows its K loop in series.
+// (Kernel::Pass::kWeight) adds into the gradient kept across the
+// micro-batches (GradientAccumulationBytes: fp32, or fp16 in fp16
+// training): its roofline reads and writes it, and on a GPU its store
+// follows the K loop in series.
 double KernelTime(const Kernel& kernel, double samples, const Device& device, Dtype dtype, double efficiency,
                   const CollectiveLinks& links = {});
 

@@ -135,8 +135,9 @@ TEST(KernelModel, TiledGemmNeverFasterForMoreWork) {
 // micro-batches (C = A B + C, fp32 C): on a GPU the same GEMM as a forward
 // one plus the store of m n fp32 elements after its K loop, at the memory
 // bandwidth; its roofline counts 8 bytes an output element (read and
-// written). A GEMM of the other passes writes its output alone. Without a
-// wave model (a CPU) only the roofline moves.
+// written). A GEMM of the other passes writes its output alone. In fp16
+// training the kept gradient is fp16 (Megatron's default): 2 bytes stored,
+// 4 in the roofline. Without a wave model (a CPU) only the roofline moves.
 TEST(KernelModel, AWeightGradientAccumulatesIntoFp32) {
   const Device& h100 = *FindDevice("H100-SXM");
   const double bandwidth = h100.memory_bandwidth * h100.bandwidth_efficiency;
@@ -154,11 +155,17 @@ TEST(KernelModel, AWeightGradientAccumulatesIntoFp32) {
     wgrad.fp8 = forward.fp8 = true;
     EXPECT_NEAR(KernelTime(wgrad, 1, h100, Dtype::kFp8, 0.8),
                 KernelTime(forward, 1, h100, Dtype::kFp8, 0.8) + 4 * m * n * batch / bandwidth, 1e-15);
+    // fp16 training: an fp16 gradient, half the store.
+    wgrad.fp8 = forward.fp8 = false;
+    EXPECT_NEAR(KernelTime(wgrad, 1, h100, Dtype::kFp16, 0.8),
+                KernelTime(forward, 1, h100, Dtype::kFp16, 0.8) + 2 * m * n * batch / bandwidth, 1e-15);
   }
   // Memory-bound (K of 8 tokens): the roofline of reading both operands and
   // reading and writing the fp32 gradient.
   Kernel thin{.pass = Kernel::Pass::kWeight, .m = 8192, .n = 8192, .k = 8};
   EXPECT_NEAR(KernelTime(thin, 1, h100, Dtype::kBf16, 0.8), (2.0 * (8192 * 8 * 2) + 8.0 * 8192 * 8192) / bandwidth,
+              1e-12);
+  EXPECT_NEAR(KernelTime(thin, 1, h100, Dtype::kFp16, 0.8), (2.0 * (8192 * 8 * 2) + 4.0 * 8192 * 8192) / bandwidth,
               1e-12);
   // A CPU has no wave model: only its roofline knows the fp32 gradient.
   Device cpu = h100;
