@@ -679,6 +679,24 @@ double ModelParameters(const Config& config) {
   return sum(GenerateTransformer(whole));
 }
 
+Config CopyWithoutDevices(const Config& c) {
+  return Config{.source = c.source,
+                .generator = c.generator,
+                .transformer = c.transformer,
+                .mlp = c.mlp,
+                .cnn = c.cnn,
+                .model = c.model,
+                .training = c.training,
+                .pipeline = c.pipeline,
+                .cluster = {.devices = {},
+                            .link = c.cluster.link,
+                            .inter_node_link = c.cluster.inter_node_link,
+                            .gpus_per_node = c.cluster.gpus_per_node,
+                            .gpus = c.cluster.gpus,
+                            .rank_order = c.cluster.rank_order,
+                            .efficiency = c.cluster.efficiency}};
+}
+
 bool Regenerate(Config& c, int layers) {
   if (c.transformer) {
     c.transformer->layers = layers;

@@ -191,6 +191,12 @@ Result<Config> LoadConfig(std::string_view text, std::string_view source);
 Result<Config> LoadConfig(const nlohmann::json& document, std::string_view source, std::string_view path);
 Result<Config> LoadConfigFile(const std::string& path);
 
+// A copy of `config` whose cluster lists no devices, for a caller that lists
+// its own (a search over 16,384 GPUs does not copy them per point). It
+// names every member of Config and ClusterConfig but the device list: a new
+// member goes there too (Config.CopyWithoutDevicesKeepsEverythingElse).
+Config CopyWithoutDevices(const Config& config);
+
 // For a generator model: rebuilds it with `layers` (the generator's own
 // count: transformer and CNN blocks, MLP layers). False for an explicit
 // layer list.

@@ -30,6 +30,45 @@ TEST(LoadConfig, ReadsTheDesignExample) {
   EXPECT_EQ(c->Replicas(), 1);
 }
 
+// Every member but the device list, each set away from its default.
+TEST(Config, CopyWithoutDevicesKeepsEverythingElse) {
+  auto c = LoadConfig(R"({
+    "model": {"generator": "transformer", "layers": 8, "d_model": 1024, "ffn": 4096, "heads": 16, "kv_heads": 4,
+              "seq": 2048, "vocab": 32000, "dtype": "fp8", "mlp": "swiglu", "attention": "fused"},
+    "training": {"batch": 64, "microbatches": 16, "optimizer": "adam", "bytes_per_param": 18,
+                 "data_parallel_sharding": "optimizer"},
+    "pipeline": {"stages": 2, "schedule": "interleaved", "chunks": 2, "recompute": "selective", "tensor_parallel": 2,
+                 "sequence_parallel": true, "context_parallel": 2},
+    "cluster": {"device": "H100-SXM", "devices": 32, "gpus_per_node": 8, "gpus": 32, "link": "nvlink4",
+                "inter_node_link": "ib-ndr", "placement": "tp-cp-dp-pp", "efficiency": 0.7}})",
+                      "copy.json");
+  ASSERT_TRUE(c) << c.error().message;
+  Config copy = CopyWithoutDevices(*c);
+  EXPECT_EQ(copy.cluster.NumDevices(), 0);
+  EXPECT_EQ(copy.source, c->source);
+  EXPECT_EQ(copy.generator, c->generator);
+  ASSERT_TRUE(copy.transformer);
+  EXPECT_EQ(copy.transformer->kv_heads, 4);
+  EXPECT_EQ(copy.model.layers.size(), c->model.layers.size());
+  EXPECT_EQ(copy.model.dtype, Dtype::kFp8);
+  EXPECT_EQ(copy.training.micro_batches, 16);
+  EXPECT_EQ(copy.training.sharding, c->training.sharding);
+  EXPECT_EQ(copy.pipeline.schedule, "interleaved");
+  EXPECT_EQ(copy.pipeline.context_parallel, 2);
+  EXPECT_EQ(copy.cluster.link.name, "nvlink4");
+  EXPECT_EQ(copy.cluster.inter_node_link.name, "ib-ndr");
+  EXPECT_EQ(copy.cluster.gpus_per_node, 8);
+  EXPECT_EQ(copy.cluster.gpus, 32);
+  EXPECT_EQ(copy.cluster.rank_order, c->cluster.rank_order);
+  EXPECT_NE(copy.cluster.rank_order, RankOrder::kPipelineFirst);
+  EXPECT_EQ(copy.cluster.efficiency, 0.7);
+  // Its devices given back, it places GPUs as the original does.
+  copy.cluster.devices = c->cluster.devices;
+  EXPECT_EQ(copy.Replicas(), c->Replicas());
+  for (int d = 0; d < c->pipeline.stages; ++d) EXPECT_EQ(copy.GradientNodes(d), c->GradientNodes(d));
+  EXPECT_EQ(copy.ContextNodes(), c->ContextNodes());
+}
+
 TEST(LoadConfig, ReadsTheBlocksOptionsAndTheirDefaults) {
   auto plain = LoadConfig(kGood, "q.json");
   ASSERT_TRUE(plain) << plain.error().message;

@@ -111,11 +111,10 @@ std::optional<cost::Config> Staged(const cost::Config& config, const ir::Schedul
   bool own = schedule.num_stages == config.pipeline.stages;
   for (int st = 0; own && st < schedule.num_stages; ++st) own = schedule.placement[st] == st;
   if (own) return std::nullopt;
-  cost::Config staged = config;
+  cost::Config staged = cost::CopyWithoutDevices(config);
   staged.pipeline.stages = schedule.num_stages;
   std::vector<int> held(schedule.num_devices, 0);
   for (int device : schedule.placement) ++held[device];
-  staged.cluster.devices.clear();
   for (int st = 0; st < schedule.num_stages; ++st) {
     cost::Device d = config.cluster.devices[schedule.placement[st]];
     d.memory_bytes /= held[schedule.placement[st]];
