@@ -194,7 +194,8 @@ Result<Config> LoadConfigFile(const std::string& path);
 // A copy of `config` whose cluster lists no devices, for a caller that lists
 // its own (a search over 16,384 GPUs does not copy them per point). It
 // names every member of Config and ClusterConfig but the device list: a new
-// member goes there too (Config.CopyWithoutDevicesKeepsEverythingElse).
+// member goes there too (Config.CopyWithoutDevicesKeepsEverythingElse binds
+// each struct's members by count, so it stops compiling until it does).
 Config CopyWithoutDevices(const Config& config);
 
 // For a generator model: rebuilds it with `layers` (the generator's own

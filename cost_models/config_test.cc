@@ -30,7 +30,10 @@ TEST(LoadConfig, ReadsTheDesignExample) {
   EXPECT_EQ(c->Replicas(), 1);
 }
 
-// Every member but the device list, each set away from its default.
+// Every member but the device list, each set away from its default. The
+// structured bindings below name every member of Config and ClusterConfig:
+// a member added to either stops this compiling until CopyWithoutDevices
+// (and these bindings) name it too.
 TEST(Config, CopyWithoutDevicesKeepsEverythingElse) {
   auto c = LoadConfig(R"({
     "model": {"generator": "transformer", "layers": 8, "d_model": 1024, "ffn": 4096, "heads": 16, "kv_heads": 4,
@@ -44,6 +47,11 @@ TEST(Config, CopyWithoutDevicesKeepsEverythingElse) {
                       "copy.json");
   ASSERT_TRUE(c) << c.error().message;
   Config copy = CopyWithoutDevices(*c);
+  {
+    [[maybe_unused]] const auto& [source, generator, transformer, mlp, cnn, model, training, pipeline, cluster] = copy;
+    [[maybe_unused]] const auto& [devices, link, inter_node_link, gpus_per_node, gpus, rank_order, efficiency] =
+        copy.cluster;
+  }
   EXPECT_EQ(copy.cluster.NumDevices(), 0);
   EXPECT_EQ(copy.source, c->source);
   EXPECT_EQ(copy.generator, c->generator);
