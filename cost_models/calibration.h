@@ -66,10 +66,10 @@ struct CoefficientRange {
 inline constexpr std::array<std::string_view, 5> kProfileCoefficients{
     "gemm_efficiency", "bandwidth_efficiency", "launch_overhead_s", "kernel_floor_s", "kernel_launch_s"};
 
-// The five fitted coefficients of `device`'s kind in order: gemm_efficiency,
-// bandwidth_efficiency, launch_overhead_s, kernel_floor_s, kernel_launch_s
-// (their sources in calibration.cc). A GPU (sm_count > 0) gets the published ranges; another
-// device (a CPU core, a TPU) wide ones, none being published.
+// The ranges of the five fitted coefficients of `device`'s kind, in
+// kProfileCoefficients' order (their sources in calibration.cc). A GPU
+// (sm_count > 0) gets the published ranges; another device (a CPU core, a
+// TPU) wide ones, none being published.
 const std::array<CoefficientRange, kProfileCoefficients.size()>& ProfileRanges(const Device& device);
 
 // A device profile's coefficients fitted to a table of runs' iteration
