@@ -390,11 +390,7 @@ Config WithProfile(const Config& config, const Calibration& cal) {
   if (!cal.profile) return c;
   for (auto& d : c.cluster.devices) {
     if (!cal.device.empty() && d.name != cal.device) continue;
-    d.gemm_efficiency = cal.profile->gemm_efficiency;
-    d.bandwidth_efficiency = cal.profile->bandwidth_efficiency;
-    d.launch_overhead_s = cal.profile->launch_overhead_s;
-    d.kernel_floor_s = cal.profile->kernel_floor_s;
-    d.kernel_launch_s = cal.profile->kernel_launch_s;
+    for (const ProfileMember& m : kProfileMembers) d.*m.device = (*cal.profile).*m.fit;
   }
   return c;
 }

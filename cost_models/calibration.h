@@ -91,6 +91,21 @@ struct ProfileFit {
   std::vector<std::string> warnings;
 };
 
+// Where each profile coefficient lives in a fit and in a device, in
+// kProfileCoefficients' order: what WithProfile and `calibrate --runs` copy
+// from one to the other.
+struct ProfileMember {
+  double ProfileFit::*fit;
+  double Device::*device;
+};
+inline constexpr std::array<ProfileMember, kProfileCoefficients.size()> kProfileMembers{{
+    {&ProfileFit::gemm_efficiency, &Device::gemm_efficiency},
+    {&ProfileFit::bandwidth_efficiency, &Device::bandwidth_efficiency},
+    {&ProfileFit::launch_overhead_s, &Device::launch_overhead_s},
+    {&ProfileFit::kernel_floor_s, &Device::kernel_floor_s},
+    {&ProfileFit::kernel_launch_s, &Device::kernel_launch_s},
+}};
+
 struct Calibration {
   std::string device;    // the device kind measured
   std::string commit;    // of twinpipe, when known

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <optional>
 
 #include <fmt/format.h>
@@ -188,7 +189,8 @@ class ProfileFitter {
   Calibration At(const Values& v) const {
     Calibration cal;
     cal.device = device_;
-    cal.profile = ProfileFit{v[0], v[1], v[2], v[3], v[4], static_cast<int>(runs_.size())};
+    cal.profile = ProfileFit{.runs = static_cast<int>(runs_.size())};
+    for (size_t i = 0; i < kCoefficients; ++i) (*cal.profile).*cost::kProfileMembers[i].fit = v[i];
     return cal;
   }
 
@@ -389,15 +391,17 @@ Result<Calibration> FitRuns(const std::vector<Run>& runs, const FitOptions& opti
   const cost::Device& d = runs.front().config.cluster.devices.front();
   ProfileFitter fitter(runs, d);
   const Ranges& ranges = fitter.ranges();
-  Values catalogue{d.gemm_efficiency, d.bandwidth_efficiency, d.launch_overhead_s, d.kernel_floor_s,
-                   d.kernel_launch_s};
-  for (size_t i = 0; i < catalogue.size(); ++i) catalogue[i] = std::clamp(catalogue[i], ranges[i].low, ranges[i].high);
+  Values catalogue;
+  for (size_t i = 0; i < kCoefficients; ++i) {
+    catalogue[i] = std::clamp(d.*cost::kProfileMembers[i].device, ranges[i].low, ranges[i].high);
+  }
   // Fit the free coefficients, hold one the runs cannot determine (or push
   // to a bound), refit from where the fit was; at most one round per
   // coefficient and a last one.
   Values values = catalogue;
   std::array<std::optional<Hold>, kCoefficients> held;
-  std::vector<size_t> free{0, 1, 2, 3, 4};
+  std::vector<size_t> free(kCoefficients);
+  std::iota(free.begin(), free.end(), size_t{0});
   while (true) {
     values = fitter.FitFree(values, free);
     if (fitter.failed()) return FailRuntime("a run could not be simulated while fitting");
