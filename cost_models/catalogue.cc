@@ -105,7 +105,9 @@ bool HalfStorage(Dtype d) { return d == Dtype::kFp16 || d == Dtype::kBf16 || d =
 
 int DtypeBytes(Dtype d) { return HalfStorage(d) ? 2 : 4; }
 
-int GradientAccumulationBytes(Dtype d) { return d == Dtype::kFp16 ? 2 : 4; }
+Dtype DefaultGradientDtype(Dtype d) { return d == Dtype::kFp16 ? Dtype::kFp16 : Dtype::kFp32; }
+
+int GradientAccumulationBytes(Dtype d) { return DtypeBytes(DefaultGradientDtype(d)); }
 
 double Device::PeakFlops(Dtype d) const {
   switch (d) {

@@ -27,10 +27,13 @@ std::string_view DtypeName(Dtype dtype);
 int DtypeBytes(Dtype dtype);
 // Half-precision storage: fp16, bf16, and fp8 training (BF16 outside GEMMs).
 bool HalfStorage(Dtype dtype);
-// Bytes of one element of the weight gradients accumulated across the
-// micro-batches (Megatron's main_grad): fp16 in fp16 training (Megatron's
-// default, --accumulate-allreduce-grads-in-fp32 off), fp32 otherwise (bf16
-// and FP8 training force it).
+// The precision of the weight gradients accumulated across the micro-
+// batches and reduced across the replicas (Megatron's main_grad) when the
+// config does not say (/training/gradient_dtype): Megatron-LM's default,
+// fp16 in fp16 training (--accumulate-allreduce-grads-in-fp32 off), fp32
+// otherwise (bf16 and FP8 training force it on unless --grad-reduce-in-bf16).
+Dtype DefaultGradientDtype(Dtype dtype);
+// Its bytes an element: DtypeBytes(DefaultGradientDtype(dtype)).
 int GradientAccumulationBytes(Dtype dtype);
 
 struct Device {

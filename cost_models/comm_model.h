@@ -36,12 +36,22 @@ struct CollectiveGroup {
   double nodes = 1;
   const Link* intra = nullptr;
   const Link* inter = nullptr;
+  // An NCCL collective crosses between nodes on a rail per GPU of the group
+  // in a node (where `inter` is a NIC per GPU); false: a ring of point-to-
+  // point sends, each crossing pair on one NIC (Transformer Engine's
+  // context-parallel K/V exchange).
+  bool rails = true;
 };
 
 // Seconds of a collective of `bytes` (each rank's buffer) over the group.
-// Ring: (n-1)/n of the bytes at the slowest link's achievable bus bandwidth
-// (`collective_efficiency` x bandwidth), one step per rank, each step paying
-// its link's latency; an all-reduce is a reduce-scatter then an all-gather.
+// Ring: (n-1)/n of the bytes at the achievable bus bandwidth
+// (`collective_efficiency` x bandwidth) of the intra-node link or, across
+// nodes, of the inter-node link, times the group's ranks per node where
+// that link is a NIC per GPU (Contention::kPerDevice) and the group's
+// `rails` are used (NCCL's channels cross between nodes on every NIC the
+// group's GPUs have), whichever is less; one step per rank, each step
+// paying its link's latency; an all-reduce is a reduce-scatter then an
+// all-gather.
 // Tree (all-reduce only, NCCL's double binary tree): all the bytes up and
 // down, at 0.9 of that bus bandwidth (NCCL's tree factor), with
 // 2 (ranks per node - 1) intra-node and 2 floor(log2 nodes) inter-node

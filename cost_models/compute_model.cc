@@ -129,13 +129,14 @@ double KernelTime(const Kernel& kn, double samples, const Device& d, Dtype dtype
                          : kn.over == Kernel::Over::kData  ? links.data_nodes
                          : kn.over == Kernel::Over::kExpert ? links.expert_nodes
                                                            : 1;
+    // The context-parallel ring passes K and V by point-to-point sends.
     return CollectiveTime(kn.collective, bytes,
                           {.ranks = kn.group, .nodes = nodes, .intra = links.intra,
-                           .inter = links.inter ? links.inter : links.intra});
+                           .inter = links.inter ? links.inter : links.intra,
+                           .rails = kn.over != Kernel::Over::kContext});
   }
   if (!kn.gemm) return kn.bytes * samples / bandwidth;
   const auto [m, n, k, batch] = ShapeFor(kn, samples);
-  const double flops = 2 * m * n * k * batch;
   const Dtype gemm = GemmDtype(kn, d, dtype, m, n, k);
   const GemmRate peak = GemmPeak(d, gemm, m, n, k);
   // On the CUDA cores (an odd half-precision shape, an unaligned TF32 one)
@@ -146,13 +147,13 @@ double KernelTime(const Kernel& kn, double samples, const Device& d, Dtype dtype
                                                          : efficiency);
   // A weight-gradient GEMM adds this micro-batch's gradient into the one
   // kept across the micro-batches (Megatron's gradient accumulation fusion,
-  // C = A B + C), read and written. That gradient is fp32 in bf16 and FP8
-  // training (Megatron forces --accumulate-allreduce-grads-in-fp32 there)
-  // and fp16 in fp16 training, Megatron's default without the flag. On a
+  // C = A B + C), read and written. That gradient is the config's
+  // /training/gradient_dtype (the kernel's accumulate_bytes), by default
+  // Megatron's: fp32 in bf16 and FP8 training, fp16 in fp16 training. On a
   // GPU the read of C is issued while the K loop runs; the write can only
   // follow the math: m n x its bytes after it, in series.
   const bool accumulates = kn.pass == Kernel::Pass::kWeight;
-  const double accumulated = GradientAccumulationBytes(dtype);
+  const double accumulated = kn.accumulate_bytes > 0 ? kn.accumulate_bytes : GradientAccumulationBytes(dtype);
   const double out_bytes = accumulates ? 2 * accumulated : e;
   const double store_s = accumulates && d.sm_count > 0 ? accumulated * m * n * batch / bandwidth : 0;
   const double compute_s = TiledGemmSeconds(m, n, k, batch, d.sm_count, rate, bandwidth, e) + store_s;

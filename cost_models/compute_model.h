@@ -62,9 +62,10 @@ double TiledGemmSeconds(double m, double n, double k, double batch, int sm_count
 // (Transformer Engine's requirement) runs at the FP8 peak with 1-byte
 // operands; every other GEMM runs in BF16. A weight-gradient GEMM
 // (Kernel::Pass::kWeight) adds into the gradient kept across the
-// micro-batches (GradientAccumulationBytes: fp32, or fp16 in fp16
-// training): its roofline reads and writes it, and on a GPU its store
-// follows the K loop in series.
+// micro-batches (the kernel's accumulate_bytes, /training/gradient_dtype;
+// unset: GradientAccumulationBytes(dtype), fp32, or fp16 in fp16 training):
+// its roofline reads and writes it, and on a GPU its store follows the K
+// loop in series.
 double KernelTime(const Kernel& kernel, double samples, const Device& device, Dtype dtype, double efficiency,
                   const CollectiveLinks& links = {});
 

@@ -36,6 +36,21 @@ Dtype ReadDtype(const Reader& r, const json& m, const std::string& path) {
   return *DtypeFromName(r.String(m, "dtype", path, {"fp32", "tf32", "fp16", "bf16", "fp8"}, "fp32"));
 }
 
+// /training/gradient_dtype: fp32, or the weights' own half precision (bf16
+// for FP8 training, whose weights are BF16 outside the GEMMs).
+Dtype GradientDtype(const Reader& r, const json& t, Dtype model) {
+  const Dtype fallback = DefaultGradientDtype(model);
+  const Dtype d = *DtypeFromName(r.String(t, "gradient_dtype", "/training", {"fp32", "fp16", "bf16"},
+                                         std::string(DtypeName(fallback))));
+  const Dtype weights = model == Dtype::kFp8 ? Dtype::kBf16 : model;
+  if (d != Dtype::kFp32 && d != weights) {
+    r.Fail("/training/gradient_dtype",
+           fmt::format("{} gradients of {} weights: expected fp32 or the weights' own precision{}", DtypeName(d),
+                       DtypeName(model), fmt::format(" ({})", DtypeName(HalfStorage(model) ? weights : Dtype::kFp32))));
+  }
+  return d;
+}
+
 void LoadExplicitModel(const Reader& r, const json& m, Config& c) {
   r.Keys(m, "/model", {"layers", "edges", "dtype", "input_bytes"});
   c.model.dtype = ReadDtype(r, m, "/model");
@@ -357,7 +372,7 @@ Config Load(const Reader& r, const json& root, std::string source) {
 
   const json& t = r.Object(root, "training", "");
   r.Keys(t, "/training", {"batch", "microbatches", "optimizer", "bytes_per_param", "learning_rate",
-                          "momentum", "seed", "steps", "data_parallel_sharding", "fp8_params"});
+                          "momentum", "seed", "steps", "data_parallel_sharding", "fp8_params", "gradient_dtype"});
   c.training.batch = r.Int(t, "batch", "/training", 1, int64_t{1} << 40);
   c.training.micro_batches = static_cast<int>(r.Int(t, "microbatches", "/training", 1, 1 << 24));
   if (c.training.batch % c.training.micro_batches != 0) {
@@ -372,6 +387,15 @@ Config Load(const Reader& r, const json& root, std::string source) {
   if (c.training.fp8_params && c.model.dtype != Dtype::kFp8) {
     r.Fail("/training/fp8_params", fmt::format("FP8 weights need FP8 training: /model/dtype is {}, not fp8",
                                                DtypeName(c.model.dtype)));
+  }
+  if (t.contains("gradient_dtype") && !c.transformer) {
+    r.Fail("/training/gradient_dtype", "only a generated transformer's weight-gradient kernels keep their gradients "
+                                       "at a set precision: leave it out (the default is Megatron-LM's)");
+  }
+  c.training.gradient_dtype = GradientDtype(r, t, c.model.dtype);
+  if (c.transformer && c.transformer->GradientDtype() != c.training.gradient_dtype) {
+    c.transformer->gradient_dtype = c.training.gradient_dtype;
+    c.model = GenerateTransformer(*c.transformer);
   }
   c.training.learning_rate = r.Number(t, "learning_rate", "/training", 0, 1e6, 1e-3);
   c.training.momentum = r.Number(t, "momentum", "/training", 0, 1, 0.9);

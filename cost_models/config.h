@@ -55,6 +55,12 @@ struct TrainingConfig {
   // than adding FP8 copies beside them, and the distributed optimizer
   // gathers them in FP8.
   bool fp8_params = false;
+  // `"gradient_dtype"`: the weight gradients kept across the micro-batches
+  // and reduced across the replicas (Megatron's main_grad): fp32, or the
+  // weights' own half precision (NeMo's grad_reduce_in_fp32 false, Megatron-
+  // LM's --grad-reduce-in-bf16). Default: DefaultGradientDtype(/model/dtype).
+  // What bytes_per_param counts for the gradient is the config's to say.
+  Dtype gradient_dtype = Dtype::kFp32;
   double learning_rate = 1e-3;
   double momentum = 0.9;
   int64_t seed = 1;

@@ -230,7 +230,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"\"dtype\": \"bf16\"", "\"dtype\": \"fp4\"", "q.json: /model/dtype: 'fp4' is not one of fp32, tf32, fp16, bf16, fp8"},
         BadConfig{"\"optimizer\": \"adam\"", "\"optimiser\": \"adam\"",
                   "q.json: /training/optimiser: unknown key (expected one of batch, bytes_per_param, data_parallel_sharding, "
-                  "fp8_params, learning_rate, microbatches, momentum, optimizer, seed, steps)"},
+                  "fp8_params, gradient_dtype, learning_rate, microbatches, momentum, optimizer, seed, steps)"},
         BadConfig{"\"schedule\": \"gpipe\"", "\"schedule\": \"zigzag\"",
                   "q.json: /pipeline/schedule: 'zigzag' is not one of naive, gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v, dualpipev, auto"},
         BadConfig{"\"H100-SXM\"", "\"H300\"",

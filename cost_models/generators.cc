@@ -92,6 +92,16 @@ void AddExpertLinear(std::vector<Kernel>& k, const std::string& name, double m, 
   }
 }
 
+// The kernels with each weight-gradient GEMM adding into the gradient kept
+// across the micro-batches in the spec's gradient precision.
+std::vector<Kernel> KeepingGradients(std::vector<Kernel> k, const TransformerSpec& spec) {
+  const double kept = DtypeBytes(spec.GradientDtype());
+  for (Kernel& kn : k) {
+    if (kn.gemm && kn.pass == Kernel::Pass::kWeight) kn.accumulate_bytes = kept;
+  }
+  return k;
+}
+
 // Makes the collective `collective` of k run beside the kernel `target`
 // (Kernel::overlaps), `exposed` of it showing; nothing when either is absent.
 void Beside(std::vector<Kernel>& k, const std::string& collective, const std::string& target, double exposed) {
@@ -494,7 +504,7 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
     Beside(k, "qkv.dgrad.reduce", "qkv.wgrad", 0);
     Beside(k, "fc1.dgrad.reduce", mlp_gemm + "1.wgrad", 0);
   }
-  return k;
+  return KeepingGradients(std::move(k), spec);
 }
 
 }  // namespace
@@ -694,7 +704,7 @@ Model GenerateTransformer(const TransformerSpec& spec) {
                            .out_bytes = 4,  // the loss
                            .stash_bytes = S * d * e / n + logits * 4,
                            .rematerialized = false,
-                           .kernels = std::move(head)});
+                           .kernels = KeepingGradients(std::move(head), spec)});
   return m;
 }
 

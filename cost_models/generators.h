@@ -5,6 +5,7 @@
 //                                  .heads = 16, .seq = 512, .vocab = 32000});
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ struct TransformerSpec {
   int vocab = 100;
   bool causal = false;  // attention sees only earlier tokens (unfused: same FLOPs, the full S x S scores are computed)
   Dtype dtype = Dtype::kFp32;
+  // The weight gradients kept across the micro-batches (/training/
+  // gradient_dtype); unset: DefaultGradientDtype(dtype), Megatron's.
+  std::optional<Dtype> gradient_dtype;
+  Dtype GradientDtype() const { return gradient_dtype.value_or(DefaultGradientDtype(dtype)); }
   // Blocks as built now (defaults: GPT-2 / Megatron's GPT block).
   int kv_heads = 0;  // K and V heads (grouped-query attention; 1: multi-query); 0 means `heads`
   // Multi-head latent attention (DeepSeek-V2/V3, Megatron-Core's MLA), with

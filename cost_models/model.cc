@@ -17,7 +17,7 @@ bool SameCosts(const Layer& a, const Layer& b) {
            x.n == y.n && x.k == y.k && x.batch == y.batch && x.scaled == y.scaled && x.bytes == y.bytes &&
            x.variant == y.variant && x.quantum == y.quantum && x.launches == y.launches &&
            x.framework_ops == y.framework_ops && x.fp8 == y.fp8 && x.over == y.over && x.fixed_bytes == y.fixed_bytes &&
-           x.overlaps == y.overlaps && x.exposed == y.exposed;
+           x.overlaps == y.overlaps && x.exposed == y.exposed && x.accumulate_bytes == y.accumulate_bytes;
   };
   return a.fwd_flops == b.fwd_flops && a.bwd_input_flops == b.bwd_input_flops &&
          a.bwd_weight_flops == b.bwd_weight_flops && a.params == b.params && a.out_bytes == b.out_bytes &&

@@ -61,6 +61,11 @@ struct Kernel {
   // precision is fp8 (the blocks' linear layers; not attention, not the
   // vocabulary projection).
   bool fp8 = false;
+  // A weight-gradient GEMM (pass kWeight) adds its result into the gradient
+  // kept across the micro-batches: that gradient's bytes an element
+  // (/training/gradient_dtype, which the generator sets); 0: the model
+  // precision's default, GradientAccumulationBytes(dtype).
+  double accumulate_bytes = 0;
   // The GPUs a collective runs over (its `group` of them): the tensor-
   // parallel group inside a node, the context-parallel group (the ring that
   // passes K and V), or the data-parallel group.

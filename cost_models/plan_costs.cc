@@ -66,7 +66,8 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
   const int32_t cp = c.pipeline.context_parallel;
   costs.gradient_ranks = s.replicas * cp;
   costs.sharding = costs.gradient_ranks > 1 ? c.training.sharding : DataParallelSharding::kNone;
-  if (c.training.fp8_params) costs.gather_fraction = 0.5;
+  const double e = DtypeBytes(c.model.dtype), gradient_e = DtypeBytes(c.training.gradient_dtype);
+  costs.gather_fraction = (c.training.fp8_params ? 1 : e) / gradient_e;
   if (gpus > per_node) {
     costs.inter_node_link = c.cluster.inter_node_link;
     for (int32_t d = 0; d < D; ++d) {
@@ -96,7 +97,6 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
   costs.stage_buckets.assign(K, 1.0);
   std::vector<double> device_params(D, 0.0), device_fp8_params(D, 0.0), device_largest_layer(D, 0.0),
       device_expert_params(D, 0.0);
-  const double e = DtypeBytes(c.model.dtype);
   // The layers' times per device kind, taken once for all the cells on it.
   std::vector<std::pair<const Device*, CalibratedOpTimes>> timed;
   for (int32_t st = 0; st < K; ++st) {
@@ -133,8 +133,9 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
       // cell's compute; the first layer's gather (the last one's reduce-
       // scatter) has nothing before (after) it to hide behind.
       const double layers = cell.last_layer - cell.first_layer + 1;
-      const double gather = CollectiveTime(Kernel::Collective::kAllGather, cell.params * e, gradient_group);
-      const double scatter = CollectiveTime(Kernel::Collective::kReduceScatter, cell.params * e, gradient_group);
+      const double gather =
+          CollectiveTime(Kernel::Collective::kAllGather, cell.params * (c.training.fp8_params ? 1 : e), gradient_group);
+      const double scatter = CollectiveTime(Kernel::Collective::kReduceScatter, cell.params * gradient_e, gradient_group);
       auto beside = [&](ir::OpKind kind, double comm) {
         double& t = costs.compute_s[st][ComputeSlot(kind)];
         t = std::max(t, comm) + comm / layers;
@@ -181,7 +182,7 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
     if (s.replicas == 1 && cp > 1 && costs.sharding != DataParallelSharding::kFull) {
       const CollectiveGroup context{.ranks = static_cast<double>(cp), .nodes = static_cast<double>(c.ContextNodes()),
                                     .intra = &c.cluster.link, .inter = &c.cluster.inter_node_link};
-      costs.step_s[d] += CollectiveTime(Kernel::Collective::kAllReduce, device_params[d] * e, context);
+      costs.step_s[d] += CollectiveTime(Kernel::Collective::kAllReduce, device_params[d] * gradient_e, context);
     }
   }
   if (cal && cal->latency_s) costs.link.latency_s = *cal->latency_s;

@@ -60,7 +60,9 @@ struct PlanCosts {
   // (max(40M, 1M x data-parallel ranks) parameters each; at least 1).
   std::vector<double> stage_buckets;
   // Bytes of a parameter the distributed optimizer gathers per byte of
-  // gradient it reduce-scatters (1; 1/2 with FP8 weights).
+  // gradient it reduce-scatters: the weights' bytes (1 with FP8 weights)
+  // over the gradient's (/training/gradient_dtype), e.g. 2 / 4 for BF16
+  // weights and Megatron's fp32 gradients.
   double gather_fraction = 1;
   const Link& LinkBetween(int32_t src, int32_t dst) const {
     return !node.empty() && node[src] != node[dst] ? inter_node_link : link;

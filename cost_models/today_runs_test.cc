@@ -342,6 +342,66 @@ TEST(TodayConfig, ReadsTheKeysAndPlacesGpusInMegatronsOrder) {
   EXPECT_EQ(pp_first->GpuOf(0, 0, 1), 8);
 }
 
+// The kept weight gradient (Megatron's main_grad): its precision by default
+// is Megatron-LM's for the model's (fp16 for fp16, fp32 otherwise); the
+// weight-gradient GEMMs add into it at its width, and the data-parallel
+// reduction moves it (partition/plan_test.cc holds the bytes).
+TEST(GradientDtype, DefaultsToMegatronsAndTheWeightGradientsAddIntoIt) {
+  struct Case {
+    std::string model;
+    Dtype expected;
+    int bytes;
+  };
+  for (const Case& k : std::vector<Case>{{"fp32", Dtype::kFp32, 4},
+                                         {"tf32", Dtype::kFp32, 4},
+                                         {"fp16", Dtype::kFp16, 2},
+                                         {"bf16", Dtype::kFp32, 4},
+                                         {"fp8", Dtype::kFp32, 4}}) {
+    SCOPED_TRACE(k.model);
+    auto c = Load(fmt::format(R"(, "dtype": "{}")", k.model), "", "", "");
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(c->training.gradient_dtype, k.expected);
+    EXPECT_EQ(DefaultGradientDtype(c->model.dtype), k.expected);
+    EXPECT_EQ(GradientAccumulationBytes(c->model.dtype), k.bytes);
+  }
+  auto fp32 = Load(R"(, "dtype": "bf16")", "", "", "");
+  auto bf16 = Load(R"(, "dtype": "bf16")", R"(, "gradient_dtype": "bf16")", "", "");
+  ASSERT_TRUE(fp32 && bf16);
+  EXPECT_EQ(bf16->training.gradient_dtype, Dtype::kBf16);
+  EXPECT_EQ(bf16->transformer->GradientDtype(), Dtype::kBf16);
+  // Every weight-gradient GEMM keeps 2 bytes an element instead of 4; no
+  // other kernel moves.
+  const Device& h100 = *FindDevice("H100-SXM");
+  int weight_gemms = 0;
+  for (size_t i = 0; i < fp32->model.layers.size(); ++i) {
+    const Layer &a = fp32->model.layers[i], &b = bf16->model.layers[i];
+    ASSERT_EQ(a.kernels.size(), b.kernels.size());
+    for (size_t j = 0; j < a.kernels.size(); ++j) {
+      const Kernel &ka = a.kernels.begin()[j], &kb = b.kernels.begin()[j];
+      SCOPED_TRACE(ka.name);
+      const bool weight_gemm = ka.gemm && ka.pass == Kernel::Pass::kWeight;
+      weight_gemms += weight_gemm;
+      EXPECT_EQ(ka.accumulate_bytes, weight_gemm ? 4 : 0);
+      EXPECT_EQ(kb.accumulate_bytes, weight_gemm ? 2 : 0);
+      const double ta = KernelTime(ka, 1, h100, Dtype::kBf16, 0.8), tb = KernelTime(kb, 1, h100, Dtype::kBf16, 0.8);
+      if (!weight_gemm) {
+        EXPECT_EQ(ta, tb);
+        continue;
+      }
+      // Compute-bound: the kept gradient's store after the K loop, m n x
+      // its bytes at the achievable bandwidth, is what differs.
+      const GemmShape g = ShapeFor(ka, 1);
+      EXPECT_NEAR(ta - tb, 2 * g.m * g.n * g.batch / (h100.memory_bandwidth * h100.bandwidth_efficiency),
+                  1e-9 * ta);
+      // The same GEMM in fp16 training keeps fp16 by default: the same time.
+      Kernel unset = ka;
+      unset.accumulate_bytes = 0;
+      EXPECT_DOUBLE_EQ(KernelTime(unset, 1, h100, Dtype::kFp16, 0.8), tb);
+    }
+  }
+  EXPECT_GT(weight_gemms, 8);
+}
+
 TEST(TodayConfig, BadValuesNameTheirJsonPath) {
   struct Case {
     std::string model, training, pipeline, cluster, message;
@@ -364,6 +424,17 @@ TEST(TodayConfig, BadValuesNameTheirJsonPath) {
       {R"(, "dtype": "fp8")", "", "", R"(, "device": "A100-80GB")",
        "today.json: /model/dtype: fp8 needs FP8 tensor cores (Hopper and later); device 0 (A100-80GB) has none"},
       {"", R"(, "fp8_params": true)", "", "", "today.json: /training/fp8_params: FP8 weights need FP8 training"},
+      {"", R"(, "gradient_dtype": "fp16")", "", "",
+       "today.json: /training/gradient_dtype: fp16 gradients of bf16 weights: expected fp32 or the weights' own "
+       "precision (bf16)"},
+      {R"(, "dtype": "fp8")", R"(, "gradient_dtype": "fp16")", "", "",
+       "today.json: /training/gradient_dtype: fp16 gradients of fp8 weights: expected fp32 or the weights' own "
+       "precision (bf16)"},
+      {R"(, "dtype": "fp32")", R"(, "gradient_dtype": "bf16")", "", "",
+       "today.json: /training/gradient_dtype: bf16 gradients of fp32 weights: expected fp32 or the weights' own "
+       "precision (fp32)"},
+      {"", R"(, "gradient_dtype": "fp8")", "", "",
+       "today.json: /training/gradient_dtype: 'fp8' is not one of fp32, fp16, bf16"},
       {"", R"(, "data_parallel_sharding": "zero3")", "", "",
        "today.json: /training/data_parallel_sharding: 'zero3' is not one of none, optimizer, full"},
       {"", "", "", R"(, "placement": "pp-dp")", "today.json: /cluster/placement: 'pp-dp' is not one of tp-cp-pp-dp, "

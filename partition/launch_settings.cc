@@ -228,6 +228,12 @@ Result<LaunchSettings> MegatronSettings(const Config& config) {
       break;
     default: break;  // fp32: no flag
   }
+  // The kept gradients, where they differ from Megatron-LM's default for the
+  // precision (fp16 in fp16 training, fp32 in bf16 and FP8 training).
+  if (config.training.gradient_dtype != cost::DefaultGradientDtype(m.dtype)) {
+    f.Add(config.training.gradient_dtype == cost::Dtype::kFp32 ? MegatronFlag::kAccumulateGradsInFp32
+                                                               : MegatronFlag::kGradReduceInBf16);
+  }
 
   f.Add(MegatronFlag::kNumLayers, m.layers);
   f.Add(MegatronFlag::kHiddenSize, m.d_model);
@@ -389,6 +395,10 @@ Result<LaunchSettings> TorchtitanSettings(const Config& config, const Torchtitan
   }
   if (m.dtype == cost::Dtype::kFp16 || m.dtype == cost::Dtype::kTf32) {
     return Refuse(config, "/model/dtype", "torchtitan trains in bf16, fp8 (bf16 with float8 linears) or fp32");
+  }
+  if (config.training.gradient_dtype != cost::Dtype::kFp32) {
+    return Refuse(config, "/training/gradient_dtype", "the torchtitan export reduces gradients in float32 "
+                                                      "(training.mixed_precision_reduce's default): set it to fp32");
   }
   auto stages = StagesOf(config);
   if (!stages) return tl::unexpected(stages.error());

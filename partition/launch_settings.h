@@ -40,9 +40,9 @@ enum class MegatronFlag {
   kUntieEmbeddings, kAttentionBackend, kTpPpDpMapping, kNumExperts, kMoeRouterTopk, kMoeFfnHiddenSize,
   kMoeSharedExpertSize, kMoeLayerFreq, kMoeCapacityFactor, kMoePadToCapacity, kMoeGroupedGemm, kMoeDispatcher,
   kExpertParallel, kExpertTensorParallel, kMultiLatentAttention, kQLoraRank, kKvLoraRank, kQkHeadDim,
-  kQkPosEmbHeadDim, kVHeadDim,
+  kQkPosEmbHeadDim, kVHeadDim, kAccumulateGradsInFp32, kGradReduceInBf16,
 };
-inline constexpr ir::NameTable<MegatronFlag, 61> kMegatronFlagNames{{
+inline constexpr ir::NameTable<MegatronFlag, 63> kMegatronFlagNames{{
     {"--tensor-model-parallel-size", MegatronFlag::kTensorParallel},
     {"--pipeline-model-parallel-size", MegatronFlag::kPipelineParallel},
     {"--num-virtual-stages-per-pipeline-rank", MegatronFlag::kVirtualStages},
@@ -69,6 +69,8 @@ inline constexpr ir::NameTable<MegatronFlag, 61> kMegatronFlagNames{{
     {"--fp16", MegatronFlag::kFp16},
     {"--fp8-format", MegatronFlag::kFp8Format},
     {"--fp8-param-gather", MegatronFlag::kFp8ParamGather},
+    {"--accumulate-allreduce-grads-in-fp32", MegatronFlag::kAccumulateGradsInFp32},
+    {"--grad-reduce-in-bf16", MegatronFlag::kGradReduceInBf16},
     {"--num-layers", MegatronFlag::kNumLayers},
     {"--hidden-size", MegatronFlag::kHiddenSize},
     {"--ffn-hidden-size", MegatronFlag::kFfnHiddenSize},

@@ -14,21 +14,21 @@ namespace twinpipe::partition {
 namespace {
 
 // Per stage boundary, the bytes a micro-batch sends each way; per stage,
-// its gradients' bytes.
-ir::PipelineOptions Bytes(const PartitionReport& r, int dtype_bytes) {
+// its gradients' bytes (`gradient_bytes` an element: /training/gradient_dtype).
+ir::PipelineOptions Bytes(const PartitionReport& r, int gradient_bytes) {
   ir::PipelineOptions o;
   for (size_t b = 0; b + 1 < r.cells.size(); ++b) {
     o.comm.activation.push_back(static_cast<int64_t>(r.cells[b].boundary_bytes));
   }
   o.comm.gradient = o.comm.activation;
-  for (const auto& cell : r.cells) o.gradient_bytes.push_back(static_cast<int64_t>(cell.params * dtype_bytes));
+  for (const auto& cell : r.cells) o.gradient_bytes.push_back(static_cast<int64_t>(cell.params * gradient_bytes));
   return o;
 }
 
 // A schedule read from a file: the comm and all-reduce ops whose bytes are
 // unknown (0) get those Bytes gives.
-void FillBytes(ir::Schedule& s, const PartitionReport& r, int dtype_bytes) {
-  const ir::PipelineOptions known = Bytes(r, dtype_bytes);
+void FillBytes(ir::Schedule& s, const PartitionReport& r, int gradient_bytes) {
+  const ir::PipelineOptions known = Bytes(r, gradient_bytes);
   for (auto& program : s.programs) {
     for (ir::Op& op : program) {
       if (op.bytes != 0) continue;
@@ -93,7 +93,7 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
     s = std::move(*scheduled);
     s.replicas = config.Replicas();
   }
-  ir::PipelineOptions pipeline = Bytes(*report, cost::DtypeBytes(config.model.dtype));
+  ir::PipelineOptions pipeline = Bytes(*report, cost::DtypeBytes(config.training.gradient_dtype));
   pipeline.recompute = recompute;
   pipeline.recompute_timing = config.pipeline.recompute_timing;
   pipeline.verify = o.verify;
@@ -198,7 +198,7 @@ Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule, 
   auto report = PartitionForSchedule(config, schedule, peaks, calibration);
   if (!report) return tl::unexpected(report.error());
   Plan plan{std::move(*report), std::move(schedule)};
-  FillBytes(plan.schedule, plan.partition, cost::DtypeBytes(config.model.dtype));
+  FillBytes(plan.schedule, plan.partition, cost::DtypeBytes(config.training.gradient_dtype));
   return plan;
 }
 

@@ -1,8 +1,15 @@
 #include "partition/plan.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include <fmt/format.h>
 
+#include "cost_models/plan_costs.h"
 #include "partition/pipeline_plan.h"
 
 namespace twinpipe::partition {
@@ -166,6 +173,87 @@ TEST(Megatron, PlansTwentyVirtualStages) {
   EXPECT_EQ(plan->partition.cells[0].first_layer, 0);
   EXPECT_EQ(plan->partition.cells[0].last_layer, 1);   // the embedding and block 1
   EXPECT_EQ(plan->partition.cells[79].last_layer, 81);  // block 80 and the head
+}
+
+// The data-parallel reduction moves the kept gradients at their precision
+// (/training/gradient_dtype: Megatron-LM's fp32 in bf16 training by default),
+// while the distributed optimizer gathers the weights at theirs (BF16, or
+// FP8 with fp8_params): ALLREDUCE's bytes are the gradient's, and the
+// gather a fraction of them.
+TEST(PlanBytes, TheGradientsReduceAtTheirPrecisionAndTheWeightsGatherAtTheirs) {
+  struct Case {
+    std::string dtype, training;
+    double gradient_bytes, weight_bytes;
+  };
+  for (const Case& k : std::vector<Case>{{"bf16", "", 4, 2},
+                                         {"bf16", R"(, "gradient_dtype": "bf16")", 2, 2},
+                                         {"fp16", "", 2, 2},
+                                         {"fp16", R"(, "gradient_dtype": "fp32")", 4, 2},
+                                         {"fp8", R"(, "fp8_params": true)", 4, 1},
+                                         {"fp8", R"(, "fp8_params": true, "gradient_dtype": "bf16")", 2, 1}}) {
+    SCOPED_TRACE(k.dtype + k.training);
+    const cost::Config c = Load(fmt::format(R"({{"model": {{"generator": "transformer", "layers": 4, "d_model": 256,
+      "heads": 8, "seq": 128, "vocab": 1024, "dtype": "{}"}},
+      "training": {{"batch": 8, "microbatches": 4, "data_parallel_sharding": "optimizer"{}}},
+      "pipeline": {{"stages": 2, "schedule": "1f1b"}},
+      "cluster": {{"device": "H100-SXM", "devices": 8}}}})", k.dtype, k.training));
+    auto plan = PlanFromConfig(c);
+    ASSERT_TRUE(plan) << plan.error().message;
+    const cost::PlanCosts costs = cost::CostsFromPlan(c, *plan);
+    int reductions = 0;
+    for (const auto& program : plan->schedule.programs) {
+      for (const ir::Op& op : program) {
+        if (op.kind != ir::OpKind::kAllReduce) continue;
+        ++reductions;
+        const double params = plan->partition.cells[op.stage].params;
+        EXPECT_EQ(op.bytes, static_cast<int64_t>(params * k.gradient_bytes));
+        EXPECT_DOUBLE_EQ(static_cast<double>(op.bytes) * costs.gather_fraction, params * k.weight_bytes);
+      }
+    }
+    EXPECT_EQ(reductions, 2);
+  }
+}
+
+// Fully sharded: each cell's weights gathered at their precision beside
+// its forward and backward, its gradients reduce-scattered at theirs
+// beside the weight gradient, the last layer's share showing
+// (t = max(compute, comm) + comm / layers, plan_costs.cc), against the same
+// plan unsharded.
+TEST(PlanBytes, FullShardingScattersTheGradientsAtTheirPrecision) {
+  for (const auto& [training, gradient_bytes, weight_bytes] : std::vector<std::tuple<std::string, double, double>>{
+           {"", 4, 2}, {R"(, "gradient_dtype": "bf16")", 2, 2}}) {
+    SCOPED_TRACE(training);
+    auto config = [&](const std::string& sharding) {
+      return Load(fmt::format(R"({{"model": {{"generator": "transformer", "layers": 4, "d_model": 256,
+        "heads": 8, "seq": 128, "vocab": 1024, "dtype": "bf16"}},
+        "training": {{"batch": 8, "microbatches": 4, "data_parallel_sharding": "{}"{}}},
+        "pipeline": {{"stages": 2, "schedule": "1f1b"}},
+        "cluster": {{"device": "H100-SXM", "devices": 32, "gpus_per_node": 8, "inter_node_link": "ib-ndr"}}}})",
+                              sharding, training));
+    };
+    const cost::Config full = config("full"), none = config("none");
+    auto plan = PlanFromConfig(full);
+    ASSERT_TRUE(plan) << plan.error().message;
+    const cost::PlanCosts sharded = cost::CostsFromPlan(full, *plan), plain = cost::CostsFromPlan(none, *plan);
+    // 16 replicas of each stage, over the nodes the plan's placement gives.
+    ASSERT_EQ(sharded.gradient_ranks, 16);
+    const cost::Link& nv = *cost::FindLink("nvlink4");
+    const cost::Link& ib = *cost::FindLink("ib-ndr");
+    for (int st = 0; st < 2; ++st) {
+      const auto& cell = plan->partition.cells[st];
+      const double layers = cell.last_layer - cell.first_layer + 1;
+      const cost::CollectiveGroup group{.ranks = 16, .nodes = static_cast<double>(sharded.replica_nodes),
+                                        .intra = &nv, .inter = &ib};
+      const double scatter = cost::CollectiveTime(cost::Kernel::Collective::kReduceScatter,
+                                                  cell.params * gradient_bytes, group);
+      const double gather =
+          cost::CollectiveTime(cost::Kernel::Collective::kAllGather, cell.params * weight_bytes, group);
+      const auto slot = [&](const cost::PlanCosts& c, ir::OpKind k) { return c.compute_s[st][cost::ComputeSlot(k)]; };
+      const double w = slot(plain, ir::OpKind::kBackwardWeight), f = slot(plain, ir::OpKind::kForward);
+      EXPECT_DOUBLE_EQ(slot(sharded, ir::OpKind::kBackwardWeight), std::max(w, scatter) + scatter / layers);
+      EXPECT_DOUBLE_EQ(slot(sharded, ir::OpKind::kForward), std::max(f, gather) + gather / layers);
+    }
+  }
 }
 
 TEST(Megatron, KeysNameTheirPath) {

@@ -39,7 +39,11 @@ Shared schema -> config, per row:
   as the column says (none, optimizer, full); with fp8, "fp8_params": true
   (NeMo's FP8 recipe keeps the weights in FP8, fp8_params, so Transformer
   Engine holds no FP8 copies beside BF16 ones and the distributed optimizer
-  gathers them in FP8).
+  gathers them in FP8). No gradient_dtype (the schema has no column):
+  Megatron-LM's default, fp32 gradients in bf16 and FP8 training, reduced
+  in fp32 across the replicas; NeMo's recipes reduce in bf16
+  (grad_reduce_in_fp32 false), which a config says with
+  "gradient_dtype": "bf16" (traces/published/README.md measures both).
 - pipeline: stages = pp; "interleaved" with chunks = vp when vp > 1, else
   "1f1b" with blocking transfers ("p2p": "blocking": Megatron's 1F1B waits
   for its sends and receives; Megatron-Core's interleaved schedule overlaps

@@ -470,6 +470,16 @@ cli_case(export_torchtitan_schedule_csv 0 "pipeline_parallel_schedule_csv = \"zb
          ${TP} export torchtitan ${EXPORT}/zb_h1.json --schedule-csv zb_h1.csv)
 cli_case(export_torchtitan_model_refused 2 "h100_gpt175b_run1.json: /model/mlp: torchtitan's llama3 model has a SwiGLU MLP"
          ${TP} export torchtitan ${EXPORT}/h100_gpt175b_run1.json)
+# The kept gradients' precision where it is not Megatron-LM's default for the training's.
+cli_case(export_megatron_bf16_gradients 0 "--grad-reduce-in-bf16"
+         ${TP} export megatron ${EXPORT}/llama3_8b_bf16_gradients.json)
+cli_case(export_megatron_fp32_gradients 0 "--accumulate-allreduce-grads-in-fp32"
+         ${TP} export megatron ${EXPORT}/gpt_fp16_fp32_gradients.json)
+cli_case(export_torchtitan_bf16_gradients_refused 2
+         "llama3_8b_bf16_gradients.json: /training/gradient_dtype: the torchtitan export reduces gradients in float32"
+         ${TP} export torchtitan ${EXPORT}/llama3_8b_bf16_gradients.json)
+cli_case(config_gradient_dtype_bad 2 "/training/gradient_dtype: 'int8' is not one of fp32, fp16, bf16"
+         ${TP} simulate ${IN}/gradient_dtype_int8.json)
 cli_case(export_not_transformer 2 "quickstart.json: /model/generator: Megatron-LM trains a transformer"
          ${TP} export megatron ${SRC}/examples/quickstart.json)
 cli_case(export_bad_config 2 "/pipeline/stages" ${TP} export megatron ${IN}/config_stages_string.json)
