@@ -1,6 +1,7 @@
 #include "cost_models/config.h"
 
 #include <algorithm>
+#include <numeric>
 #include <fstream>
 #include <sstream>
 
@@ -661,6 +662,25 @@ int CountNodes(int64_t n, int64_t per_node, Gpu&& gpu) {
 
 }  // namespace
 
+int64_t BlockNodes(int64_t first, int64_t stride, int64_t blocks, int64_t span, int64_t per_node) {
+  if (blocks <= 0) return 0;
+  const int64_t P = per_node;
+  // With m = a block's first GPU mod P: the nodes it spans, and whether the
+  // next block (stride on) starts in the node it ends in; both depend on m
+  // alone, and m repeats every P / gcd(stride mod P, P) blocks.
+  const int64_t step = ((stride % P) + P) % P, period = P / std::gcd(step == 0 ? P : step, P);
+  const int64_t m0 = ((first % P) + P) % P;
+  int64_t nodes = 0;
+  for (int64_t k = 0; k < std::min(period, blocks); ++k) {
+    const int64_t m = (m0 + k * step) % P;
+    const int64_t spanned = (m + span) / P + 1, shared = (m + span) / P == (m + stride) / P ? 1 : 0;
+    const int64_t count = (blocks - 1 - k) / period + 1;            // blocks r < blocks with r = k mod period
+    const int64_t followed = k < blocks - 1 ? (blocks - 2 - k) / period + 1 : 0;  // of them, those with a next block
+    nodes += count * spanned - followed * shared;
+  }
+  return nodes;
+}
+
 int Config::ContextNodes() const {
   return CountNodes(pipeline.context_parallel, cluster.gpus_per_node, [&](int64_t j) { return GpuOf(j, 0, 0); });
 }
@@ -677,9 +697,17 @@ int Config::ExpertNodes() const {
 }
 
 int Config::GradientNodes(int device) const {
-  const int64_t c = pipeline.context_parallel;
-  return CountNodes(c * Replicas(), cluster.gpus_per_node,
-                    [&](int64_t i) { return GpuOf(static_cast<int>(i % c), device, static_cast<int>(i / c)); });
+  const int64_t c = pipeline.context_parallel, t = pipeline.tensor_parallel, per_node = cluster.gpus_per_node;
+  const int64_t replicas = Replicas();
+  if (t > per_node) {  // a tensor-parallel group wider than a node: no closed form below
+    return CountNodes(c * replicas, per_node,
+                      [&](int64_t i) { return GpuOf(static_cast<int>(i % c), device, static_cast<int>(i / c)); });
+  }
+  // Replica r's c GPUs are t apart from GpuOf(0, device, r); replica-first
+  // order puts the replicas' runs end to end (one run of c x replicas).
+  const int64_t first = GpuOf(0, device, 0);
+  if (cluster.rank_order != RankOrder::kPipelineFirst) return BlockNodes(first, 0, 1, t * (c * replicas - 1), per_node);
+  return BlockNodes(first, GpuOf(0, device, 1) - first, replicas, t * (c - 1), per_node);
 }
 
 CollectiveLinks LinksOf(const Config& c) {

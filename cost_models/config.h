@@ -189,6 +189,13 @@ struct Config {
   }
 };
 
+// Distinct nodes of `per_node` GPUs among `blocks` runs of GPUs, run r
+// covering first + r x stride to that + span at steps of at most per_node
+// (a run never reaching the next one's start: stride > span), in O(per_node)
+// steps: the gradient group's nodes (Config::GradientNodes) for any count
+// of replicas.
+int64_t BlockNodes(int64_t first, int64_t stride, int64_t blocks, int64_t span, int64_t per_node);
+
 Result<Config> LoadConfig(std::string_view text, std::string_view source);
 // A config parsed already, found at JSON path `path` of `source` (a table of
 // runs' "/config" of "runs.jsonl:3"): messages name source and the whole

@@ -5,6 +5,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <random>
+#include <set>
+
 #include "ir/builders.h"
 
 namespace twinpipe::cost {
@@ -75,6 +78,53 @@ TEST(Config, CopyWithoutDevicesKeepsEverythingElse) {
   EXPECT_EQ(copy.Replicas(), c->Replicas());
   for (int d = 0; d < c->pipeline.stages; ++d) EXPECT_EQ(copy.GradientNodes(d), c->GradientNodes(d));
   EXPECT_EQ(copy.ContextNodes(), c->ContextNodes());
+}
+
+// The gradient group's nodes in closed form (BlockNodes, O(GPUs per node))
+// against brute force: every GPU of the group listed and its nodes counted,
+// over thousands of random layouts in both rank orders.
+TEST(Config, GradientNodesEqualCountingEveryGpu) {
+  std::mt19937 rng(7);
+  auto pick = [&](std::vector<int> v) { return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)]; };
+  for (int trial = 0; trial < 3000; ++trial) {
+    SCOPED_TRACE(trial);
+    Config c;
+    c.cluster.gpus_per_node = pick({1, 2, 4, 6, 8, 16});
+    std::vector<int> ts;
+    for (int t = 1; t <= c.cluster.gpus_per_node; ++t) {
+      if (c.cluster.gpus_per_node % t == 0) ts.push_back(t);
+    }
+    c.pipeline.tensor_parallel = pick(ts);
+    c.pipeline.context_parallel = pick({1, 2, 3, 4});
+    c.pipeline.stages = pick({1, 2, 3, 4, 6, 8});
+    const int replicas = pick({1, 2, 3, 5, 7, 16, 33});
+    c.cluster.rank_order = trial % 2 ? RankOrder::kPipelineFirst : RankOrder::kDataFirst;
+    c.cluster.devices.resize(static_cast<size_t>(c.pipeline.tensor_parallel) * c.pipeline.context_parallel *
+                             c.pipeline.stages * replicas);
+    ASSERT_EQ(c.Replicas(), replicas);
+    for (int d = 0; d < c.pipeline.stages; ++d) {
+      std::set<int64_t> nodes;
+      for (int r = 0; r < replicas; ++r) {
+        for (int j = 0; j < c.pipeline.context_parallel; ++j) nodes.insert(c.GpuOf(j, d, r) / c.cluster.gpus_per_node);
+      }
+      EXPECT_EQ(c.GradientNodes(d), static_cast<int>(nodes.size()))
+          << "t " << c.pipeline.tensor_parallel << " c " << c.pipeline.context_parallel << " K " << c.pipeline.stages
+          << " R " << replicas << " per node " << c.cluster.gpus_per_node << " device " << d;
+    }
+  }
+  // Runs of GPUs one by one, against their listing.
+  for (int trial = 0; trial < 3000; ++trial) {
+    SCOPED_TRACE(trial);
+    const int64_t per_node = pick({1, 3, 4, 8}), step = std::uniform_int_distribution<int64_t>(1, per_node)(rng);
+    const int64_t length = pick({1, 2, 3, 5}), span = step * (length - 1);
+    const int64_t stride = span + std::uniform_int_distribution<int64_t>(1, 20)(rng);
+    const int64_t first = std::uniform_int_distribution<int64_t>(0, 40)(rng), blocks = pick({0, 1, 2, 9, 40});
+    std::set<int64_t> nodes;
+    for (int64_t r = 0; r < blocks; ++r) {
+      for (int64_t x = 0; x < length; ++x) nodes.insert((first + r * stride + x * step) / per_node);
+    }
+    EXPECT_EQ(BlockNodes(first, stride, blocks, span, per_node), static_cast<int64_t>(nodes.size()));
+  }
 }
 
 TEST(LoadConfig, ReadsTheBlocksOptionsAndTheirDefaults) {
