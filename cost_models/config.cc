@@ -43,11 +43,11 @@ Dtype GradientDtype(const Reader& r, const json& t, Dtype model) {
   const Dtype fallback = DefaultGradientDtype(model);
   const Dtype d = *DtypeFromName(r.String(t, "gradient_dtype", "/training", {"fp32", "fp16", "bf16"},
                                          std::string(DtypeName(fallback))));
-  const Dtype weights = model == Dtype::kFp8 ? Dtype::kBf16 : model;
-  if (d != Dtype::kFp32 && d != weights) {
-    r.Fail("/training/gradient_dtype",
-           fmt::format("{} gradients of {} weights: expected fp32 or the weights' own precision{}", DtypeName(d),
-                       DtypeName(model), fmt::format(" ({})", DtypeName(HalfStorage(model) ? weights : Dtype::kFp32))));
+  const Dtype own = !HalfStorage(model) ? Dtype::kFp32 : model == Dtype::kFp8 ? Dtype::kBf16 : model;
+  if (d != Dtype::kFp32 && d != own) {
+    r.Fail("/training/gradient_dtype", fmt::format("{} gradients of {} weights: expected fp32 or the weights' own "
+                                                   "precision ({})",
+                                                   DtypeName(d), DtypeName(model), DtypeName(own)));
   }
   return d;
 }

@@ -66,8 +66,10 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
   const int32_t cp = c.pipeline.context_parallel;
   costs.gradient_ranks = s.replicas * cp;
   costs.sharding = costs.gradient_ranks > 1 ? c.training.sharding : DataParallelSharding::kNone;
+  // Bytes an element: the weights as gathered (FP8 with fp8_params), the kept gradients.
   const double e = DtypeBytes(c.model.dtype), gradient_e = DtypeBytes(c.training.gradient_dtype);
-  costs.gather_fraction = (c.training.fp8_params ? 1 : e) / gradient_e;
+  const double weight_e = c.training.fp8_params ? 1 : e;
+  costs.gather_fraction = weight_e / gradient_e;
   if (gpus > per_node) {
     costs.inter_node_link = c.cluster.inter_node_link;
     for (int32_t d = 0; d < D; ++d) {
@@ -133,8 +135,7 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
       // cell's compute; the first layer's gather (the last one's reduce-
       // scatter) has nothing before (after) it to hide behind.
       const double layers = cell.last_layer - cell.first_layer + 1;
-      const double gather =
-          CollectiveTime(Kernel::Collective::kAllGather, cell.params * (c.training.fp8_params ? 1 : e), gradient_group);
+      const double gather = CollectiveTime(Kernel::Collective::kAllGather, cell.params * weight_e, gradient_group);
       const double scatter = CollectiveTime(Kernel::Collective::kReduceScatter, cell.params * gradient_e, gradient_group);
       auto beside = [&](ir::OpKind kind, double comm) {
         double& t = costs.compute_s[st][ComputeSlot(kind)];
