@@ -35,9 +35,11 @@ int Run(const ImportOptions& o) {
   if (!m) return Fail("import-trace", m.error());
   if (auto ok = WriteOutput(o.out, traces::WriteTraceJson(m->trace)); !ok) return Fail("import-trace", ok.error());
   fmt::print(stderr,
-             "twinpipe import-trace: {} of the schedule's {} ops timed ({} time), {} not labelled by torch (STEP, "
+             "twinpipe import-trace: {} of the schedule's {} ops timed ({} time{}), {} not labelled by torch (STEP, "
              "and the transfers of single-stage schedules); {} bookkeeping actions skipped\n",
-             m->measured, m->measured + m->unmeasured, m->gpu_time ? "GPU" : "CPU", m->unmeasured, m->bookkeeping);
+             m->measured, m->measured + m->unmeasured, m->gpu_time ? "GPU" : "CPU",
+             m->no_gpu_work ? fmt::format("; {} launched no GPU work: no time", m->no_gpu_work) : "",
+             m->unmeasured, m->bookkeeping);
   return kExitOk;
 }
 

@@ -7,12 +7,14 @@
 # for examples/mlp_h100.json and examples/transformer_h100.json at K in
 # {1, 2, 4} under GPipe and 1F1B, and the Llama-class example's), the
 # kernel table of the GPU (bench/gpu_kernel_table.py) and the abort path
-# under compute-sanitizer. Each stage runs under a time limit, so
+# under compute-sanitizer, and torch.distributed.pipelining steps on the GPU
+# under torch.profiler (scripts/torch_pipelining_profile.py --device cuda,
+# one rank: NCCL takes one rank a GPU). Each stage runs under a time limit, so
 # one failure does not hide the rest. Everything lands in $OUT/gpu.tgz; the
 # summary is printed. Calibrating, predicting and comparing need no GPU:
 # scripts/gpu_loop.sh does them afterwards on the traces.
 #   bash scripts/gpu_session.sh [stages...]   (default: all; stages: tests
-#   sanitize bench torch kernels loop cross; LOOP_MODELS="a b" limits the
+#   sanitize bench torch kernels pipelining loop cross; LOOP_MODELS="a b" limits the
 #   loop and cross runs to those examples)
 set -u
 OUT=${OUT:-/tmp/gpu-out}
@@ -66,6 +68,10 @@ if want torch; then
       --steps 20 --precision "$p" --out "$log/torch_compare_$p.json"
   done
 fi
+# torch.distributed.pipelining on the GPU, each schedule's step under
+# torch.profiler with its kernels, for `twinpipe import-trace` here.
+want pipelining && run torch_pipelining 120 env PYTHONUNBUFFERED=1 python3 torch_pipelining_profile.py \
+  --out "$log/torch_profile" --device cuda --world "${PIPELINING_WORLD:-1}" --width 2048 --rows 1024 --microbatches 4
 # config MODEL K [key=value...]: examples/MODEL.json with K stages on K
 # devices, on the GPUs there are (cluster.gpus: devices beyond them share
 # one, as the executor places them) of the catalogue's kind of this GPU, and

@@ -495,6 +495,14 @@ cli_case(import_trace_interleaved 0 "80 of the schedule's 82 ops timed (CPU time
 cli_case(import_trace_then_compare 0 "ops compared 352 of the 356 predicted"
          bash -c "${TP} import-trace ${TPROF}/w4/interleaved.rank{0,1,2,3}.json.gz --schedule-file ${TPROF}/w4/interleaved.csv -o \"$0\" && ${TP} simulate ${SRC}/examples/mlp_cpu.json --schedule-file ${TPROF}/w4/interleaved.csv --trace \"$0.p\" >/dev/null && ${TP} compare \"$0.p\" \"$0\""
          ${CMAKE_CURRENT_BINARY_DIR}/torch_profile_w4.json)
+# The same on one H100 (tests/inputs/torch_profile/h100): the GPU's kernels
+# time each action, the backwards' from autograd's thread too.
+cli_case(import_trace_gpu_then_compare 0 "ops compared 16 of the 17 predicted"
+         bash -c "${TP} import-trace ${TPROF}/h100/interleaved.rank0.json.gz --schedule-file ${TPROF}/h100/interleaved.csv -o \"$0\" && ${TP} simulate ${TPROF}/h100/mlp_h100_torch.json --schedule-file ${TPROF}/h100/interleaved.csv --trace \"$0.p\" >/dev/null && ${TP} compare \"$0.p\" \"$0\""
+         ${CMAKE_CURRENT_BINARY_DIR}/torch_profile_h100.json)
+cli_case(import_trace_gpu_zero_bubble 0 "4 launched no GPU work: no time"
+         ${TP} import-trace ${TPROF}/h100/zbv.rank0.json.gz --schedule-file ${TPROF}/h100/zbv.csv
+         -o ${CMAKE_CURRENT_BINARY_DIR}/torch_profile_h100_zbv.json)
 cli_case(import_trace_one_rank_missing 2 "1 profiles for a schedule of 2 devices: give one per rank"
          ${TP} import-trace ${TPROF}/w2/interleaved.rank0.json.gz --schedule-file ${TPROF}/w2/interleaved.csv)
 # torch's ScheduleGPipe runs its backwards first micro-batch first, twinpipe's last first.

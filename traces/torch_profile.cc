@@ -27,8 +27,9 @@ using Key = std::tuple<ir::OpKind, int32_t, int32_t>;
 
 struct Labelled {
   Key key;
-  double start_us = 0, dur_us = 0;
-  size_t index = 0;  // in traceEvents
+  double cpu_start_us = 0, cpu_dur_us = 0;  // the label's range on the host
+  size_t index = 0;                          // in traceEvents
+  double start_us = 0, dur_us = 0;           // the op's time: the GPU's where it launched work there
 };
 
 // "Forward 3" / "Backward 3": the single-stage schedules' labels.
@@ -48,6 +49,89 @@ std::optional<std::pair<ir::OpKind, int32_t>> SingleStageLabel(std::string_view 
 std::string StringField(const Json& e, const char* key) {
   auto it = e.find(key);
   return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// A number field of a trace event, or a message naming its JSON path.
+Result<double> Microseconds(const Json& e, const char* field, const std::string& name, size_t i) {
+  auto it = e.find(field);
+  if (it == e.end() || !it->is_number() || !std::isfinite(it->get<double>()) ||
+      (std::string_view(field) == "dur" && it->get<double>() < 0)) {
+    return Fail(fmt::format("{}: /traceEvents/{}/{}: expected a number of microseconds{}", name, i, field,
+                            std::string_view(field) == "dur" ? ", 0 or more" : ""));
+  }
+  return it->get<double>();
+}
+
+// Where the profile recorded the GPU's work (events of category kernel,
+// gpu_memcpy, gpu_memset, each tied by args.correlation to the runtime or
+// driver call that launched it), an op's time is that of the work launched
+// while its label was open on the host, from any of the process's threads:
+// the backward's kernels come from autograd's device thread, outside the
+// label's own thread, so torch's gpu_user_annotation ranges (kernels of the
+// labelling thread only) miss them. Returns -1 where the file has no GPU
+// work (CPU times stand), else the number of ops that launched none.
+Result<int> GpuSpans(const Json& events, const std::string& name, std::vector<Labelled>& labels) {
+  std::map<int64_t, double> launched;  // correlation -> the launch's host time
+  std::vector<std::tuple<int64_t, double, double>> work;  // correlation, start, duration
+  for (size_t i = 0; i < events.size(); ++i) {
+    const Json& e = events[i];
+    if (!e.is_object() || StringField(e, "ph") != "X") continue;
+    const std::string cat = StringField(e, "cat");
+    const bool is_launch = cat == "cuda_runtime" || cat == "cuda_driver";
+    const bool is_work = cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset";
+    if (!is_launch && !is_work) continue;
+    auto args = e.find("args");
+    if (args == e.end() || !args->is_object() || !args->contains("correlation") ||
+        !(*args)["correlation"].is_number_integer()) {
+      continue;  // tied to no launch: nobody's op
+    }
+    const int64_t correlation = (*args)["correlation"];
+    auto ts = Microseconds(e, "ts", name, i);
+    if (!ts) return tl::unexpected(ts.error());
+    if (is_launch) {
+      launched.emplace(correlation, *ts);
+      continue;
+    }
+    auto dur = Microseconds(e, "dur", name, i);
+    if (!dur) return tl::unexpected(dur.error());
+    work.emplace_back(correlation, *ts, *dur);
+  }
+  if (work.empty()) return -1;
+  std::vector<size_t> order(labels.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return labels[a].cpu_start_us < labels[b].cpu_start_us; });
+  std::vector<double> lo(labels.size(), std::numeric_limits<double>::infinity()), hi(labels.size(), -lo[0]);
+  for (const auto& [correlation, start, dur] : work) {
+    auto it = launched.find(correlation);
+    if (it == launched.end()) continue;
+    const double at = it->second;
+    auto after = std::upper_bound(order.begin(), order.end(), at,
+                                  [&](double t, size_t l) { return t < labels[l].cpu_start_us; });
+    if (after == order.begin()) continue;
+    const size_t l = *std::prev(after);
+    if (at > labels[l].cpu_start_us + labels[l].cpu_dur_us) continue;  // between ops: the optimizer, a sync
+    lo[l] = std::min(lo[l], start);
+    hi[l] = std::max(hi[l], start + dur);
+  }
+  // An op that launched nothing took no GPU time: it ends where the op
+  // before it did on the GPU (its host range where none did before it).
+  int host = 0;
+  double previous_end = -std::numeric_limits<double>::infinity();
+  for (size_t l : order) {
+    if (hi[l] < lo[l]) {
+      ++host;
+      if (std::isfinite(previous_end)) {
+        labels[l].start_us = previous_end;
+        labels[l].dur_us = 0;
+      }
+      continue;
+    }
+    labels[l].start_us = lo[l];
+    labels[l].dur_us = hi[l] - lo[l];
+    previous_end = hi[l];
+  }
+  return host;
 }
 
 }  // namespace
@@ -130,14 +214,10 @@ Result<TorchProfileImport> ImportTorchProfiles(const std::vector<std::pair<std::
     }
     file_of[rank] = name;
     const Json& events = doc["traceEvents"];
-    bool gpu = false;
-    for (const Json& e : events) gpu = gpu || (e.is_object() && StringField(e, "cat") == "gpu_user_annotation");
-    result.gpu_time = result.gpu_time || gpu;
-    const std::string wanted = gpu ? "gpu_user_annotation" : "user_annotation";
     std::map<Key, size_t> seen;
     for (size_t i = 0; i < events.size(); ++i) {
       const Json& e = events[i];
-      if (!e.is_object() || StringField(e, "cat") != wanted || StringField(e, "ph") != "X") continue;
+      if (!e.is_object() || StringField(e, "cat") != "user_annotation" || StringField(e, "ph") != "X") continue;
       const std::string path = fmt::format("/traceEvents/{}", i);
       if (!e.contains("name") || !e["name"].is_string()) {
         return Fail(fmt::format("{}: {}/name: expected the label, a string", name, path));
@@ -161,13 +241,10 @@ Result<TorchProfileImport> ImportTorchProfiles(const std::vector<std::pair<std::
       } else {
         continue;  // the user's own annotations, gloo/NCCL calls, ProfilerStep#
       }
-      for (const char* field : {"ts", "dur"}) {
-        if (!e.contains(field) || !e[field].is_number() || !std::isfinite(e[field].get<double>()) ||
-            (std::string_view(field) == "dur" && e[field].get<double>() < 0)) {
-          return Fail(fmt::format("{}: {}/{}: expected a number of microseconds{}", name, path, field,
-                                  std::string_view(field) == "dur" ? ", 0 or more" : ""));
-        }
-      }
+      auto ts = Microseconds(e, "ts", name, i);
+      if (!ts) return tl::unexpected(ts.error());
+      auto dur = Microseconds(e, "dur", name, i);
+      if (!dur) return tl::unexpected(dur.error());
       const ir::Op probe{.kind = std::get<0>(key), .stage = std::get<1>(key), .micro_batch = std::get<2>(key)};
       if (!ops[rank].contains(key)) {
         return Fail(fmt::format("{}: {}/name: '{}' ({}) is no op of device {}'s program in the schedule", name,
@@ -177,16 +254,19 @@ Result<TorchProfileImport> ImportTorchProfiles(const std::vector<std::pair<std::
         return Fail(fmt::format("{}: {}/name: '{}' again (first at /traceEvents/{}): the profile holds more than "
                                 "one step; profile one", name, path, label, it->second));
       }
-      const double ts = e["ts"], dur = e["dur"];
-      t0 = std::min(t0, ts);
-      labelled[rank].push_back(Labelled{key, ts, dur, i});
+      labelled[rank].push_back(Labelled{key, *ts, *dur, i, *ts, *dur});
     }
+    auto gpu = GpuSpans(events, name, labelled[rank]);
+    if (!gpu) return tl::unexpected(gpu.error());
+    result.gpu_time = result.gpu_time || *gpu >= 0;
+    result.no_gpu_work += std::max(*gpu, 0);
+    for (const Labelled& l : labelled[rank]) t0 = std::min(t0, l.start_us);
   }
   // A rank runs its program's actions one after another: a profile whose
   // labels start in another order is of another schedule.
   for (int32_t d = 0; d < D; ++d) {
     auto& list = labelled[d];
-    std::stable_sort(list.begin(), list.end(), [](const Labelled& a, const Labelled& b) { return a.start_us < b.start_us; });
+    std::stable_sort(list.begin(), list.end(), [](const Labelled& a, const Labelled& b) { return a.cpu_start_us < b.cpu_start_us; });
     for (size_t i = 1; i < list.size(); ++i) {
       if (ops[d].at(list[i].key) > ops[d].at(list[i - 1].key)) continue;
       auto token = [](const Key& k) {

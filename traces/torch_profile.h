@@ -9,9 +9,11 @@
 // record_function("PP:<action>") ("PP:0F1", "PP:2SEND_B3", "PP:0UNSHARD");
 // the single-stage schedules (ScheduleGPipe, Schedule1F1B) label their
 // compute "Forward <i>" and "Backward <i>" and leave their transfers
-// unlabelled. Events of category user_annotation (CPU time) are read, or
-// gpu_user_annotation (the GPU's time of the same range) where a rank's file
-// has those. The optimizer step runs outside the schedule: STEP ops stay
+// unlabelled. Events of category user_annotation give each op its range on
+// the host; where a rank's file has the GPU's work (ProfilerActivity.CUDA:
+// kernel, gpu_memcpy, gpu_memset events), an op's time is the span of the
+// work launched, from any thread, while its label was open (an op that
+// launched none takes no time, where the op before it ended). The optimizer step runs outside the schedule: STEP ops stay
 // unmeasured, as do the transfers torch does not label.
 //
 //   auto m = ImportTorchProfiles({{"rank0.json.gz", text0}, {"rank1.json.gz", text1}}, schedule);
@@ -33,7 +35,9 @@ struct TorchProfileImport {
   int measured = 0;     // schedule ops with a labelled event
   int unmeasured = 0;   // schedule ops without one (STEP, unlabelled transfers)
   int bookkeeping = 0;  // UNSHARD, RESHARD, REDUCE_GRAD, waits: read and skipped
-  bool gpu_time = false;  // some rank's times are its GPU's (gpu_user_annotation)
+  bool gpu_time = false;  // some rank's times are its GPU's (the profile has its kernels)
+  int no_gpu_work = 0;     // of the measured ops in such files, those that launched no GPU work: no time, at the
+                          // GPU end of the op before them (the host's range where none came before)
 };
 
 // `files`: (name, contents) per rank, plain JSON or gzip. A file's rank is

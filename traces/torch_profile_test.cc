@@ -164,6 +164,115 @@ TEST(TorchProfile, AProfileOfAnotherScheduleIsRefused) {
   EXPECT_NE(m.error().message.find("the profile is of another schedule"), std::string::npos) << m.error().message;
 }
 
+// The op's time where the profile has the GPU's work: the span of the kernels
+// launched, from any thread, while its label was open on the host. Closed
+// form on a made-up profile: Forward 0 is open over [0, 10] us and launches
+// a kernel at 5 that runs [8, 12]; Backward 0 is open over [20, 40] and its
+// kernel, launched at 25 from another thread (autograd's), runs [30, 80]; a
+// kernel launched at 45, between labels (the optimizer), is no op's. So F
+// runs [0, 4] us and B [22, 72] after the first op's start.
+TEST(TorchProfile, GpuTimeIsTheSpanOfTheWorkEachLabelLaunched) {
+  ir::Schedule s = TorchGpipe(1, 1);
+  ASSERT_TRUE(ir::InsertComm(s, {}));
+  auto ev = [](const std::string& cat, double ts, double dur, int tid, const std::string& extra) {
+    return fmt::format(R"({{"ph": "X", "cat": "{}", "ts": {}, "dur": {}, "tid": {}{}}})", cat, ts, dur, tid, extra);
+  };
+  auto corr = [](int c) { return fmt::format(R"(, "name": "k", "args": {{"correlation": {}}})", c); };
+  const std::string events =
+      ev("user_annotation", 1000, 10, 1, R"(, "name": "Forward 0")") + "," +
+      ev("user_annotation", 1020, 20, 1, R"(, "name": "Backward 0")") + "," +
+      ev("cuda_runtime", 1005, 1, 1, corr(1)) + "," + ev("kernel", 1008, 4, 7, corr(1)) + "," +
+      ev("cuda_runtime", 1025, 1, 2, corr(2)) + "," + ev("kernel", 1030, 50, 7, corr(2)) + "," +
+      ev("cuda_driver", 1045, 1, 1, corr(3)) + "," + ev("gpu_memset", 1090, 5, 7, corr(3));
+  auto m = ImportTorchProfiles({{"g.json", R"({"traceEvents": [)" + events + "]}"}}, s);
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_TRUE(m->gpu_time);
+  EXPECT_EQ(m->no_gpu_work, 0);
+  ASSERT_EQ(m->measured, 2);
+  EXPECT_DOUBLE_EQ(m->trace.events[0].start_s, 0);
+  EXPECT_DOUBLE_EQ(m->trace.events[0].end_s, 4e-6);
+  EXPECT_DOUBLE_EQ(m->trace.events[1].start_s, 22e-6);
+  EXPECT_DOUBLE_EQ(m->trace.events[1].end_s, 72e-6);
+  // A label that launched nothing takes no time where the op before it
+  // ended on the GPU, or keeps its host range where it is the first; bad
+  // GPU events name their path.
+  const std::string idle = ev("user_annotation", 1000, 10, 1, R"(, "name": "Forward 0")") + "," +
+                           ev("user_annotation", 1020, 20, 1, R"(, "name": "Backward 0")") + "," +
+                           ev("cuda_runtime", 1025, 1, 2, corr(2)) + "," + ev("kernel", 1030, 50, 7, corr(2));
+  m = ImportTorchProfiles({{"g.json", R"({"traceEvents": [)" + idle + "]}"}}, s);
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(m->no_gpu_work, 1);
+  EXPECT_DOUBLE_EQ(m->trace.events[0].start_s, 0);
+  EXPECT_DOUBLE_EQ(m->trace.events[0].end_s, 10e-6);
+  EXPECT_DOUBLE_EQ(m->trace.events[1].start_s, 30e-6);
+  const std::string swapped = ev("user_annotation", 1000, 10, 1, R"(, "name": "Forward 0")") + "," +
+                              ev("user_annotation", 1020, 20, 1, R"(, "name": "Backward 0")") + "," +
+                              ev("cuda_runtime", 1005, 1, 1, corr(1)) + "," + ev("kernel", 1008, 4, 7, corr(1));
+  m = ImportTorchProfiles({{"g.json", R"({"traceEvents": [)" + swapped + "]}"}}, s);
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(m->no_gpu_work, 1);
+  EXPECT_DOUBLE_EQ(m->trace.events[1].start_s, 4e-6);
+  EXPECT_DOUBLE_EQ(m->trace.events[1].end_s, 4e-6);
+  const std::string bad = idle + R"(, {"ph": "X", "cat": "kernel", "ts": 1, "dur": "x", "args": {"correlation": 9}})";
+  m = ImportTorchProfiles({{"g.json", R"({"traceEvents": [)" + bad + "]}"}}, s);
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.error().message, "g.json: /traceEvents/4/dur: expected a number of microseconds, 0 or more");
+}
+
+// torch.distributed.pipelining on one H100 (tests/inputs/torch_profile/h100:
+// one rank, two stages of 2 x (Linear 2048 -> 2048, ReLU) in fp32, 4
+// micro-batches of 1,024 rows). Every compute action is timed on the GPU,
+// the backwards too, whose kernels autograd launches from its own thread
+// (torch's gpu_user_annotation ranges hold none of them); one stream runs
+// them one after another; and a backward costs what its GEMMs say: the
+// first stage's input needs no gradient, so its backward runs 3 GEMMs to
+// the forward's 2 (1.5x; the last stage's 4, 2x), within 1.3x-2.6x.
+TEST(TorchProfile, GpuProfilesOfOneH100TimeEveryComputeAction) {
+  for (const std::string name : {"interleaved", "zbv"}) {
+    SCOPED_TRACE(name);
+    auto csv = ir::ImportTorchCsv(Read("h100/" + name + ".csv"), name + ".csv", ir::TorchDialect::kAuto);
+    ASSERT_TRUE(csv) << csv.error().message;
+    const ir::Schedule& s = csv->schedule;
+    auto m = ImportTorchProfiles(Profiles("h100", name, 1), s);
+    ASSERT_TRUE(m) << m.error().message;
+    EXPECT_TRUE(m->gpu_time);
+    EXPECT_EQ(m->measured, s.NumOps() - 1);  // all but the STEP
+    // ZB: the first stage's input gradient (I) is nothing to compute; its W does the whole backward.
+    EXPECT_EQ(m->no_gpu_work, name == "zbv" ? 4 : 0);
+    std::vector<double> forward;
+    for (const Event& e : m->trace.events) {
+      if (e.kind == ir::OpKind::kForward && e.stage == 0) forward.push_back(e.end_s - e.start_s);
+    }
+    std::sort(forward.begin(), forward.end());
+    ASSERT_EQ(forward.size(), 4u);
+    const double f = (forward[1] + forward[2]) / 2;
+    double last_end = 0;
+    int backward = 0;
+    for (const Event& e : m->trace.events) {
+      EXPECT_GE(e.start_s, last_end - 1e-9) << e.id;  // one stream
+      last_end = e.end_s;
+      if (e.kind == ir::OpKind::kBackwardInput && e.stage == 0) {
+        EXPECT_EQ(e.end_s, e.start_s) << e.id;
+      }
+      const bool whole = e.kind == ir::OpKind::kBackward || (e.kind == ir::OpKind::kBackwardWeight && e.stage == 0);
+      if (whole && e.stage == 0) {
+        ++backward;
+        EXPECT_GT((e.end_s - e.start_s) / f, 1.3) << e.id;
+        EXPECT_LT((e.end_s - e.start_s) / f, 2.6) << e.id;
+      }
+    }
+    EXPECT_EQ(backward, 4);
+  }
+  // ScheduleGPipe and one stage: Forward i / Backward i, timed on the GPU.
+  ir::Schedule s = TorchGpipe(1, 4);
+  ASSERT_TRUE(ir::InsertComm(s, {}));
+  auto m = ImportTorchProfiles(Profiles("h100", "gpipe", 1), s);
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_TRUE(m->gpu_time);
+  EXPECT_EQ(m->measured, 8);
+  EXPECT_EQ(m->no_gpu_work, 0);
+}
+
 TEST(TorchProfile, BadProfilesNameTheFileAndPath) {
   ir::Schedule s = *ir::BuildByName("gpipe", 2, 4);
   ASSERT_TRUE(ir::InsertComm(s, {}));
