@@ -136,6 +136,73 @@ Partition Bisect(const PartitionProblem& p, double lo, double hi, Test feasible)
   return Partition{best, *std::max_element(costs.begin(), costs.end())};
 }
 
+// A feasible bottleneck under memory, quickly, to bound the exact search
+// (MinMaxUnderMemory): each cell takes layers while its compute stays
+// within `limit` and it fits, ending at the farthest layer whose cost with
+// its cut is within `limit`; the limit grows from the fastest class's even
+// share until that works, then bisects a few steps down. Any partition it
+// finds fits and costs what it says, whatever the memory function; where
+// none is found the bound is infinite. O(L) memory tests a probe.
+template <typename Fits>
+double FeasibleBottleneckUnderMemory(const PartitionProblem& p, const Fits& fits) {
+  const int L = p.num_layers, K = p.num_cells;
+  std::vector<int> firsts(K, 0);
+  auto greedy = [&](double limit) {
+    int a = 0;
+    for (int k = 0; k < K; ++k) {
+      firsts[k] = a;
+      if (k == K - 1) return p.CellCost(k, a, L - 1) <= limit && fits(a, L - 1, k);
+      const auto& pre = p.prefix[p.cell_class[k]];
+      const int b_max = L - 1 - (K - 1 - k);
+      int best = -1;
+      for (int b = a; b <= b_max && pre[b + 1] - pre[a] <= limit && fits(a, b, k); ++b) {
+        if (p.CellCost(k, a, b) <= limit) best = b;
+      }
+      if (best < 0) return false;
+      a = best + 1;
+    }
+    return true;
+  };
+  // Past the whole model's cost, with every cut, no cell is bound by its
+  // cost: what fails there fails for memory, and more limit does nothing.
+  double whole = 0, share = 0;
+  for (const auto& pre : p.prefix) whole = std::max(whole, pre.back());
+  share = whole / K;
+  for (int j = 0; j + 1 < L; ++j) {
+    double most = 0;
+    for (const auto& costs : p.cut_costs) most = std::max(most, costs[j]);
+    whole += most;
+  }
+  double lo = 0, hi = share > 0 ? share : 1e-300;
+  bool found = false;
+  for (int i = 0; i < 64 && !found; ++i) {
+    found = greedy(hi);
+    if (!found) {
+      if (hi > whole) return kInf;
+      lo = hi;
+      hi *= 1.5;
+    }
+  }
+  if (!found) return kInf;
+  double bound = kInf;
+  auto keep = [&] {
+    const auto costs = CellCosts(p, firsts);
+    bound = std::min(bound, *std::max_element(costs.begin(), costs.end()));
+  };
+  greedy(hi);
+  keep();
+  for (int i = 0; i < 6; ++i) {
+    const double mid = lo + (hi - lo) / 2;
+    if (greedy(mid)) {
+      hi = mid;
+      keep();
+    } else {
+      lo = mid;
+    }
+  }
+  return bound;
+}
+
 }  // namespace
 
 PartitionProblem UniformProblem(const std::vector<double>& costs, int cells) {
@@ -207,13 +274,26 @@ Result<Partition> MinVariance(const PartitionProblem& p) {
     const double c = p.CellCost(0, 0, b);
     f[0][b] = c * c;
   }
+  // With costs of no sign below zero a cell only gets costlier as its start
+  // moves left, so from b down the scan stops once the cell alone costs more
+  // than the best so far; equal sums keep the leftmost start, as a scan from
+  // the left taking only strict improvements would.
+  const bool monotone = std::all_of(p.prefix.begin(), p.prefix.end(), [](const std::vector<double>& pre) {
+    for (size_t i = 1; i < pre.size(); ++i) {
+      if (!(pre[i] >= pre[i - 1])) return false;
+    }
+    return true;
+  }) && std::all_of(p.cut_costs.begin(), p.cut_costs.end(), [](const std::vector<double>& costs) {
+    return std::all_of(costs.begin(), costs.end(), [](double c) { return c >= 0; });
+  });
   for (int k = 1; k < K; ++k) {
     for (int b = k; b <= L - K + k; ++b) {
-      for (int a = k; a <= b; ++a) {
-        if (f[k - 1][a - 1] == kInf) continue;
+      for (int a = b; a >= k; --a) {
         const double c = p.CellCost(k, a, b);
+        if (monotone && c * c > f[k][b]) break;
+        if (f[k - 1][a - 1] == kInf) continue;
         const double v = f[k - 1][a - 1] + c * c;
-        if (v < f[k][b]) {
+        if (v <= f[k][b]) {
           f[k][b] = v;
           from[k][b] = a;
         }
@@ -234,18 +314,39 @@ Result<Partition> MinMaxUnderMemory(const PartitionProblem& p) {
   if (!p.memory) return MinMax(p);
   const int L = p.num_layers, K = p.num_cells;
   auto fits = [&](int a, int b, int k) { return p.memory(a, b, k) <= p.capacity[k]; };
-  // g[k][b]: least bottleneck covering layers 0..b with cells 0..k that all fit.
-  std::vector<std::vector<double>> g(K, std::vector<double>(L, kInf));
+  // A partition that fits bounds the answer: prefixes that cost as much are
+  // no way to it, nor are cells that do. The bound sits just above that
+  // partition's bottleneck, so the optimum, and the choice among equal ones
+  // (the first a, from b down, of the least value), stay the unbounded
+  // search's; the search only skips what cannot beat the bound.
+  const double feasible = FeasibleBottleneckUnderMemory(p, fits);
+  const double cap = feasible == kInf ? kInf : feasible + std::abs(feasible) * 1e-9 + 1e-300;
+  // g[k][b]: least bottleneck covering layers 0..b with cells 0..k that all
+  // fit, or `cap` where that is no less.
+  std::vector<std::vector<double>> g(K, std::vector<double>(L, cap));
   std::vector<std::vector<int>> from(K, std::vector<int>(L, -1));
   for (int b = 0; b <= L - K; ++b) {  // only ends that leave a layer for each later cell
-    if (fits(0, b, 0)) g[0][b] = p.CellCost(0, 0, b);
+    const double c = p.CellCost(0, 0, b);
+    if (c < cap && fits(0, b, 0)) g[0][b] = c;
   }
+  // Cell k starts after an end of cell k - 1 that some fitting prefix
+  // reaches (`ends`, ascending): only those are tried, from b down, as
+  // before; where there is none, nothing fits.
+  std::vector<int> ends;
   for (int k = 1; k < K; ++k) {
+    ends.clear();
+    for (int j = k - 1; j <= L - K + k - 1; ++j) {
+      if (g[k - 1][j] < cap) ends.push_back(j);
+    }
+    if (ends.empty()) break;
+    size_t below = 0;  // ends[0, below) end before b
     for (int b = k; b <= L - K + k; ++b) {
-      for (int a = b; a >= k; --a) {
+      while (below < ends.size() && ends[below] < b) ++below;
+      for (size_t i = below; i-- > 0;) {
+        const int a = ends[i] + 1;
         const double c = p.CellCost(k, a, b);
         if (c >= g[k][b]) break;  // cells only get costlier as a moves left
-        // Nothing to gain (or no way here): spare the memory test.
+        // Nothing to gain: spare the memory test.
         if (g[k - 1][a - 1] >= g[k][b] || !fits(a, b, k)) continue;
         const double v = std::max(g[k - 1][a - 1], c);
         if (v < g[k][b]) {
@@ -255,7 +356,7 @@ Result<Partition> MinMaxUnderMemory(const PartitionProblem& p) {
       }
     }
   }
-  if (g[K - 1][L - 1] == kInf) {
+  if (g[K - 1][L - 1] >= cap) {  // only with no bound: any partition that fits is below it
     // Say why: a layer that fits nowhere, or the cell that overflows most in
     // the unconstrained minmax partition.
     for (int i = 0; i < L; ++i) {

@@ -140,6 +140,102 @@ TEST(MinMaxUnderMemory, NeverExceedsTheCapAndIsInfeasibleExactlyWhenBruteForceSa
   EXPECT_LT(infeasible, 1900);
 }
 
+// The full tables, as the partitioners filled them before they were pruned:
+// every start of every cell tried (MinVariance from the left, taking strict
+// improvements; MinMaxUnderMemory from b down, with no bound from a
+// partition that fits). The pruned searches must choose the very same cells,
+// ties included, so that no plan moves.
+std::vector<int> FullTableMinVariance(const PartitionProblem& p) {
+  const int L = p.num_layers, K = p.num_cells;
+  std::vector<std::vector<double>> f(K, std::vector<double>(L, INFINITY));
+  std::vector<std::vector<int>> from(K, std::vector<int>(L, -1));
+  for (int b = 0; b <= L - K; ++b) f[0][b] = p.CellCost(0, 0, b) * p.CellCost(0, 0, b);
+  for (int k = 1; k < K; ++k) {
+    for (int b = k; b <= L - K + k; ++b) {
+      for (int a = k; a <= b; ++a) {
+        if (f[k - 1][a - 1] == INFINITY) continue;
+        const double c = p.CellCost(k, a, b);
+        if (f[k - 1][a - 1] + c * c < f[k][b]) {
+          f[k][b] = f[k - 1][a - 1] + c * c;
+          from[k][b] = a;
+        }
+      }
+    }
+  }
+  std::vector<int> firsts(K, 0);
+  for (int k = K - 1, b = L - 1; k > 0; --k) b = (firsts[k] = from[k][b]) - 1;
+  return firsts;
+}
+
+std::vector<int> FullTableMinMaxUnderMemory(const PartitionProblem& p) {
+  const int L = p.num_layers, K = p.num_cells;
+  auto fits = [&](int a, int b, int k) { return p.memory(a, b, k) <= p.capacity[k]; };
+  std::vector<std::vector<double>> g(K, std::vector<double>(L, INFINITY));
+  std::vector<std::vector<int>> from(K, std::vector<int>(L, -1));
+  for (int b = 0; b <= L - K; ++b) {
+    if (fits(0, b, 0)) g[0][b] = p.CellCost(0, 0, b);
+  }
+  for (int k = 1; k < K; ++k) {
+    for (int b = k; b <= L - K + k; ++b) {
+      for (int a = b; a >= k; --a) {
+        const double c = p.CellCost(k, a, b);
+        if (c >= g[k][b]) break;
+        if (g[k - 1][a - 1] >= g[k][b] || !fits(a, b, k)) continue;
+        if (std::max(g[k - 1][a - 1], c) < g[k][b]) {
+          g[k][b] = std::max(g[k - 1][a - 1], c);
+          from[k][b] = a;
+        }
+      }
+    }
+  }
+  if (g[K - 1][L - 1] == INFINITY) return {};
+  std::vector<int> firsts(K, 0);
+  for (int k = K - 1, b = L - 1; k > 0; --k) b = (firsts[k] = from[k][b]) - 1;
+  return firsts;
+}
+
+TEST(Partitioners, PrunedSearchesChooseWhatTheFullTablesChoose) {
+  std::mt19937_64 rng(2026);
+  int feasible = 0, infeasible = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int L = 1 + static_cast<int>(rng() % 48);
+    const int K = 1 + static_cast<int>(rng() % std::min(16, L));
+    PartitionProblem p = RandomProblem(rng, L, K, trial % 2 == 1, trial % 3 == 0);
+    if (trial % 5 == 4) {  // equal layers: ties everywhere
+      for (auto& pre : p.prefix) {
+        for (int i = 0; i <= L; ++i) pre[i] = i * (pre.back() > 0 ? 1.0 : 0.0);
+      }
+    }
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << " L " << L << " K " << K);
+    ASSERT_EQ(MinVariance(p)->first_layers, FullTableMinVariance(p));
+    std::vector<double> weights(L), input(L);
+    std::uniform_real_distribution<double> u(0.0, 10.0);
+    for (int i = 0; i < L; ++i) {
+      weights[i] = std::floor(u(rng));
+      input[i] = std::floor(u(rng));
+    }
+    p.memory = [weights, input](int a, int b, int k) {
+      double m = input[a] + (k % 3);
+      for (int i = a; i <= b; ++i) m += weights[i];
+      return m;
+    };
+    const double room = 6 + u(rng) * (1 + 4.0 * L / K);
+    p.capacity.assign(K, room);
+    const std::vector<int> full = FullTableMinMaxUnderMemory(p);
+    auto got = MinMaxUnderMemory(p);
+    if (full.empty()) {
+      ASSERT_FALSE(got);
+      ++infeasible;
+    } else {
+      ASSERT_TRUE(got) << got.error().message;
+      ASSERT_EQ(got->first_layers, full);
+      ++feasible;
+    }
+  }
+  EXPECT_GT(feasible, 500);
+  EXPECT_GT(infeasible, 300);
+}
+
 TEST(MinMaxUnderMemory, NamesALayerThatFitsNowhere) {
   PartitionProblem p = UniformProblem({1, 1, 1}, 2);
   p.layer_names = {"a", "big", "c"};
