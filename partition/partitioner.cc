@@ -357,6 +357,7 @@ Result<Partition> MinMaxUnderMemory(const PartitionProblem& p) {
     }
   }
   if (g[K - 1][L - 1] >= cap) {  // only with no bound: any partition that fits is below it
+    if (!p.explain) return FailRuntime(fmt::format("no partition into {} cells fits in memory", K));
     // Say why: a layer that fits nowhere, or the cell that overflows most in
     // the unconstrained minmax partition.
     for (int i = 0; i < L; ++i) {

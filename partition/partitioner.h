@@ -33,6 +33,11 @@ struct PartitionProblem {
   std::function<double(int a, int b, int k)> memory;
   std::vector<double> capacity;
   std::vector<std::string> layer_names;  // for messages
+  // Where nothing fits in memory, MinMaxUnderMemory says why (the layer that
+  // fits nowhere, or the cell that overflows most in the fastest cut), at
+  // O(K L) memory tests more; a caller that only counts failures (search)
+  // sets this false and gets a short message.
+  bool explain = true;
 
   // Cost of cell k holding layers a..b inclusive.
   double CellCost(int k, int a, int b) const {

@@ -246,6 +246,12 @@ TEST(MinMaxUnderMemory, NamesALayerThatFitsNowhere) {
   ASSERT_FALSE(got);
   EXPECT_EQ(got.error().message,
             "layer 1 (big) alone needs 101.000 GiB but device 1 holds 60.000 GiB: 41.000 GiB over");
+  // A caller that only counts failures (search) is spared the search for why.
+  p.explain = false;
+  got = MinMaxUnderMemory(p);
+  ASSERT_FALSE(got);
+  EXPECT_EQ(got.error().kind, ErrorKind::kRuntime);
+  EXPECT_EQ(got.error().message, "no partition into 2 cells fits in memory");
 }
 
 TEST(Manual, ValidatesIndices) {

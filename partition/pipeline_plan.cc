@@ -130,11 +130,11 @@ std::optional<cost::Config> Staged(const cost::Config& config, const ir::Schedul
 // The two steps on the config Staged gives (nothing: the config's own).
 Result<std::vector<int>> CutStaged(const cost::Config& config, const std::optional<cost::Config>& staged,
                                    const ir::Schedule& schedule, const std::vector<cost::StagePeak>& peaks,
-                                   const cost::Calibration* calibration) {
-  if (!staged) return CutLayers(config, config.pipeline.partition, &peaks, nullptr, calibration);
+                                   const cost::Calibration* calibration, bool explain = true) {
+  if (!staged) return CutLayers(config, config.pipeline.partition, &peaks, nullptr, calibration, explain);
   // The staged config lists a device per stage; the nodes and links are the
   // schedule's devices'.
-  return CutLayers(*staged, staged->pipeline.partition, &peaks, &schedule.placement, calibration);
+  return CutLayers(*staged, staged->pipeline.partition, &peaks, &schedule.placement, calibration, explain);
 }
 
 PartitionReport DescribeStaged(const cost::Config& config, const std::optional<cost::Config>& staged,
@@ -155,8 +155,8 @@ PartitionReport DescribeStaged(const cost::Config& config, const std::optional<c
 
 Result<std::vector<int>> CutForSchedule(const cost::Config& config, const ir::Schedule& schedule,
                                         const std::vector<cost::StagePeak>& peaks,
-                                        const cost::Calibration* calibration) {
-  return CutStaged(config, Staged(config, schedule), schedule, peaks, calibration);
+                                        const cost::Calibration* calibration, bool explain) {
+  return CutStaged(config, Staged(config, schedule), schedule, peaks, calibration, explain);
 }
 
 PartitionReport DescribeForSchedule(const cost::Config& config, const ir::Schedule& schedule,

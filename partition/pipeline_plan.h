@@ -55,10 +55,11 @@ Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const i
                                              const cost::Calibration* calibration = nullptr);
 
 // PartitionForSchedule in two steps, for callers that share cuts: the first
-// layer of each cell, then the cells' report.
+// layer of each cell, then the cells' report. `explain` false: where nothing
+// fits, a short message, without the search for why (CutLayers).
 Result<std::vector<int>> CutForSchedule(const cost::Config& config, const ir::Schedule& schedule,
                                         const std::vector<cost::StagePeak>& peaks,
-                                        const cost::Calibration* calibration = nullptr);
+                                        const cost::Calibration* calibration = nullptr, bool explain = true);
 PartitionReport DescribeForSchedule(const cost::Config& config, const ir::Schedule& schedule,
                                     const std::vector<cost::StagePeak>& peaks, const std::vector<int>& first_layers,
                                     const cost::Calibration* calibration = nullptr);

@@ -229,8 +229,9 @@ Result<std::vector<int>> MegatronFirstLayers(const Config& c, int cells) {
 
 Result<std::vector<int>> CutLayers(const Config& c, cost::PartitionAlgorithm algorithm,
                                    const std::vector<cost::StagePeak>* peaks, const std::vector<int>* placement,
-                                   const cost::Calibration* calibration) {
-  const PartitionProblem p = BuildProblem(c, peaks, placement, calibration);
+                                   const cost::Calibration* calibration, bool explain) {
+  PartitionProblem p = BuildProblem(c, peaks, placement, calibration);
+  p.explain = explain;
   Result<Partition> part = Partition{};
   switch (algorithm) {
     case cost::PartitionAlgorithm::kGpipe: part = MinVariance(p); break;

@@ -51,11 +51,12 @@ Result<PartitionReport> PlanPartition(const cost::Config& config, cost::Partitio
                                       const std::vector<int>* placement = nullptr,
                                       const cost::Calibration* calibration = nullptr);
 
-// PlanPartition's cut alone: the first layer of each cell.
+// PlanPartition's cut alone: the first layer of each cell. `explain`: as
+// PartitionProblem's (false: no search for why nothing fits).
 Result<std::vector<int>> CutLayers(const cost::Config& config, cost::PartitionAlgorithm algorithm,
                                    const std::vector<cost::StagePeak>* peaks = nullptr,
                                    const std::vector<int>* placement = nullptr,
-                                   const cost::Calibration* calibration = nullptr);
+                                   const cost::Calibration* calibration = nullptr, bool explain = true);
 
 // Describes the cells of a given partition: each cell's time_s is the
 // F + B (+ R) the simulator charges it (with the calibration's per-op

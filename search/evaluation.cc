@@ -106,10 +106,12 @@ const Cut* Evaluator::CutOf(const Candidate& c, const Shape& shape) {
       auto [cut, solve] =
           time_cuts_.try_emplace(TimeCutKey{model, runs_r, c.batch / c.micro_batches, c.partition, s.placement});
       if (solve) {
-        if (auto found = partition::CutForSchedule(work_, s, peaks, calibration)) cut->second = std::move(*found);
+        // Where nothing fits the point only counts as over the cap: no search for why.
+        auto found = partition::CutForSchedule(work_, s, peaks, calibration, /*explain=*/false);
+        if (found) cut->second = std::move(*found);
       }
       f->second = cut->second;
-    } else if (auto found = partition::CutForSchedule(work_, s, peaks, calibration)) {
+    } else if (auto found = partition::CutForSchedule(work_, s, peaks, calibration, /*explain=*/false)) {
       f->second = std::move(*found);
     }
   }
