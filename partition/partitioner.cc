@@ -136,6 +136,21 @@ Partition Bisect(const PartitionProblem& p, double lo, double hi, Test feasible)
   return Partition{best, *std::max_element(costs.begin(), costs.end())};
 }
 
+// Every layer and cut costs 0 or more (no NaN): a cell only gets costlier
+// as its start moves left, which the pruned searches rely on.
+bool NoCostBelowZero(const PartitionProblem& p) {
+  return std::all_of(p.prefix.begin(), p.prefix.end(),
+                     [](const std::vector<double>& pre) {
+                       for (size_t i = 1; i < pre.size(); ++i) {
+                         if (!(pre[i] >= pre[i - 1])) return false;
+                       }
+                       return true;
+                     }) &&
+         std::all_of(p.cut_costs.begin(), p.cut_costs.end(), [](const std::vector<double>& costs) {
+           return std::all_of(costs.begin(), costs.end(), [](double c) { return c >= 0; });
+         });
+}
+
 // A feasible bottleneck under memory, quickly, to bound the exact search
 // (MinMaxUnderMemory): each cell takes layers while its compute stays
 // within `limit` and it fits, ending at the farthest layer whose cost with
@@ -278,14 +293,7 @@ Result<Partition> MinVariance(const PartitionProblem& p) {
   // moves left, so from b down the scan stops once the cell alone costs more
   // than the best so far; equal sums keep the leftmost start, as a scan from
   // the left taking only strict improvements would.
-  const bool monotone = std::all_of(p.prefix.begin(), p.prefix.end(), [](const std::vector<double>& pre) {
-    for (size_t i = 1; i < pre.size(); ++i) {
-      if (!(pre[i] >= pre[i - 1])) return false;
-    }
-    return true;
-  }) && std::all_of(p.cut_costs.begin(), p.cut_costs.end(), [](const std::vector<double>& costs) {
-    return std::all_of(costs.begin(), costs.end(), [](double c) { return c >= 0; });
-  });
+  const bool monotone = NoCostBelowZero(p);
   for (int k = 1; k < K; ++k) {
     for (int b = k; b <= L - K + k; ++b) {
       for (int a = b; a >= k; --a) {
@@ -319,7 +327,8 @@ Result<Partition> MinMaxUnderMemory(const PartitionProblem& p) {
   // partition's bottleneck, so the optimum, and the choice among equal ones
   // (the first a, from b down, of the least value), stay the unbounded
   // search's; the search only skips what cannot beat the bound.
-  const double feasible = FeasibleBottleneckUnderMemory(p, fits);
+  // (Costs below zero or NaN: no bound, the whole table.)
+  const double feasible = NoCostBelowZero(p) ? FeasibleBottleneckUnderMemory(p, fits) : kInf;
   const double cap = feasible == kInf ? kInf : feasible + std::abs(feasible) * 1e-9 + 1e-300;
   // g[k][b]: least bottleneck covering layers 0..b with cells 0..k that all
   // fit, or `cap` where that is no less.
@@ -327,7 +336,7 @@ Result<Partition> MinMaxUnderMemory(const PartitionProblem& p) {
   std::vector<std::vector<int>> from(K, std::vector<int>(L, -1));
   for (int b = 0; b <= L - K; ++b) {  // only ends that leave a layer for each later cell
     const double c = p.CellCost(0, 0, b);
-    if (c < cap && fits(0, b, 0)) g[0][b] = c;
+    if ((cap == kInf || c < cap) && fits(0, b, 0)) g[0][b] = c;  // (a NaN cost only with no bound)
   }
   // Cell k starts after an end of cell k - 1 that some fitting prefix
   // reaches (`ends`, ascending): only those are tried, from b down, as

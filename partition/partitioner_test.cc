@@ -234,6 +234,18 @@ TEST(Partitioners, PrunedSearchesChooseWhatTheFullTablesChoose) {
   }
   EXPECT_GT(feasible, 500);
   EXPECT_GT(infeasible, 300);
+  // Costs below zero or NaN (no config makes them, the API can): the whole
+  // table, as before.
+  PartitionProblem odd = UniformProblem({0, 10, -20, 5, 5}, 2);
+  odd.memory = [](int, int, int) { return 0.0; };
+  odd.capacity = {1, 1};
+  ASSERT_TRUE(MinMaxUnderMemory(odd));
+  EXPECT_EQ(MinMaxUnderMemory(odd)->first_layers, FullTableMinMaxUnderMemory(odd));
+  EXPECT_EQ(MinVariance(odd)->first_layers, FullTableMinVariance(odd));
+  PartitionProblem nan = UniformProblem({NAN}, 1);
+  nan.memory = odd.memory;
+  nan.capacity = {1};
+  EXPECT_TRUE(MinMaxUnderMemory(nan));
 }
 
 TEST(MinMaxUnderMemory, NamesALayerThatFitsNowhere) {

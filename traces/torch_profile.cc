@@ -51,6 +51,8 @@ std::string StringField(const Json& e, const char* key) {
   return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
 // A number field of a trace event, or a message naming its JSON path.
 Result<double> Microseconds(const Json& e, const char* field, const std::string& name, size_t i) {
   auto it = e.find(field);
@@ -68,8 +70,10 @@ Result<double> Microseconds(const Json& e, const char* field, const std::string&
 // while its label was open on the host, from any of the process's threads:
 // the backward's kernels come from autograd's device thread, outside the
 // label's own thread, so torch's gpu_user_annotation ranges (kernels of the
-// labelling thread only) miss them. Returns -1 where the file has no GPU
-// work (CPU times stand), else the number of ops that launched none.
+// labelling thread only) miss them. Labels are torch's, one after another on
+// the host: a launch belongs to the latest label started before it, if that
+// one is still open. Returns -1 where no label launched GPU work (the host's
+// times stand), else the number of labels that launched none.
 Result<int> GpuSpans(const Json& events, const std::string& name, std::vector<Labelled>& labels) {
   std::map<int64_t, double> launched;  // correlation -> the launch's host time
   std::vector<std::tuple<int64_t, double, double>> work;  // correlation, start, duration
@@ -96,12 +100,12 @@ Result<int> GpuSpans(const Json& events, const std::string& name, std::vector<La
     if (!dur) return tl::unexpected(dur.error());
     work.emplace_back(correlation, *ts, *dur);
   }
-  if (work.empty()) return -1;
+  if (work.empty() || labels.empty()) return -1;
   std::vector<size_t> order(labels.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return labels[a].cpu_start_us < labels[b].cpu_start_us; });
-  std::vector<double> lo(labels.size(), std::numeric_limits<double>::infinity()), hi(labels.size(), -lo[0]);
+  std::vector<double> lo(labels.size(), kInfinity), hi(labels.size(), -kInfinity);
   for (const auto& [correlation, start, dur] : work) {
     auto it = launched.find(correlation);
     if (it == launched.end()) continue;
@@ -114,10 +118,14 @@ Result<int> GpuSpans(const Json& events, const std::string& name, std::vector<La
     lo[l] = std::min(lo[l], start);
     hi[l] = std::max(hi[l], start + dur);
   }
+  // Work that no label launched leaves the host's times standing.
+  bool any = false;
+  for (size_t l = 0; l < labels.size(); ++l) any = any || lo[l] <= hi[l];
+  if (!any) return -1;
   // An op that launched nothing took no GPU time: it ends where the op
   // before it did on the GPU (its host range where none did before it).
   int host = 0;
-  double previous_end = -std::numeric_limits<double>::infinity();
+  double previous_end = -kInfinity;
   for (size_t l : order) {
     if (hi[l] < lo[l]) {
       ++host;

@@ -167,10 +167,11 @@ TEST(TorchProfile, AProfileOfAnotherScheduleIsRefused) {
 // The op's time where the profile has the GPU's work: the span of the kernels
 // launched, from any thread, while its label was open on the host. Closed
 // form on a made-up profile: Forward 0 is open over [0, 10] us and launches
-// a kernel at 5 that runs [8, 12]; Backward 0 is open over [20, 40] and its
-// kernel, launched at 25 from another thread (autograd's), runs [30, 80]; a
-// kernel launched at 45, between labels (the optimizer), is no op's. So F
-// runs [0, 4] us and B [22, 72] after the first op's start.
+// a kernel at 5 that runs [15, 19], after the label closed; Backward 0 is
+// open over [20, 40] and its kernel, launched at 25 from another thread
+// (autograd's), runs [30, 80]; a memset launched at 45, between labels (the
+// optimizer), is no op's though it runs inside B's window. So F runs [0, 4]
+// us and B [15, 65] after the first op's start.
 TEST(TorchProfile, GpuTimeIsTheSpanOfTheWorkEachLabelLaunched) {
   ir::Schedule s = TorchGpipe(1, 1);
   ASSERT_TRUE(ir::InsertComm(s, {}));
@@ -181,9 +182,9 @@ TEST(TorchProfile, GpuTimeIsTheSpanOfTheWorkEachLabelLaunched) {
   const std::string events =
       ev("user_annotation", 1000, 10, 1, R"(, "name": "Forward 0")") + "," +
       ev("user_annotation", 1020, 20, 1, R"(, "name": "Backward 0")") + "," +
-      ev("cuda_runtime", 1005, 1, 1, corr(1)) + "," + ev("kernel", 1008, 4, 7, corr(1)) + "," +
+      ev("cuda_runtime", 1005, 1, 1, corr(1)) + "," + ev("kernel", 1015, 4, 7, corr(1)) + "," +
       ev("cuda_runtime", 1025, 1, 2, corr(2)) + "," + ev("kernel", 1030, 50, 7, corr(2)) + "," +
-      ev("cuda_driver", 1045, 1, 1, corr(3)) + "," + ev("gpu_memset", 1090, 5, 7, corr(3));
+      ev("cuda_driver", 1045, 1, 1, corr(3)) + "," + ev("gpu_memset", 1032, 90, 7, corr(3));
   auto m = ImportTorchProfiles({{"g.json", R"({"traceEvents": [)" + events + "]}"}}, s);
   ASSERT_TRUE(m) << m.error().message;
   EXPECT_TRUE(m->gpu_time);
@@ -191,8 +192,19 @@ TEST(TorchProfile, GpuTimeIsTheSpanOfTheWorkEachLabelLaunched) {
   ASSERT_EQ(m->measured, 2);
   EXPECT_DOUBLE_EQ(m->trace.events[0].start_s, 0);
   EXPECT_DOUBLE_EQ(m->trace.events[0].end_s, 4e-6);
-  EXPECT_DOUBLE_EQ(m->trace.events[1].start_s, 22e-6);
-  EXPECT_DOUBLE_EQ(m->trace.events[1].end_s, 72e-6);
+  EXPECT_DOUBLE_EQ(m->trace.events[1].start_s, 15e-6);
+  EXPECT_DOUBLE_EQ(m->trace.events[1].end_s, 65e-6);
+  // GPU work and no label: nothing is labelled, said so (no crash); work no
+  // label launched leaves the host's times, and says CPU time.
+  m = ImportTorchProfiles({{"g.json", R"({"traceEvents": [)" + ev("kernel", 0, 0, 7, corr(1)) + "]}"}}, s);
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().message.find("no op of the schedule is labelled"), std::string::npos) << m.error().message;
+  const std::string stray = ev("user_annotation", 1000, 10, 1, R"(, "name": "Forward 0")") + "," +
+                            ev("cuda_runtime", 1015, 1, 1, corr(1)) + "," + ev("kernel", 1016, 4, 7, corr(1));
+  m = ImportTorchProfiles({{"g.json", R"({"traceEvents": [)" + stray + "]}"}}, s);
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_FALSE(m->gpu_time);
+  EXPECT_DOUBLE_EQ(m->trace.events[0].end_s, 10e-6);
   // A label that launched nothing takes no time where the op before it
   // ended on the GPU, or keeps its host range where it is the first; bad
   // GPU events name their path.
