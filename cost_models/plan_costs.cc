@@ -120,12 +120,34 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
       }
     }
     const int32_t d = s.placement[st];
+    int fp8_linears = 0;  // FP8 GEMMs of the cell's forward: one a linear
     for (int i = cell.first_layer; i <= cell.last_layer; ++i) {
       const Layer& layer = c.model.layers[i];
       device_largest_layer[d] = std::max(device_largest_layer[d], layer.params);
       if (std::any_of(layer.kernels.begin(), layer.kernels.end(), [](const Kernel& k) { return k.fp8; })) {
         device_fp8_params[d] += layer.params;
       }
+      for (const Kernel& k : layer.kernels) fp8_linears += k.fp8 && k.gemm && k.pass == Kernel::Pass::kForward;
+    }
+    if (fp8_linears > 0) {
+      // FP8 under delayed scaling (Transformer Engine's recipe as
+      // Megatron-Core runs it): leaving a chunk's forward, and ending its
+      // backward (its input gradients), the stage's whole tensor, context
+      // and data-parallel group all-reduces the amaxes its FP8 GEMMs saw
+      // (get_amax_reduction_group(with_context_parallel=True)), on the
+      // compute stream: 3 floats a linear forward (input, weight, output),
+      // 2 backward (output and input gradients). A few bytes: the
+      // collective's latency over the group's nodes.
+      const CollectiveGroup amax_group{
+          .ranks = static_cast<double>(int64_t{c.pipeline.tensor_parallel} * cp * s.replicas),
+          .nodes = static_cast<double>(gpus > per_node ? c.GradientNodes(d) : 1),
+          .intra = &c.cluster.link,
+          .inter = &c.cluster.inter_node_link};
+      const double forward = CollectiveTime(Kernel::Collective::kAllReduce, 12.0 * fp8_linears, amax_group);
+      const double backward = CollectiveTime(Kernel::Collective::kAllReduce, 8.0 * fp8_linears, amax_group);
+      costs.compute_s[st][ComputeSlot(OpKind::kForward)] += forward;
+      costs.compute_s[st][ComputeSlot(OpKind::kBackward)] += backward;
+      costs.compute_s[st][ComputeSlot(OpKind::kBackwardInput)] += backward;
     }
     costs.stage_buckets[st] =
         std::max(1.0, std::ceil(cell.params / std::max(40e6, 1e6 * costs.gradient_ranks)));

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -252,6 +253,74 @@ TEST(PlanBytes, FullShardingScattersTheGradientsAtTheirPrecision) {
       const double w = slot(plain, ir::OpKind::kBackwardWeight), f = slot(plain, ir::OpKind::kForward);
       EXPECT_DOUBLE_EQ(slot(sharded, ir::OpKind::kBackwardWeight), std::max(w, scatter) + scatter / layers);
       EXPECT_DOUBLE_EQ(slot(sharded, ir::OpKind::kForward), std::max(f, gather) + gather / layers);
+    }
+  }
+}
+
+// FP8 under delayed scaling: each chunk's forward ends, and its backward
+// (its input gradients) ends, with an all-reduce of the amaxes of its FP8
+// GEMMs over the stage's tensor, context and data-parallel group: 3 floats
+// a linear forward, 2 backward, 4 linears a block (QKV, projection, FC1,
+// FC2). Replicas change nothing else of a stage's op times, so between 8
+// replicas and 1 (t = c = 2) the ops differ by the collective over 32 GPUs
+// less that over 4, each over the nodes its GPUs are on (listed GPU by
+// GPU); W and BF16 by nothing.
+TEST(PlanCosts, Fp8StagesReduceTheirAmaxesOverTheirWholeGroup) {
+  auto config = [](const std::string& dtype, int replicas) {
+    return Load(fmt::format(R"({{"model": {{"generator": "transformer", "layers": 4, "d_model": 256,
+      "heads": 8, "seq": 256, "vocab": 1024, "dtype": "{}", "attention": "fused"}},
+      "training": {{"batch": {}, "microbatches": 4}},
+      "pipeline": {{"stages": 2, "schedule": "1f1b", "tensor_parallel": 2, "context_parallel": 2}},
+      "cluster": {{"device": "H100-SXM", "devices": {}, "gpus_per_node": 8, "inter_node_link": "ib-ndr"}}}})",
+                            dtype, 4 * replicas, 8 * replicas));
+  };
+  const cost::Link& nv = *cost::FindLink("nvlink4");
+  const cost::Link& ib = *cost::FindLink("ib-ndr");
+  for (const std::string dtype : {"fp8", "bf16"}) {
+    SCOPED_TRACE(dtype);
+    const cost::Config wide = config(dtype, 8), narrow = config(dtype, 1);
+    auto plan = PlanFromConfig(wide);
+    auto narrow_plan = PlanFromConfig(narrow);
+    ASSERT_TRUE(plan) << plan.error().message;
+    ASSERT_TRUE(narrow_plan) << narrow_plan.error().message;
+    ASSERT_EQ(plan->schedule.replicas, 8);
+    ASSERT_EQ(narrow_plan->schedule.replicas, 1);
+    const cost::PlanCosts costs = cost::CostsFromPlan(wide, *plan), reference = cost::CostsFromPlan(narrow, *narrow_plan);
+    for (int st = 0; st < 2; ++st) {
+      const auto& cell = plan->partition.cells[st];
+      ASSERT_EQ(cell.first_layer, narrow_plan->partition.cells[st].first_layer);
+      ASSERT_EQ(cell.last_layer, narrow_plan->partition.cells[st].last_layer);
+      int blocks = 0;
+      for (int i = cell.first_layer; i <= cell.last_layer; ++i) {
+        blocks += wide.model.layers[i].kind == "transformer_block";
+      }
+      ASSERT_GT(blocks, 0);
+      auto group = [&](const cost::Config& c, int replicas) {
+        std::set<int64_t> nodes;
+        for (int r = 0; r < replicas; ++r) {
+          for (int j = 0; j < 2; ++j) {
+            for (int tt = 0; tt < 2; ++tt) nodes.insert((c.GpuOf(j, plan->schedule.placement[st], r) + tt) / 8);
+          }
+        }
+        return cost::CollectiveGroup{.ranks = 4.0 * replicas, .nodes = static_cast<double>(nodes.size()),
+                                     .intra = &nv, .inter = &ib};
+      };
+      auto amax = [&](double bytes) {
+        if (dtype != "fp8") return 0.0;
+        return cost::CollectiveTime(cost::Kernel::Collective::kAllReduce, bytes, group(wide, 8)) -
+               cost::CollectiveTime(cost::Kernel::Collective::kAllReduce, bytes, group(narrow, 1));
+      };
+      const double forward = amax(12.0 * 4 * blocks), backward = amax(8.0 * 4 * blocks);
+      const auto slot = [&](const cost::PlanCosts& c, ir::OpKind k) { return c.compute_s[st][cost::ComputeSlot(k)]; };
+      EXPECT_NEAR(slot(costs, ir::OpKind::kForward) - slot(reference, ir::OpKind::kForward), forward, 1e-15);
+      EXPECT_NEAR(slot(costs, ir::OpKind::kBackward) - slot(reference, ir::OpKind::kBackward), backward, 1e-15);
+      EXPECT_NEAR(slot(costs, ir::OpKind::kBackwardInput) - slot(reference, ir::OpKind::kBackwardInput), backward,
+                  1e-15);
+      EXPECT_EQ(slot(costs, ir::OpKind::kBackwardWeight), slot(reference, ir::OpKind::kBackwardWeight));
+      if (dtype == "fp8") {
+        EXPECT_GT(group(wide, 8).nodes, 1);
+        EXPECT_GT(forward, 5e-6);  // more nodes, more latency
+      }
     }
   }
 }
