@@ -10,6 +10,7 @@
 #include "cli/schedule_io.h"
 #include "simulate/calibration.h"
 #include "simulate/runs.h"
+#include "twinpipe_commit.h"
 
 namespace twinpipe::cli {
 namespace {
@@ -27,7 +28,7 @@ struct CalibrateOptions {
 // Stamps the calibration with its command and commit and writes it.
 int Write(simulate::Calibration& cal, const CalibrateOptions& o) {
   cal.command = o.command;
-  // The commit configured into the build; $TWINPIPE_COMMIT overrides it.
+  // The commit of the build (twinpipe_commit.h); $TWINPIPE_COMMIT overrides it.
   cal.commit = TWINPIPE_COMMIT;
   if (const char* commit = std::getenv("TWINPIPE_COMMIT")) cal.commit = commit;
   if (auto ok = WriteOutput(o.output, cost::WriteCalibration(cal)); !ok) return Fail("calibrate", ok.error());

@@ -20,6 +20,7 @@
 #include "cost_models/calibration.h"
 #include "cost_models/config.h"
 #include "ir/json_format.h"
+#include "twinpipe_commit.h"
 #include "ir/text_format.h"
 #include "ir/torch_csv.h"
 #include "ir/verifier.h"

@@ -215,6 +215,11 @@ cli_case(render_bad_trace 2 "config_truncated.json: not valid JSON" ${TP} render
 cli_case(calibrate_then_simulate 0 "step time"
          bash -c "${TP} execute \"$0\" --steps 3 --trace \"$1.prof\" >/dev/null && ${TP} calibrate \"$1.prof\" --config \"$0\" -o \"$1.cal\" && grep -q twinpipe-calibration \"$1.cal\" && ${TP} simulate \"$0\" --calibration \"$1.cal\""
          ${SRC}/examples/mlp_cpu.json ${CMAKE_CURRENT_BINARY_DIR}/calibration)
+# The calibration names the commit the binary was built from (remade at
+# every build, not at configure): the source tree's HEAD, as git says.
+cli_case(calibrate_names_the_built_commit 0 "commit-is-head"
+         bash -c "c=$(git -C \"$1\" rev-parse --short=12 HEAD 2>/dev/null || echo unknown) && ${TP} calibrate --runs \"$1/tests/inputs/runs_coverage.jsonl\" -o \"$0\" 2>/dev/null && grep -q \"\\\"commit\\\": \\\"$c\\\"\" \"$0\" && echo commit-is-head"
+         ${CMAKE_CURRENT_BINARY_DIR}/commit.cal ${SRC})
 cli_case(calibrate_configs_do_not_pair 2 "give one --config for all traces, or one per trace"
          ${TP} calibrate ${EXP}/sim_gpipe_recompute.trace.json ${EXP}/sim_gpipe_recompute.trace.json
          --config ${SRC}/examples/mlp_cpu.json --config ${SRC}/examples/mlp_cpu.json --config ${SRC}/examples/mlp_cpu.json)
