@@ -179,13 +179,17 @@ TEST(TorchProfile, GpuTimeIsTheSpanOfTheWorkEachLabelLaunched) {
     return fmt::format(R"({{"ph": "X", "cat": "{}", "ts": {}, "dur": {}, "tid": {}{}}})", cat, ts, dur, tid, extra);
   };
   auto corr = [](int c) { return fmt::format(R"(, "name": "k", "args": {{"correlation": {}}})", c); };
+  // Forward 0 open over [1000, 1010] us, Backward 0 over [1020, 1040].
+  const std::string both = ev("user_annotation", 1000, 10, 1, R"(, "name": "Forward 0")") + "," +
+                           ev("user_annotation", 1020, 20, 1, R"(, "name": "Backward 0")");
+  auto import = [&](const std::string& events) {
+    return ImportTorchProfiles({{"g.json", R"({"traceEvents": [)" + events + "]}"}}, s);
+  };
   const std::string events =
-      ev("user_annotation", 1000, 10, 1, R"(, "name": "Forward 0")") + "," +
-      ev("user_annotation", 1020, 20, 1, R"(, "name": "Backward 0")") + "," +
-      ev("cuda_runtime", 1005, 1, 1, corr(1)) + "," + ev("kernel", 1015, 4, 7, corr(1)) + "," +
+      both + "," + ev("cuda_runtime", 1005, 1, 1, corr(1)) + "," + ev("kernel", 1015, 4, 7, corr(1)) + "," +
       ev("cuda_runtime", 1025, 1, 2, corr(2)) + "," + ev("kernel", 1030, 50, 7, corr(2)) + "," +
       ev("cuda_driver", 1045, 1, 1, corr(3)) + "," + ev("gpu_memset", 1032, 90, 7, corr(3));
-  auto m = ImportTorchProfiles({{"g.json", R"({"traceEvents": [)" + events + "]}"}}, s);
+  auto m = import(events);
   ASSERT_TRUE(m) << m.error().message;
   EXPECT_TRUE(m->gpu_time);
   EXPECT_EQ(m->no_gpu_work, 0);
@@ -196,37 +200,32 @@ TEST(TorchProfile, GpuTimeIsTheSpanOfTheWorkEachLabelLaunched) {
   EXPECT_DOUBLE_EQ(m->trace.events[1].end_s, 65e-6);
   // GPU work and no label: nothing is labelled, said so (no crash); work no
   // label launched leaves the host's times, and says CPU time.
-  m = ImportTorchProfiles({{"g.json", R"({"traceEvents": [)" + ev("kernel", 0, 0, 7, corr(1)) + "]}"}}, s);
+  m = import(ev("kernel", 0, 0, 7, corr(1)));
   ASSERT_FALSE(m);
   EXPECT_NE(m.error().message.find("no op of the schedule is labelled"), std::string::npos) << m.error().message;
   const std::string stray = ev("user_annotation", 1000, 10, 1, R"(, "name": "Forward 0")") + "," +
                             ev("cuda_runtime", 1015, 1, 1, corr(1)) + "," + ev("kernel", 1016, 4, 7, corr(1));
-  m = ImportTorchProfiles({{"g.json", R"({"traceEvents": [)" + stray + "]}"}}, s);
+  m = import(stray);
   ASSERT_TRUE(m) << m.error().message;
   EXPECT_FALSE(m->gpu_time);
   EXPECT_DOUBLE_EQ(m->trace.events[0].end_s, 10e-6);
   // A label that launched nothing takes no time where the op before it
   // ended on the GPU, or keeps its host range where it is the first; bad
   // GPU events name their path.
-  const std::string idle = ev("user_annotation", 1000, 10, 1, R"(, "name": "Forward 0")") + "," +
-                           ev("user_annotation", 1020, 20, 1, R"(, "name": "Backward 0")") + "," +
-                           ev("cuda_runtime", 1025, 1, 2, corr(2)) + "," + ev("kernel", 1030, 50, 7, corr(2));
-  m = ImportTorchProfiles({{"g.json", R"({"traceEvents": [)" + idle + "]}"}}, s);
+  const std::string idle = both + "," + ev("cuda_runtime", 1025, 1, 2, corr(2)) + "," + ev("kernel", 1030, 50, 7, corr(2));
+  m = import(idle);
   ASSERT_TRUE(m) << m.error().message;
   EXPECT_EQ(m->no_gpu_work, 1);
   EXPECT_DOUBLE_EQ(m->trace.events[0].start_s, 0);
   EXPECT_DOUBLE_EQ(m->trace.events[0].end_s, 10e-6);
   EXPECT_DOUBLE_EQ(m->trace.events[1].start_s, 30e-6);
-  const std::string swapped = ev("user_annotation", 1000, 10, 1, R"(, "name": "Forward 0")") + "," +
-                              ev("user_annotation", 1020, 20, 1, R"(, "name": "Backward 0")") + "," +
-                              ev("cuda_runtime", 1005, 1, 1, corr(1)) + "," + ev("kernel", 1008, 4, 7, corr(1));
-  m = ImportTorchProfiles({{"g.json", R"({"traceEvents": [)" + swapped + "]}"}}, s);
+  m = import(both + "," + ev("cuda_runtime", 1005, 1, 1, corr(1)) + "," + ev("kernel", 1008, 4, 7, corr(1)));
   ASSERT_TRUE(m) << m.error().message;
   EXPECT_EQ(m->no_gpu_work, 1);
   EXPECT_DOUBLE_EQ(m->trace.events[1].start_s, 4e-6);
   EXPECT_DOUBLE_EQ(m->trace.events[1].end_s, 4e-6);
   const std::string bad = idle + R"(, {"ph": "X", "cat": "kernel", "ts": 1, "dur": "x", "args": {"correlation": 9}})";
-  m = ImportTorchProfiles({{"g.json", R"({"traceEvents": [)" + bad + "]}"}}, s);
+  m = import(bad);
   ASSERT_FALSE(m);
   EXPECT_EQ(m.error().message, "g.json: /traceEvents/4/dur: expected a number of microseconds, 0 or more");
 }
