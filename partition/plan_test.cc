@@ -285,7 +285,8 @@ TEST(PlanCosts, Fp8StagesReduceTheirAmaxesOverTheirWholeGroup) {
     ASSERT_TRUE(narrow_plan) << narrow_plan.error().message;
     ASSERT_EQ(plan->schedule.replicas, 8);
     ASSERT_EQ(narrow_plan->schedule.replicas, 1);
-    const cost::PlanCosts costs = cost::CostsFromPlan(wide, *plan), reference = cost::CostsFromPlan(narrow, *narrow_plan);
+    const cost::PlanCosts costs = cost::CostsFromPlan(wide, *plan);
+    const cost::PlanCosts reference = cost::CostsFromPlan(narrow, *narrow_plan);
     for (int st = 0; st < 2; ++st) {
       const auto& cell = plan->partition.cells[st];
       ASSERT_EQ(cell.first_layer, narrow_plan->partition.cells[st].first_layer);

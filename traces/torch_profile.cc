@@ -274,7 +274,8 @@ Result<TorchProfileImport> ImportTorchProfiles(const std::vector<std::pair<std::
   // labels start in another order is of another schedule.
   for (int32_t d = 0; d < D; ++d) {
     auto& list = labelled[d];
-    std::stable_sort(list.begin(), list.end(), [](const Labelled& a, const Labelled& b) { return a.cpu_start_us < b.cpu_start_us; });
+    std::stable_sort(list.begin(), list.end(),
+                     [](const Labelled& a, const Labelled& b) { return a.cpu_start_us < b.cpu_start_us; });
     for (size_t i = 1; i < list.size(); ++i) {
       if (ops[d].at(list[i].key) > ops[d].at(list[i - 1].key)) continue;
       auto token = [](const Key& k) {

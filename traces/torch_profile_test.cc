@@ -212,7 +212,8 @@ TEST(TorchProfile, GpuTimeIsTheSpanOfTheWorkEachLabelLaunched) {
   // A label that launched nothing takes no time where the op before it
   // ended on the GPU, or keeps its host range where it is the first; bad
   // GPU events name their path.
-  const std::string idle = both + "," + ev("cuda_runtime", 1025, 1, 2, corr(2)) + "," + ev("kernel", 1030, 50, 7, corr(2));
+  const std::string idle =
+      both + "," + ev("cuda_runtime", 1025, 1, 2, corr(2)) + "," + ev("kernel", 1030, 50, 7, corr(2));
   m = import(idle);
   ASSERT_TRUE(m) << m.error().message;
   EXPECT_EQ(m->no_gpu_work, 1);
