@@ -120,6 +120,7 @@ Result<Comparison> Compare(const Trace& predicted_trace, const Trace& m) {
   c.bubble_fraction_predicted = sp.bubble_fraction;
   c.bubble_fraction_measured = sm.bubble_fraction;
   std::map<std::string, std::vector<double>> by_kind;
+  std::map<std::string, int> zero_time;
   std::vector<OpError> all;
   for (const Event& e : m.events) {
     auto it = predicted.find(KeyOf(e));
@@ -127,8 +128,14 @@ Result<Comparison> Compare(const Trace& predicted_trace, const Trace& m) {
       return differ(fmt::format("device {} measured {}, which the prediction does not have", e.device, Token(e)));
     }
     const double dp = it->second->end_s - it->second->start_s, dm = e.end_s - e.start_s;
+    const std::string kind(ir::OpKindName(e.kind));
+    if (dm <= 0 && dp > 0) {
+      ++zero_time[kind];
+      by_kind[kind];  // listed, with its count of timed ops
+      continue;
+    }
     const double err = Relative(dp, dm);
-    by_kind[std::string(ir::OpKindName(e.kind))].push_back(std::abs(err));
+    by_kind[kind].push_back(std::abs(err));
     all.push_back(OpError{e.id, e.device, Token(e), dp, dm, err});
   }
   // The same ops in another order (GPipe against 1F1B of one config) are
@@ -139,8 +146,9 @@ Result<Comparison> Compare(const Trace& predicted_trace, const Trace& m) {
   for (auto& [kind, errors] : by_kind) {
     std::sort(errors.begin(), errors.end());
     const size_t n = errors.size();
-    const double median = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
-    c.per_kind.push_back(KindError{kind, static_cast<int>(n), median, errors.back()});
+    const double median = n == 0 ? 0 : n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+    c.per_kind.push_back(
+        KindError{kind, static_cast<int>(n), median, n == 0 ? 0 : errors.back(), zero_time[kind]});
   }
   for (int d = 0; d < p.devices; ++d) {
     c.devices.push_back(DeviceError{d, sp.busy_s[d], sm.busy_s[d], Relative(sp.busy_s[d], sm.busy_s[d]),
@@ -169,7 +177,9 @@ std::string ComparisonJson(const Comparison& c) {
   j["bubble_fraction_measured"] = c.bubble_fraction_measured;
   j["per_kind"] = nlohmann::ordered_json::array();
   for (const auto& k : c.per_kind) {
-    j["per_kind"].push_back({{"kind", k.kind}, {"count", k.count}, {"median_error", k.median_error}, {"worst_error", k.worst_error}});
+    j["per_kind"].push_back(
+        {{"kind", k.kind}, {"count", k.count}, {"median_error", k.median_error}, {"worst_error", k.worst_error}});
+    if (k.zero_time > 0) j["per_kind"].back()["zero_time"] = k.zero_time;
   }
   j["devices"] = nlohmann::ordered_json::array();
   for (const auto& d : c.devices) {
@@ -202,7 +212,10 @@ std::string ComparisonTable(const Comparison& c) {
                  c.bubble_fraction_measured, c.bubble_fraction_predicted - c.bubble_fraction_measured);
   fmt::format_to(it, "{:<10} {:>6} {:>14} {:>14}\n", "op kind", "ops", "median |err|", "worst |err|");
   for (const auto& k : c.per_kind) {
-    fmt::format_to(it, "{:<10} {:>6} {:>13.1f}% {:>13.1f}%\n", k.kind, k.count, 100 * k.median_error, 100 * k.worst_error);
+    fmt::format_to(it, "{:<10} {:>6} {:>13.1f}% {:>13.1f}%", k.kind, k.count, 100 * k.median_error,
+                   100 * k.worst_error);
+    if (k.zero_time > 0) fmt::format_to(it, "   and {} measured at no time (no relative error)", k.zero_time);
+    out += "\n";
   }
   fmt::format_to(it, "{:>6} {:>12} {:>12} {:>8} {:>14} {:>14} {:>8}\n", "device", "busy pred", "busy meas", "err",
                  "peak mem pred", "peak mem meas", "err");

@@ -33,9 +33,13 @@ TraceSummary Summarize(const Trace& trace);
 
 struct KindError {
   std::string kind;
-  int count = 0;
+  int count = 0;            // ops with a measured duration (the errors are theirs)
   double median_error = 0;  // of |predicted - measured| / measured durations
   double worst_error = 0;
+  // Ops measured at no time (a ZB input gradient with nothing to compute,
+  // as torch runs the first stage's): no relative error, left out of the
+  // median, the worst and the ten largest.
+  int zero_time = 0;
 };
 
 struct DeviceError {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <utility>
 
 #include "ir/builders.h"
@@ -58,6 +59,25 @@ TEST(Compare, ScaledMeasurementGivesTheScaleAsError) {
   EXPECT_DOUBLE_EQ(c->devices[0].busy_error, -0.5);
   EXPECT_DOUBLE_EQ(c->devices[0].peak_memory_error, -0.5);
   EXPECT_DOUBLE_EQ(c->bubble_fraction_predicted, c->bubble_fraction_measured);
+}
+
+// An op measured at no time (torch's ZBV runs nothing for the first
+// stage's input gradient) has no relative error: counted apart, out of the
+// median, the worst and the ten largest, and said so.
+TEST(Compare, OpsMeasuredAtNoTimeAreCountedApart) {
+  Trace measured = Pipeline(1);
+  measured.events[3].end_s = measured.events[3].start_s;  // stage 1's F
+  auto c = Compare(Pipeline(1), measured);
+  ASSERT_TRUE(c) << c.error().message;
+  ASSERT_EQ(c->per_kind.size(), 3u);
+  for (const auto& k : c->per_kind) {
+    EXPECT_TRUE(std::isfinite(k.median_error) && std::isfinite(k.worst_error)) << k.kind;
+    EXPECT_EQ(k.zero_time, k.kind == "F" ? 1 : 0) << k.kind;
+    EXPECT_EQ(k.count, 1) << k.kind;
+  }
+  EXPECT_EQ(c->worst.size(), 3u);
+  EXPECT_NE(ComparisonTable(*c).find("and 1 measured at no time (no relative error)"), std::string::npos);
+  EXPECT_NE(ComparisonJson(*c).find("\"zero_time\": 1"), std::string::npos);
 }
 
 TEST(Compare, DifferentSchedulesAreBadInput) {
