@@ -136,6 +136,19 @@ Partition Bisect(const PartitionProblem& p, double lo, double hi, Test feasible)
   return Partition{best, *std::max_element(costs.begin(), costs.end())};
 }
 
+// An upper bound of any cell's cost: the whole model on the slowest class
+// plus every cut, at its dearest link.
+double WholeModelCost(const PartitionProblem& p) {
+  double whole = 0;
+  for (const auto& pre : p.prefix) whole = std::max(whole, pre.back());
+  for (int j = 0; j + 1 < p.num_layers; ++j) {
+    double most = 0;
+    for (const auto& costs : p.cut_costs) most = std::max(most, costs[j]);
+    whole += most;
+  }
+  return whole;
+}
+
 // Every layer and cut costs 0 or more (no NaN): a cell only gets costlier
 // as its start moves left, which the pruned searches rely on.
 bool NoCostBelowZero(const PartitionProblem& p) {
@@ -180,14 +193,9 @@ double FeasibleBottleneckUnderMemory(const PartitionProblem& p, const Fits& fits
   };
   // Past the whole model's cost, with every cut, no cell is bound by its
   // cost: what fails there fails for memory, and more limit does nothing.
-  double whole = 0, share = 0;
-  for (const auto& pre : p.prefix) whole = std::max(whole, pre.back());
-  share = whole / K;
-  for (int j = 0; j + 1 < L; ++j) {
-    double most = 0;
-    for (const auto& costs : p.cut_costs) most = std::max(most, costs[j]);
-    whole += most;
-  }
+  double share = 0;
+  for (const auto& pre : p.prefix) share = std::max(share, pre.back() / K);
+  const double whole = WholeModelCost(p);
   double lo = 0, hi = share > 0 ? share : 1e-300;
   bool found = false;
   for (int i = 0; i < 64 && !found; ++i) {
@@ -204,8 +212,7 @@ double FeasibleBottleneckUnderMemory(const PartitionProblem& p, const Fits& fits
     const auto costs = CellCosts(p, firsts);
     bound = std::min(bound, *std::max_element(costs.begin(), costs.end()));
   };
-  greedy(hi);
-  keep();
+  keep();  // the last probe's cells: the first limit that worked
   for (int i = 0; i < 6; ++i) {
     const double mid = lo + (hi - lo) / 2;
     if (greedy(mid)) {
@@ -244,14 +251,7 @@ std::vector<double> CellCosts(const PartitionProblem& p, const std::vector<int>&
 Result<Partition> MinMax(const PartitionProblem& p) {
   if (auto ok = CheckShape(p); !ok) return tl::unexpected(ok.error());
   // An upper bound: the whole model on the slowest class plus every cut.
-  double hi = 0;
-  for (const auto& pre : p.prefix) hi = std::max(hi, pre.back());
-  for (int j = 0; j + 1 < p.num_layers; ++j) {
-    double most = 0;
-    for (const auto& costs : p.cut_costs) most = std::max(most, costs[j]);
-    hi += most;
-  }
-  hi = hi * (1 + 1e-12) + 1e-300;
+  double hi = WholeModelCost(p) * (1 + 1e-12) + 1e-300;
   if (Simple(p)) {
     return Bisect(p, 0, hi, [&](double limit, std::vector<int>& f) { return GreedyFeasible(p, limit, f); });
   }
