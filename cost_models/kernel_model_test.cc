@@ -177,14 +177,15 @@ TEST(KernelModel, AWeightGradientAccumulatesIntoFp32) {
 }
 
 // A large FP8 GEMM reaches gemm_efficiency x fp8_gemm_ratio of the FP8 peak
-// (the H100's 0.71 against 0.80 in BF16), so FP8 is less than twice BF16.
+// (on the H100 0.883 of its BF16 fraction, 0.706 sustained: 0.623), so FP8
+// is less than twice BF16.
 TEST(KernelModel, Fp8GemmsReachTheirOwnFraction) {
   const Device& h100 = *FindDevice("H100-SXM");
   const Kernel k{.m = 16384, .n = 16384, .k = 16384, .fp8 = true};
   const double bf16 = KernelTime(k, 1, h100, Dtype::kBf16, h100.gemm_efficiency);
   const double fp8 = KernelTime(k, 1, h100, Dtype::kFp8, h100.gemm_efficiency);
   EXPECT_NEAR(bf16 / fp8, 1979.0 / 989.5 * h100.fp8_gemm_ratio, 0.01);
-  EXPECT_NEAR(k.Flops() / fp8, 1979e12 * 0.8 * 0.883, 1979e12 * 0.01);
+  EXPECT_NEAR(k.Flops() / fp8, 1979e12 * 0.706 * 0.883, 1979e12 * 0.01);
 }
 
 TEST(KernelModel, UnalignedHalfGemmsRunOnTheCudaCores) {
