@@ -45,7 +45,8 @@ constexpr double kGpuKernelGap = 1 * kUs;
 // large aligned half-precision GEMMs (NVIDIA Deep Learning Performance
 // Guide, "Matrix Multiplication Background", A100 figures), and streaming
 // kernels about 80% of the memory bandwidth (BabelStream-class copy/triad
-// measurements on V100/A100). Calibration (`calibrate --runs`) fits the
+// measurements on V100/A100); the Hopper profiles take their own measured
+// kernel tables (below). Calibration (`calibrate --runs`) fits the
 // launch cost, the kernel floor and the GEMM and bandwidth fractions for a
 // given framework and machine, each inside its physical range.
 // P100s have no tensor cores: GPipe's fp32 convolutions there are taken at
@@ -174,7 +175,7 @@ const std::vector<Device>& DeviceCatalogue() {
       // (0.87), but at its 400 W limit an 8192^3 GEMM of random data holds
       // 258 (0.83; H. He, "Strangely, Matrix Multiplications on GPUs Run
       // Faster When Given Predictable Data", 2024) and the A100 PCIe 0.81:
-      // the catalogue keeps 0.8, the low end of that band.
+      // the A100 profiles keep 0.8, the low end of that band.
       //
       // Those are the best shapes of short sweeps. Over a run's GEMMs an
       // H100 SXM and an H200 hold less: timed one after another at the 48
