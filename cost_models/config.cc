@@ -463,6 +463,10 @@ Config Load(const Reader& r, const json& root, std::string source) {
     if (tp == 1) {
       r.Fail("/pipeline/distribute_saved_activations", "distributes over the tensor-parallel group: it needs "
                                                        "tensor_parallel > 1");
+    } else if (c.pipeline.sequence_parallel) {
+      // Megatron-Core's TransformerConfig refuses the two together.
+      r.Fail("/pipeline/distribute_saved_activations", "sequence parallelism already splits the inputs each layer "
+                                                       "keeps over the tensor-parallel group: set one of them false");
     }
   }
   if ((tp > 1 || c.pipeline.sequence_parallel || selective) && !c.transformer) {

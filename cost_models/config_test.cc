@@ -416,7 +416,11 @@ TEST(LoadConfig, ReadsTheRecomputeGranularity) {
             "recompute_granularity 'layer'"},
            {", \"recompute_granularity\": \"layer\", \"distribute_saved_activations\": true",
             "q.json: /pipeline/distribute_saved_activations: distributes over the tensor-parallel group: it needs "
-            "tensor_parallel > 1"}}) {
+            "tensor_parallel > 1"},
+           {", \"recompute_granularity\": \"layer\", \"tensor_parallel\": 4, \"sequence_parallel\": true, "
+            "\"distribute_saved_activations\": true",
+            "q.json: /pipeline/distribute_saved_activations: sequence parallelism already splits the inputs each "
+            "layer keeps over the tensor-parallel group: set one of them false"}}) {
     auto c = with(keys);
     ASSERT_FALSE(c) << keys;
     EXPECT_EQ(c.error().message, message) << keys;

@@ -704,7 +704,9 @@ Model GenerateTransformer(const TransformerSpec& spec) {
                            .out_bytes = 4,  // the loss
                            .stash_bytes = S * d * e / n + logits * 4,
                            .rematerialized = false,
-                           .kernels = KeepingGradients(std::move(head), spec)});
+                           .kernels = KeepingGradients(std::move(head), spec),
+                           .shares_weights_of = spec.tied_embeddings ? 0 : -1,
+                           .shared_params = spec.tied_embeddings ? d * V / t : 0});
   return m;
 }
 

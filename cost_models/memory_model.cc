@@ -26,11 +26,11 @@ double LayerWork(const Model& model, const std::vector<double>& cut, int i, cons
 
 // A cell's memory from its parameters, what a micro-batch holds (per
 // sample) and the boundary bytes in and out.
-CellMemory FromSums(double params, const CellActivations& held, double input, double output,
+CellMemory FromSums(const CellParams& params, const CellActivations& held, double input, double output,
                     const MemoryInputs& in) {
   CellMemory m;
   const double b = in.micro_batch;
-  m.params_bytes = params * in.bytes_per_param;
+  m.params_bytes = in.static_bytes ? (*in.static_bytes)(params) : params.params * in.bytes_per_param;
   m.activation_bytes = in.peak->Bytes(held.stash * b, held.kept * b, held.rebuilt * b);
   m.boundary_bytes = 2 * (input + output) * b;  // activation and gradient, in and out
   m.total_bytes = m.params_bytes + m.activation_bytes + m.boundary_bytes;
@@ -158,11 +158,23 @@ CellActivations CellActivationsOf(const Model& model, const std::vector<double>&
 
 CellMemory CellPeakMemory(const Model& model, const std::vector<double>& cut_bytes, int first, int last,
                           const Checkpointing& checkpointing, const MemoryInputs& in) {
-  double params = 0;
-  for (int i = first; i <= last; ++i) params += model.layers[i].params;
   const double input = first == 0 ? model.input_bytes : cut_bytes[first - 1];
   const double output = last + 1 < static_cast<int>(model.layers.size()) ? cut_bytes[last] : 0;
-  return FromSums(params, CellActivationsOf(model, cut_bytes, first, last, checkpointing), input, output, in);
+  return FromSums(CellParamsOf(model, first, last), CellActivationsOf(model, cut_bytes, first, last, checkpointing),
+                  input, output, in);
+}
+
+CellParams CellParamsOf(const Model& model, int first, int last, bool with_shared_copies) {
+  CellParams p;
+  if (with_shared_copies) p.params = SharedWeightCopies(model.layers, first, last);
+  for (int i = first; i <= last; ++i) {
+    const Layer& layer = model.layers[i];
+    p.params += layer.params;
+    p.expert_params += layer.expert_params;
+    if (HasFp8Gemms(layer)) p.fp8_params += layer.params;
+    p.largest_layer = std::max(p.largest_layer, layer.params);
+  }
+  return p;
 }
 
 double StagePeak::Bytes(double whole_bytes, double kept_bytes, double rebuilt_bytes) const {
@@ -206,12 +218,26 @@ CellMemoryTable::CellMemoryTable(const Model& model, std::vector<double> cut_byt
       cut_(std::move(cut_bytes)) {
   const size_t L = model.layers.size();
   params_.assign(L + 1, 0.0);
+  expert_params_.assign(L + 1, 0.0);
+  fp8_params_.assign(L + 1, 0.0);
   stash_.assign(L + 1, 0.0);
   last_remat_.assign(L + 1, -1);
+  largest_.emplace_back(L, 0.0);
   for (size_t i = 0; i < L; ++i) {
-    params_[i + 1] = params_[i] + model.layers[i].params;
+    const Layer& layer = model.layers[i];
+    params_[i + 1] = params_[i] + layer.params;
+    expert_params_[i + 1] = expert_params_[i] + layer.expert_params;
+    fp8_params_[i + 1] = fp8_params_[i] + (HasFp8Gemms(layer) ? layer.params : 0);
+    largest_[0][i] = layer.params;
+    if (layer.shares_weights_of >= 0) shared_.push_back({static_cast<int>(i), layer.shares_weights_of, layer.shared_params});
     stash_[i + 1] = stash_[i] + model.layers[i].stash_bytes;
     last_remat_[i + 1] = model.layers[i].rematerialized ? static_cast<int>(i) : last_remat_[i];
+  }
+  for (size_t span = 2; span <= L; span *= 2) {
+    const std::vector<double>& half = largest_.back();
+    std::vector<double> next(L - span + 1);
+    for (size_t i = 0; i < next.size(); ++i) next[i] = std::max(half[i], half[i + span / 2]);
+    largest_.push_back(std::move(next));
   }
   if (!per_layer_) return;
   kept_inputs_.assign(L + 1, 0.0);
@@ -227,6 +253,12 @@ CellMemoryTable::CellMemoryTable(const Model& model, std::vector<double> cut_byt
     for (size_t i = 0; i < next.size(); ++i) next[i] = std::max(half[i], half[i + span / 2]);
     work_.push_back(std::move(next));
   }
+}
+
+double CellMemoryTable::MostParams(int first, int end) const {
+  if (end <= first) return 0;
+  const int k = std::bit_width(static_cast<unsigned>(end - first)) - 1;  // 2^k <= end - first
+  return std::max(largest_[k][first], largest_[k][end - (1 << k)]);
 }
 
 double CellMemoryTable::MostWork(int first, int end) const {
@@ -245,7 +277,15 @@ CellMemory CellMemoryTable::Peak(int first, int last, const MemoryInputs& in) co
       per_layer_
           ? CellActivationsFromSums(stash, not_rerun, kept_inputs_[end] - kept_inputs_[first], MostWork(first, end))
           : CellActivationsFromSums(stash, not_rerun, input);
-  return FromSums(params_[last + 1] - params_[first], held, input, output, in);
+  double copies = 0;
+  for (const Shared& sh : shared_) {
+    if (sh.layer >= first && sh.layer <= last && (sh.of < first || sh.of > last)) copies += sh.params;
+  }
+  const CellParams params{.params = params_[last + 1] - params_[first] + copies,
+                          .expert_params = expert_params_[last + 1] - expert_params_[first],
+                          .fp8_params = fp8_params_[last + 1] - fp8_params_[first],
+                          .largest_layer = MostParams(first, last + 1)};
+  return FromSums(params, held, input, output, in);
 }
 
 std::vector<int> InFlightPerStage(const ir::Schedule& s) {

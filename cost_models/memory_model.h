@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -110,10 +111,30 @@ std::vector<StagePeak> StagePeaks(const ir::Schedule& schedule, ir::RecomputeMod
 std::vector<StagePeak> StagePeaks(const std::string& schedule, int devices, int micro_batches, int chunks,
                                   ir::RecomputeMode recompute);
 
+// A cell's parameters as a GPU's static bytes depend on them: all of them
+// (with the copies it keeps of weights a layer outside it holds:
+// SharedWeightCopies), those of an MoE block's experts (sharded over their
+// own data-parallel group), those of layers with FP8 GEMMs (Transformer
+// Engine's FP8 copies) and the largest layer's (what fully sharded data
+// parallelism gathers).
+struct CellParams {
+  double params = 0;
+  double expert_params = 0;
+  double fp8_params = 0;
+  double largest_layer = 0;
+};
+CellParams CellParamsOf(const Model& model, int first, int last, bool with_shared_copies = true);
+
+// A GPU's weights, gradients and optimizer state for the parameters it
+// holds (plan_costs.h's StaticBytesRule prices them as the plan does).
+using StaticBytesRule = std::function<double(const CellParams&)>;
+
 struct MemoryInputs {
   double bytes_per_param = 12;       // weights + gradients + optimizer state
   double micro_batch = 1;            // samples per micro-batch
   const StagePeak* peak = nullptr;   // the stage's (StagePeaks); required
+  // The static bytes of the cell's parameters; none: params x bytes_per_param.
+  const StaticBytesRule* static_bytes = nullptr;
 };
 
 struct CellMemory {
@@ -144,7 +165,15 @@ class CellMemoryTable {
   bool per_layer_;
   double input_bytes_;
   std::vector<double> cut_;
-  std::vector<double> params_, stash_;  // prefix sums: [i] = layers 0..i-1
+  double MostParams(int first, int end) const;  // the largest of layers first..end-1
+
+  struct Shared {
+    int layer, of;
+    double params;
+  };
+  std::vector<Shared> shared_;  // the layers that use another's weights (Layer::shares_weights_of)
+  std::vector<double> params_, expert_params_, fp8_params_, stash_;  // prefix sums: [i] = layers 0..i-1
+  std::vector<std::vector<double>> largest_;  // [k][i]: the largest layer of i..i+2^k-1
   std::vector<int> last_remat_;         // [i]: the last rematerialized layer < i, or -1
   // Per layer: prefix sums of the layers' kept inputs, and work_[k][i] the
   // most that layers i..i+2^k-1 add to them while rebuilt.

@@ -11,6 +11,15 @@ bool RunsFor(const Kernel& kn, double samples) {
   return whole == (kn.variant == Kernel::Variant::kFused);
 }
 
+double SharedWeightCopies(const std::vector<Layer>& layers, int first, int last) {
+  double copies = 0;
+  for (int i = first; i <= last; ++i) {
+    const int of = layers[i].shares_weights_of;
+    if (of >= 0 && (of < first || of > last)) copies += layers[i].shared_params;
+  }
+  return copies;
+}
+
 bool SameCosts(const Layer& a, const Layer& b) {
   auto same = [](const Kernel& x, const Kernel& y) {  // the name is for reports only
     return x.pass == y.pass && x.gemm == y.gemm && x.collective == y.collective && x.group == y.group && x.m == y.m &&

@@ -154,11 +154,32 @@ struct Layer {
   // The layer costed as its kernels (generated transformers); empty: the
   // FLOPs and bytes above with the roofline.
   Kernels kernels;
+  // Weights the layer uses but another layer (`shares_weights_of`, an index
+  // into the model's layers) holds: tied embeddings' output projection,
+  // which reads the token embedding's table. On the same device they are
+  // held once; on another, Megatron keeps a copy there (its gradient, its
+  // optimizer state) and all-reduces the two copies' gradients between
+  // the two devices before the optimizer steps (SharedWeightCopies).
+  int shares_weights_of = -1;
+  double shared_params = 0;
 };
 
 // The two layers cost the same (all but the names and the user's c_i agree):
 // a model's identical blocks are timed once.
 bool SameCosts(const Layer& a, const Layer& b);
+
+// Whether any of the layer's GEMMs runs in FP8 when the model's precision is
+// fp8 (Transformer Engine keeps FP8 copies of its weights).
+inline bool HasFp8Gemms(const Layer& layer) {
+  for (const Kernel& k : layer.kernels) {
+    if (k.fp8) return true;
+  }
+  return false;
+}
+
+// The parameters of copies that a device holding layers `first`..`last`
+// keeps of weights shared with a layer outside them (Layer::shared_params).
+double SharedWeightCopies(const std::vector<Layer>& layers, int first, int last);
 
 struct Model {
   std::vector<Layer> layers;

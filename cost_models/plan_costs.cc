@@ -97,8 +97,8 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
   costs.static_bytes.assign(D, 0.0);
   costs.step_s.assign(D, 0.0);
   costs.stage_buckets.assign(K, 1.0);
-  std::vector<double> device_params(D, 0.0), device_fp8_params(D, 0.0), device_largest_layer(D, 0.0),
-      device_expert_params(D, 0.0);
+  std::vector<CellParams> device_params(D);
+  std::vector<double> shared_reduce_s(D, 0.0);
   // The layers' times per device kind, taken once for all the cells on it.
   std::vector<std::pair<const Device*, CalibratedOpTimes>> timed;
   for (int32_t st = 0; st < K; ++st) {
@@ -122,13 +122,15 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
     const int32_t d = s.placement[st];
     int fp8_linears = 0;  // FP8 GEMMs of the cell's forward: one a linear
     for (int i = cell.first_layer; i <= cell.last_layer; ++i) {
-      const Layer& layer = c.model.layers[i];
-      device_largest_layer[d] = std::max(device_largest_layer[d], layer.params);
-      if (std::any_of(layer.kernels.begin(), layer.kernels.end(), [](const Kernel& k) { return k.fp8; })) {
-        device_fp8_params[d] += layer.params;
-      }
-      for (const Kernel& k : layer.kernels) fp8_linears += k.fp8 && k.gemm && k.pass == Kernel::Pass::kForward;
+      for (const Kernel& k : c.model.layers[i].kernels) fp8_linears += k.fp8 && k.gemm && k.pass == Kernel::Pass::kForward;
     }
+    // The device's copies of shared weights are counted once it holds all its cells (below).
+    const CellParams held_params = CellParamsOf(c.model, cell.first_layer, cell.last_layer, false);
+    CellParams& on_device = device_params[d];
+    on_device.params += held_params.params;
+    on_device.expert_params += held_params.expert_params;
+    on_device.fp8_params += held_params.fp8_params;
+    on_device.largest_layer = std::max(on_device.largest_layer, held_params.largest_layer);
     if (fp8_linears > 0) {
       // FP8 under delayed scaling (Transformer Engine's recipe as
       // Megatron-Core runs it): leaving a chunk's forward, and ending its
@@ -174,38 +176,57 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
     costs.activation_bytes[st] = held.stash * mb;
     costs.input_bytes[st] = held.kept * mb;
     costs.rebuilt_bytes[st] = held.rebuilt * mb;
-    costs.static_bytes[d] += cell.params * c.training.bytes_per_param;
-    device_params[d] += cell.params;
-    for (int i = cell.first_layer; i <= cell.last_layer; ++i) device_expert_params[d] += c.model.layers[i].expert_params;
+  }
+  // Weights a layer shares with one on another device (tied embeddings): a
+  // copy there, and the two copies' gradients all-reduced between the two
+  // devices' GPUs before each optimizer step (Megatron's embedding group).
+  {
+    std::vector<int32_t> device_of(c.model.layers.size(), -1);
+    for (int32_t st = 0; st < K; ++st) {
+      const auto& cell = plan.partition.cells[st];
+      for (int i = cell.first_layer; i <= cell.last_layer; ++i) device_of[i] = s.placement[st];
+    }
+    for (size_t i = 0; i < c.model.layers.size(); ++i) {
+      const Layer& layer = c.model.layers[i];
+      if (layer.shares_weights_of < 0 || device_of[i] < 0) continue;
+      const int32_t d = device_of[i], other = device_of[layer.shares_weights_of];
+      if (other == d || other < 0) continue;
+      device_params[d].params += layer.shared_params;
+      const CollectiveGroup pair{.ranks = 2,
+                                 .nodes = static_cast<double>(gpus > per_node && c.NodeOf(d) != c.NodeOf(other) ? 2 : 1),
+                                 .intra = &c.cluster.link,
+                                 .inter = &c.cluster.inter_node_link,
+                                 .rails = false};
+      const double reduce = CollectiveTime(Kernel::Collective::kAllReduce, layer.shared_params * gradient_e, pair);
+      shared_reduce_s[d] += reduce;
+      shared_reduce_s[other] += reduce;
+    }
   }
   const double ranks = costs.gradient_ranks;
+  const StaticBytesRule static_bytes = StaticBytesOf(c, ranks);
   for (int32_t d = 0; d < D; ++d) {
     // The experts' weights are sharded over the expert data-parallel group,
     // 1/e of the others' (Megatron-Core's distributed optimizer per group).
-    const double experts = device_expert_params[d], dense = device_params[d] - experts;
+    const double experts = device_params[d].expert_params, dense = device_params[d].params - experts;
     const double expert_ranks = std::max(1.0, ranks / c.pipeline.expert_parallel);
-    if (costs.sharding != DataParallelSharding::kNone || device_fp8_params[d] > 0) {
-      costs.static_bytes[d] =
-          StaticBytesPerGpu(c.training, c.model.dtype, costs.sharding, ranks, dense,
-                            c.training.fp8_params ? 0 : device_fp8_params[d], device_largest_layer[d]) +
-          (experts > 0 ? StaticBytesPerGpu(c.training, c.model.dtype, costs.sharding, expert_ranks, experts, 0, 0) : 0);
-    }
+    costs.static_bytes[d] = static_bytes(device_params[d]);
     // The optimizer streams what it reads and writes (OptimizerStepBytes),
     // over its shard where it is sharded.
     const double stepped =
-        costs.sharding == DataParallelSharding::kNone ? device_params[d] : dense / ranks + experts / expert_ranks;
+        costs.sharding == DataParallelSharding::kNone ? device_params[d].params : dense / ranks + experts / expert_ranks;
     const Device& device = c.cluster.devices[d];
     costs.step_s[d] = OptimizerStepTime(c.training.optimizer, c.model.dtype, stepped, device);
     if (cal && cal->step_overhead_s && cal->step_seconds_per_param) {
       costs.step_s[d] = *cal->step_overhead_s + *cal->step_seconds_per_param * stepped;
     }
+    costs.step_s[d] += shared_reduce_s[d];
     // Context parallelism without replicas: the schedule has no ALLREDUCE
     // (it has one replica), yet the c GPUs reduce their gradients; the step
     // waits for it.
     if (s.replicas == 1 && cp > 1 && costs.sharding != DataParallelSharding::kFull) {
       const CollectiveGroup context{.ranks = static_cast<double>(cp), .nodes = static_cast<double>(c.ContextNodes()),
                                     .intra = &c.cluster.link, .inter = &c.cluster.inter_node_link};
-      costs.step_s[d] += CollectiveTime(Kernel::Collective::kAllReduce, device_params[d] * gradient_e, context);
+      costs.step_s[d] += CollectiveTime(Kernel::Collective::kAllReduce, device_params[d].params * gradient_e, context);
     }
   }
   if (cal && cal->latency_s) costs.link.latency_s = *cal->latency_s;
@@ -235,6 +256,18 @@ double StaticBytesPerGpu(const TrainingConfig& training, Dtype dtype, DataParall
       return all / ranks + fp8_copies / ranks + 2 * 2 * largest_layer_params * DtypeBytes(dtype);
   }
   return all;
+}
+
+StaticBytesRule StaticBytesOf(const Config& c, double ranks) {
+  const double expert_ranks = std::max(1.0, ranks / c.pipeline.expert_parallel);
+  // One replica shards nothing.
+  const DataParallelSharding sharding = ranks > 1 ? c.training.sharding : DataParallelSharding::kNone;
+  return [training = c.training, dtype = c.model.dtype, sharding, ranks, expert_ranks](const CellParams& p) {
+    const double experts = p.expert_params, dense = p.params - experts;
+    return StaticBytesPerGpu(training, dtype, sharding, ranks, dense, training.fp8_params ? 0 : p.fp8_params,
+                             p.largest_layer) +
+           (experts > 0 ? StaticBytesPerGpu(training, dtype, sharding, expert_ranks, experts, 0, 0) : 0);
+  };
 }
 
 double MemoryAtStart(const ir::Dependencies& deps, const PlanCosts& c, const ir::Op& op) {

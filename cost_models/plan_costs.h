@@ -139,6 +139,15 @@ double OptimizerStateBytes(const std::string& optimizer, Dtype dtype);
 double StaticBytesPerGpu(const TrainingConfig& training, Dtype dtype, DataParallelSharding sharding, double ranks,
                          double params, double fp8_params, double largest_layer_params);
 
+// The config's static bytes of a GPU holding `params` (its cells' or one
+// cell's): StaticBytesPerGpu over the `ranks` that reduce each gradient
+// (Config::GradientRanks(); one rank shards nothing) for the dense
+// parameters, over the expert data-parallel group (ranks / expert_parallel)
+// for an MoE block's experts, with the FP8 copies unless the weights are
+// FP8 (fp8_params). What CostsFromPlan charges each device and what the
+// partitioners plan each cell with (MemoryInputs::static_bytes).
+StaticBytesRule StaticBytesOf(const Config& config, double ranks);
+
 // ---- The one memory model: per-op deltas (the cells' bytes: cost_models/memory_model.h) ----
 
 // Memory an op takes when it starts and gives back when it ends (bytes on

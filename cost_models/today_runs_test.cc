@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -206,7 +207,47 @@ TEST(ContextParallel, EveryGpuTakesAShareOfTheTokensAndOfTheAttention) {
     EXPECT_DOUBLE_EQ(ring.bytes, 2.0 * 8192 * 1024 * 2);
     EXPECT_EQ(block.kernels.begin()[ring.overlaps].name, "flash_attn");
     EXPECT_EQ(Named(block, "flash_attn").launches, c);
-    EXPECT_TRUE(Has(block, "cp.dkv"));
+    // In the backward the K and V pass around again and their gradients
+    // come back (a reduce-scatter of the same bytes), both beside the
+    // attention's backward kernel, wholly hidden (exposed 0).
+    for (const char* name : {"cp.kv.bwd", "cp.dkv"}) {
+      SCOPED_TRACE(name);
+      const Kernel& back = Named(block, name);
+      EXPECT_EQ(back.pass, Kernel::Pass::kInput);
+      EXPECT_EQ(back.over, Kernel::Over::kContext);
+      EXPECT_EQ(back.group, c);
+      EXPECT_DOUBLE_EQ(back.bytes, ring.bytes);
+      EXPECT_EQ(block.kernels.begin()[back.overlaps].name, "flash_attn.bwd");
+      EXPECT_EQ(back.exposed, 0);
+    }
+    EXPECT_EQ(Named(block, "cp.kv.bwd").collective, Kernel::Collective::kAllGather);
+    EXPECT_EQ(Named(block, "cp.dkv").collective, Kernel::Collective::kReduceScatter);
+    // Timed: the input-gradient op takes max(attention backward, ring) for
+    // the pair, so taking the ring's link away changes it by what shows.
+    const Device& h100 = *FindDevice("H100-SXM");
+    const Link& nvlink = *FindLink("nvlink4");
+    const CollectiveLinks links{.intra = &nvlink, .inter = &nvlink};
+    const double attention = KernelTime(Named(block, "flash_attn.bwd"), 1, h100, Dtype::kBf16, 0.8);
+    const double passes = KernelTime(Named(block, "cp.kv.bwd"), 1, h100, Dtype::kBf16, 0.8, links) +
+                          KernelTime(Named(block, "cp.dkv"), 1, h100, Dtype::kBf16, 0.8, links);
+    EXPECT_GT(passes, 0);
+    const double with_ring = LayerOpTime(block, ir::OpKind::kBackwardInput, h100, Dtype::kBf16, 0.8, 1, links);
+    Layer alone = block;
+    std::vector<Kernel> kept;
+    for (const Kernel& k : block.kernels) {
+      if (k.over != Kernel::Over::kContext) kept.push_back(k);
+    }
+    // (Dropping kernels shifts the overlap indices: re-point those beside a GEMM.)
+    for (Kernel& k : kept) {
+      if (k.overlaps >= 0) {
+        const std::string target = block.kernels.begin()[k.overlaps].name;
+        k.overlaps = static_cast<int32_t>(
+            std::find_if(kept.begin(), kept.end(), [&](const Kernel& x) { return x.name == target; }) - kept.begin());
+      }
+    }
+    alone.kernels = std::move(kept);
+    const double without = LayerOpTime(alone, ir::OpKind::kBackwardInput, h100, Dtype::kBf16, 0.8, 1, links);
+    EXPECT_NEAR(with_ring - without, std::max(0.0, passes - attention), 1e-9 * with_ring);
   }
 }
 

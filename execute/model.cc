@@ -52,6 +52,11 @@ Result<void> CheckExecutable(const cost::Config& c) {
     return Fail(fmt::format("{}: /model/experts: mixture-of-experts blocks are planned and simulated, not executed: "
                             "the executors have no router or experts (set experts to 0)", c.source));
   }
+  if (c.transformer && c.transformer->Mla()) {
+    return Fail(fmt::format("{}: /model/kv_lora_rank: multi-head latent attention is planned and simulated, not "
+                            "executed: the executors' attention projects K and V from the input, not from a latent "
+                            "(remove kv_lora_rank)", c.source));
+  }
   if (c.transformer) {
     // Every block the generator builds runs (attention: fused computes the
     // unfused numbers); rotary positions turn pairs of a head's dimensions.

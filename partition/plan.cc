@@ -10,6 +10,7 @@
 
 #include "cost_models/comm_model.h"
 #include "cost_models/memory_model.h"
+#include "cost_models/plan_costs.h"
 
 namespace twinpipe::partition {
 namespace {
@@ -140,8 +141,9 @@ PartitionProblem BuildProblem(const Config& c, const std::vector<cost::StagePeak
   p.memory = [table = std::make_shared<const cost::CellMemoryTable>(c.model, cut, c.pipeline.checkpointing),
               peaks = Peaks(c, given_peaks),
               bytes_per_param = c.training.bytes_per_param,
+              static_bytes = cost::StaticBytesOf(c, c.GradientRanks()),
               micro_batch = static_cast<double>(c.training.MicroBatchSize())](int a, int b, int k) {
-    return table->Peak(a, b, cost::MemoryInputs{bytes_per_param, micro_batch, &peaks[k]}).total_bytes;
+    return table->Peak(a, b, cost::MemoryInputs{bytes_per_param, micro_batch, &peaks[k], &static_bytes}).total_bytes;
   };
   for (int k = 0; k < K; ++k) p.capacity.push_back(c.cluster.devices[k].memory_bytes);
   for (const auto& l : c.model.layers) p.layer_names.push_back(l.name);
@@ -158,6 +160,7 @@ PartitionReport DescribePartition(const Config& c, const std::vector<int>& first
   const auto peaks = Peaks(c, given_peaks);
   const bool user = AllUserCosts(c);
   const double mb = static_cast<double>(c.training.MicroBatchSize());
+  const cost::StaticBytesRule static_bytes = cost::StaticBytesOf(c, c.GradientRanks());
   PartitionReport r;
   r.user_costs = user;
   double total = 0;
@@ -186,7 +189,7 @@ PartitionReport DescribePartition(const Config& c, const std::vector<int>& first
       cell.time_s += CutTime(c, timing, CutLinkOf(c, k, placement), cut[cell.last_layer]);
     }
     if (!user) cell.cost = cell.time_s;
-    const cost::MemoryInputs in{c.training.bytes_per_param, mb, &peaks[k]};
+    const cost::MemoryInputs in{c.training.bytes_per_param, mb, &peaks[k], &static_bytes};
     cell.peak_memory_bytes =
         cost::CellPeakMemory(c.model, cut, cell.first_layer, cell.last_layer, c.pipeline.checkpointing, in).total_bytes;
     r.bottleneck_s = std::max(r.bottleneck_s, cell.time_s);

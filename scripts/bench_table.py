@@ -12,7 +12,7 @@ The development machine is shared: the same binary runs up to 40% slower
 from one minute to the next. So each short benchmark runs --runs times (3),
 each in a fresh process (the "fresh" simulation is a process's first call),
 and the table gives the best run, with the spread of all runs beside it; the
-long ones (the 175B search, the executor step) run once.
+long ones (the 405B searches, the executor step) run once.
 """
 import argparse
 import datetime
@@ -35,6 +35,9 @@ ROWS = [
     ("search_benchmark", "BM_Search/", "BM_Search/8/64", "search 8 GPUs, configs/s", "items", None, None),
     ("search_benchmark", "BM_Search/", "BM_Search/16/128", "search 16 GPUs, configs/s", "items", None, None),
     ("search_benchmark", "175B", "BM_Search175BOn1024", "search 175B on 1024 A100s, configs/s", "items", 10000, ">="),
+    ("search_benchmark", "Llama405B", "BM_SearchLlama405BOn16384/0", "search Llama 3.1 405B on 16,384 H100s, BF16, configs/s", "items", 10000, ">="),
+    ("search_benchmark", "Llama405B", "BM_SearchLlama405BOn16384/1", "search Llama 3.1 405B on 16,384 H100s, FP8, configs/s", "items", 10000, ">="),
+    ("simulate_benchmark", "MlperfGpt3", "BM_SimulateMlperfGpt3On11616", "simulate MLPerf GPT-3 175B on 11,616 H100s", "ms", 1000, "<"),
     ("partition_benchmark", "MinMax", "BM_MinMax/100000/1024/0", "minmax 100k layers into 1024", "ms", None, None),
     ("execute_benchmark", "TransformerStep", "BM_TransformerStep/1/1", "CPU executor, 4-block transformer, 1 mb (vs PyTorch: make bench-torch)", "ms", None, None),
     ("execute_benchmark", "TransformerStep", "BM_TransformerStep/1/4", "CPU executor, 4-block transformer, 4 mb", "ms", None, None),
@@ -61,7 +64,7 @@ def figure(bench, how):
 
 
 # Benchmarks that take minutes: one run.
-LONG = {"TransformerStep"}
+LONG = {"TransformerStep", "Llama405B"}
 
 
 def best(values, how, cmp):

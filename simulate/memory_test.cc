@@ -272,5 +272,152 @@ TEST(MemoryModel, ExpertsOptimizerStateShardsOverTheExpertDataParallelGroup) {
   }
 }
 
+// With replicas, the static bytes of every data-parallel sharding, of FP8's
+// weight copies and of an MoE block's experts (their own data-parallel
+// group): the `memory` partition plans each cell with what CostsFromPlan
+// charges its device (cost::StaticBytesOf), so its closed form still equals
+// the simulated peak, and sharding lowers it by ZeRO's share.
+TEST(MemoryModel, TheMemoryPartitionPlansTheStaticBytesTheSimulatorCharges) {
+  int checked = 0;
+  for (const std::string sharding : {"none", "optimizer", "full"}) {
+    for (const std::string dtype : {"bf16", "fp8"}) {
+      for (const bool fp8_params : {false, true}) {
+        for (const int experts : {1, 4}) {
+          if (dtype == "bf16" && fp8_params) continue;
+          const bool tied = experts == 1 && sharding != "optimizer";
+          SCOPED_TRACE(fmt::format("{} sharding, {}{}, {} experts{}", sharding, dtype,
+                                   fp8_params ? " (fp8_params)" : "", experts, tied ? ", tied embeddings" : ""));
+          const int stages = 2, replicas = 4;
+          nlohmann::json model = {{"generator", "transformer"}, {"layers", 6},      {"d_model", 1024},
+                                  {"ffn", 2816},                {"heads", 16},      {"kv_heads", 4},
+                                  {"seq", 512},                 {"vocab", 32000},   {"dtype", dtype},
+                                  {"mlp", "swiglu"},            {"norm", "rmsnorm"}, {"position", "rope"},
+                                  {"attention", "fused"},       {"bias", false},
+                                  {"tied_embeddings", tied}};
+          if (experts > 1) {
+            model["experts"] = experts;
+            model["top_k"] = 2;
+          }
+          const nlohmann::json j = {
+              {"model", model},
+              {"training",
+               {{"batch", 8 * replicas}, {"microbatches", 8}, {"bytes_per_param", 18},
+                {"data_parallel_sharding", sharding}, {"fp8_params", fp8_params}}},
+              {"pipeline", {{"stages", stages}, {"schedule", "1f1b"}, {"recompute", "none"}, {"partition", "memory"}}},
+              {"cluster", {{"device", "H100-SXM"}, {"devices", stages * replicas}, {"gpus_per_node", 8}}}};
+          auto c = cost::LoadConfig(j.dump(), "sharded.json");
+          ASSERT_TRUE(c) << c.error().message;
+          auto plan = partition::PlanFromConfig(*c);
+          ASSERT_TRUE(plan) << plan.error().message;
+          for (auto& program : plan->schedule.programs) {
+            for (ir::Op& op : program) {
+              if (ir::IsSend(op.kind) || ir::IsRecv(op.kind)) op.bytes = 0;
+            }
+          }
+          const PlanCosts costs = cost::CostsFromPlan(*c, *plan);
+          auto sim = SimulateInOrder(plan->schedule, costs);
+          ASSERT_TRUE(sim) << sim.error().message;
+          const auto peaks = cost::StagePeaks(plan->schedule, c->pipeline.recompute);
+          const auto cut = cost::CutBytes(c->model);
+          const cost::StaticBytesRule rule = cost::StaticBytesOf(*c, c->GradientRanks());
+          for (int st = 0; st < stages; ++st) {
+            const auto& cell = plan->partition.cells[st];
+            const int device = plan->schedule.placement[st];
+            const cost::MemoryInputs in{c->training.bytes_per_param,
+                                        static_cast<double>(c->training.MicroBatchSize()), &peaks[st], &rule};
+            const cost::CellMemory closed =
+                cost::CellPeakMemory(c->model, cut, cell.first_layer, cell.last_layer, c->pipeline.checkpointing, in);
+            const cost::CellMemoryTable table(c->model, cut, c->pipeline.checkpointing);
+            EXPECT_NEAR(table.Peak(cell.first_layer, cell.last_layer, in).params_bytes, closed.params_bytes,
+                        1e-9 * closed.params_bytes);
+            EXPECT_NEAR(closed.params_bytes, costs.static_bytes[device], 1e-9 * closed.params_bytes) << "stage " << st;
+            const double simulated = sim->devices[device].peak_memory_bytes;
+            EXPECT_NEAR(simulated, closed.total_bytes - closed.boundary_bytes, 1e-9 * simulated) << "stage " << st;
+            EXPECT_NEAR(cell.peak_memory_bytes, closed.total_bytes, 1e-9 * simulated) << "stage " << st;
+            // ZeRO's shares of the 18 bytes a parameter (2 weights, 4
+            // gradients, 12 of Adam's state) over the 4 replicas (the
+            // experts' group too: one expert-parallel rank), FP8's two
+            // 1-byte copies unless the weights are FP8, and fully sharded,
+            // the gathered weights and gradients of two layers.
+            const cost::CellParams p = cost::CellParamsOf(c->model, cell.first_layer, cell.last_layer);
+            const double n = replicas, copies = dtype == "fp8" && !fp8_params ? 2 * p.fp8_params : 0;
+            const double e = cost::DtypeBytes(c->model.dtype);
+            const double want = sharding == "none"        ? 18 * p.params + copies
+                                : sharding == "optimizer" ? (6 + 12 / n) * p.params + copies
+                                                          : (18 * p.params + copies) / n + 2 * 2 * e * p.largest_layer;
+            EXPECT_NEAR(closed.params_bytes, want, 1e-9 * want) << "stage " << st;
+            EXPECT_EQ(p.expert_params > 0, experts > 1);
+            // Tied, the last stage keeps a copy of the token embedding's table.
+            if (tied && st == stages - 1) {
+              EXPECT_GE(p.params, 32000.0 * 1024);
+            }
+            EXPECT_EQ(p.fp8_params > 0, dtype == "fp8");
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 2 * 3 * 3 * 2);
+}
+
+// Tied embeddings (the logits read the token embedding's table): on one
+// device the table is held once; on two, Megatron keeps a copy on the last
+// stage, so each device holds what it holds untied, and the two copies'
+// gradients are all-reduced between the first and last stage before the
+// optimizer steps, which lengthens the step by that all-reduce.
+TEST(MemoryModel, TiedEmbeddingsKeepACopyOnTheLastStageAndReduceItsGradient) {
+  auto load = [](int stages, bool tied) {
+    auto c = cost::LoadConfig(fmt::format(R"({{
+      "model": {{"generator": "transformer", "layers": 4, "d_model": 512, "ffn": 2048, "heads": 8, "seq": 256,
+                 "vocab": 50000, "dtype": "bf16", "bias": false, "tied_embeddings": {}}},
+      "training": {{"batch": 8, "microbatches": 4, "bytes_per_param": 18}},
+      "pipeline": {{"stages": {}, "schedule": "1f1b", "recompute": "none"}},
+      "cluster": {{"device": "H100-SXM", "devices": {}, "gpus_per_node": 1, "inter_node_link": "ib-ndr"}}
+    }})", tied, stages, stages), "tied.json");
+    EXPECT_TRUE(c) << c.error().message;
+    return *c;
+  };
+  const double table = 512.0 * 50000, grad_bytes = 4;  // fp32 kept gradients in bf16 training
+  for (const int stages : {1, 2}) {
+    SCOPED_TRACE(fmt::format("{} stages", stages));
+    const cost::Config untied = load(stages, false), tied = load(stages, true);
+    auto untied_plan = partition::PlanFromConfig(untied), tied_plan = partition::PlanFromConfig(tied);
+    ASSERT_TRUE(untied_plan && tied_plan);
+    ASSERT_EQ(untied_plan->partition.cells.size(), tied_plan->partition.cells.size());
+    for (size_t st = 0; st < tied_plan->partition.cells.size(); ++st) {
+      EXPECT_EQ(untied_plan->partition.cells[st].first_layer, tied_plan->partition.cells[st].first_layer);
+    }
+    const PlanCosts a = cost::CostsFromPlan(untied, *untied_plan), b = cost::CostsFromPlan(tied, *tied_plan);
+    auto sa = Simulate(untied_plan->schedule, a), sb = Simulate(tied_plan->schedule, b);
+    ASSERT_TRUE(sa && sb);
+    if (stages == 1) {
+      EXPECT_NEAR(a.static_bytes[0] - b.static_bytes[0], table * 18, 1e-9 * a.static_bytes[0]);
+      // The optimizer steps one table fewer.
+      const cost::Device& h100 = untied.cluster.devices[0];
+      const double stepped = cost::OptimizerStepTime("adam", cost::Dtype::kBf16, table, h100) -
+                             cost::OptimizerStepTime("adam", cost::Dtype::kBf16, 0, h100);
+      EXPECT_NEAR(a.step_s[0] - b.step_s[0], stepped, 1e-12);
+      EXPECT_NEAR(sa->step_time_s - sb->step_time_s, stepped, 1e-12);
+      continue;
+    }
+    // Two nodes of one GPU: a two-rank all-reduce over InfiniBand NDR.
+    const cost::Link& ib = *cost::FindLink("ib-ndr");
+    const double reduce = cost::CollectiveTime(cost::Kernel::Collective::kAllReduce, table * grad_bytes,
+                                               {.ranks = 2, .nodes = 2, .intra = &ib, .inter = &ib, .rails = false});
+    EXPECT_GT(reduce, 1e-4);
+    for (int d = 0; d < 2; ++d) {
+      EXPECT_NEAR(b.static_bytes[d], a.static_bytes[d], 1e-9 * a.static_bytes[d]) << "device " << d;
+      EXPECT_NEAR(b.step_s[d] - a.step_s[d], reduce, 1e-12) << "device " << d;
+      // The partitioner plans the copy too.
+      EXPECT_NEAR(tied_plan->partition.cells[d].peak_memory_bytes, untied_plan->partition.cells[d].peak_memory_bytes,
+                  1e-9 * a.static_bytes[d])
+          << "device " << d;
+    }
+    EXPECT_GT(sb->step_time_s, sa->step_time_s + 0.5 * reduce);
+    EXPECT_LE(sb->step_time_s, sa->step_time_s + reduce + 1e-9);
+  }
+}
+
 }  // namespace
 }  // namespace twinpipe::simulate

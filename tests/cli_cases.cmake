@@ -399,6 +399,21 @@ cli_case(execute_moe_refused 2 "moe_cpu.json: /model/experts: mixture-of-experts
 cli_case(simulate_moe_cpu 0 "step time" ${TP} simulate ${IN}/moe_cpu.json)
 cli_case(execute_context_parallel_refused 2 "/pipeline/context_parallel: context parallelism is planned and simulated"
          ${TP} execute ${IN}/today_h100.json)
+cli_case(execute_fp8_refused 2 "llama_tiny_fp8_h100.json: /model/dtype: FP8 training is planned and simulated, not executed"
+         ${TP} execute ${IN}/llama_tiny_fp8_h100.json)
+cli_case(execute_sharding_refused 2
+         "llama_tiny_sharded_cpu.json: /training/data_parallel_sharding: sharded data parallelism is planned and simulated, not executed"
+         ${TP} execute ${IN}/llama_tiny_sharded_cpu.json)
+cli_case(execute_layer_recompute_refused 2
+         "llama_tiny_layer_recompute_cpu.json: /pipeline/recompute_granularity: recompute per layer is planned and simulated, not executed"
+         ${TP} execute ${IN}/llama_tiny_layer_recompute_cpu.json)
+cli_case(execute_mla_refused 2
+         "llama_tiny_mla_cpu.json: /model/kv_lora_rank: multi-head latent attention is planned and simulated, not executed"
+         ${TP} execute ${IN}/llama_tiny_mla_cpu.json)
+# Each of them is planned and simulated.
+foreach(planned fp8_h100 sharded_cpu layer_recompute_cpu mla_cpu)
+  cli_case(simulate_llama_tiny_${planned} 0 "step time" ${TP} simulate ${IN}/llama_tiny_${planned}.json)
+endforeach()
 
 # Blocks as built now (issue 36, points 1 and 9): planned, simulated and executed.
 cli_case(simulate_llama3_8b 0 "tensor parallel: each device is a group of 4 GPUs, sequence parallel"
