@@ -161,6 +161,35 @@ TEST(Transformer, NewKernelsBytesInClosedForm) {
   EXPECT_DOUBLE_EQ(rope.layers[0].params, 1000 * d);
 }
 
+// The norms' bytes, per sample, LayerNorm and RMSNorm alike (a streaming
+// read and write; their statistics are a row's few bytes): forward, read
+// the S x d input and write it normed (2 S d e); backward, read the input
+// and the output gradient and write the input gradient (3 S d e). Sequence
+// parallelism divides them by t. In FP8 a norm feeding a Transformer Engine
+// LayerNormLinear (QKV, a dense FC1) writes its output in FP8 (1 byte) and,
+// when it is not gathered afterwards, the transpose too (1 more byte).
+TEST(Transformer, NormBytesInClosedForm) {
+  const double S = 512, d = 1024, e = 2;
+  for (const NormKind norm : {NormKind::kLayerNorm, NormKind::kRmsNorm}) {
+    for (const Dtype dtype : {Dtype::kBf16, Dtype::kFp8}) {
+      for (const int t : {1, 4}) {
+        SCOPED_TRACE(fmt::format("{} {} t={}", norm == NormKind::kRmsNorm ? "rmsnorm" : "layernorm",
+                                 DtypeName(dtype), t));
+        const TransformerSpec spec{.layers = 1, .d_model = 1024, .ffn = 2816, .heads = 16, .seq = 512, .vocab = 1024,
+                                   .dtype = dtype, .kv_heads = 4, .mlp = MlpKind::kSwiglu, .norm = norm,
+                                   .tensor_parallel = t, .sequence_parallel = t > 1};
+        const Layer b = GenerateTransformer(spec).layers[1];
+        const double n = t;  // sequence parallel with t > 1
+        const double out = dtype == Dtype::kFp8 ? (t > 1 ? 1 : 2) : e;
+        for (const char* name : {"ln1", "ln2"}) {
+          EXPECT_DOUBLE_EQ(Find(b, name)->bytes, (e + out) * S * d / n) << name;
+          EXPECT_DOUBLE_EQ(Find(b, std::string(name) + ".bwd")->bytes, 3 * S * d * e / n) << name;
+        }
+      }
+    }
+  }
+}
+
 // Parameters per block from the shapes, each option alone.
 TEST(Transformer, NormsBiasesAndKvHeadsInParameters) {
   const double d = 1024, f = 4096, kv = 128;  // 16 heads of 64, 2 K/V heads

@@ -164,16 +164,24 @@ CellMemory CellPeakMemory(const Model& model, const std::vector<double>& cut_byt
                   input, output, in);
 }
 
+int CellParams::Add(const Layer& layer) {
+  int fp8_linears = 0;
+  bool fp8 = false;
+  for (const Kernel& k : layer.kernels) {
+    fp8 = fp8 || k.fp8;
+    fp8_linears += k.fp8 && k.gemm && k.pass == Kernel::Pass::kForward;
+  }
+  params += layer.params;
+  expert_params += layer.expert_params;
+  if (fp8) fp8_params += layer.params;
+  largest_layer = std::max(largest_layer, layer.params);
+  return fp8_linears;
+}
+
 CellParams CellParamsOf(const Model& model, int first, int last, bool with_shared_copies) {
   CellParams p;
   if (with_shared_copies) p.params = SharedWeightCopies(model.layers, first, last);
-  for (int i = first; i <= last; ++i) {
-    const Layer& layer = model.layers[i];
-    p.params += layer.params;
-    p.expert_params += layer.expert_params;
-    if (HasFp8Gemms(layer)) p.fp8_params += layer.params;
-    p.largest_layer = std::max(p.largest_layer, layer.params);
-  }
+  for (int i = first; i <= last; ++i) p.Add(model.layers[i]);
   return p;
 }
 

@@ -122,6 +122,9 @@ struct CellParams {
   double expert_params = 0;
   double fp8_params = 0;
   double largest_layer = 0;
+  // Adds the layer's parameters (not its shared copies); returns its
+  // forward FP8 GEMMs (one a linear), found on the same pass.
+  int Add(const Layer& layer);
 };
 CellParams CellParamsOf(const Model& model, int first, int last, bool with_shared_copies = true);
 

@@ -120,17 +120,11 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
       }
     }
     const int32_t d = s.placement[st];
-    int fp8_linears = 0;  // FP8 GEMMs of the cell's forward: one a linear
-    for (int i = cell.first_layer; i <= cell.last_layer; ++i) {
-      for (const Kernel& k : c.model.layers[i].kernels) fp8_linears += k.fp8 && k.gemm && k.pass == Kernel::Pass::kForward;
-    }
-    // The device's copies of shared weights are counted once it holds all its cells (below).
-    const CellParams held_params = CellParamsOf(c.model, cell.first_layer, cell.last_layer, false);
-    CellParams& on_device = device_params[d];
-    on_device.params += held_params.params;
-    on_device.expert_params += held_params.expert_params;
-    on_device.fp8_params += held_params.fp8_params;
-    on_device.largest_layer = std::max(on_device.largest_layer, held_params.largest_layer);
+    // The device's parameters (its copies of shared weights are counted once
+    // it holds all its cells, below), and the FP8 GEMMs of the cell's
+    // forward: one a linear.
+    int fp8_linears = 0;
+    for (int i = cell.first_layer; i <= cell.last_layer; ++i) fp8_linears += device_params[d].Add(c.model.layers[i]);
     if (fp8_linears > 0) {
       // FP8 under delayed scaling (Transformer Engine's recipe as
       // Megatron-Core runs it): leaving a chunk's forward, and ending its
