@@ -11,18 +11,22 @@
 # A shared machine moves the measured runs, not the prediction: a run just
 # after an idle moment is 10-30% slower (the CPU's clock comes back up), and
 # on a shared 2-core host whole seconds run 20% slower than the next. So an
-# attempt (1) runs a discarded warm-up first, (2) runs the profile and the
-# measured run back to back, the calibration and the prediction after them, so
-# both see the same machine, and (3) measures the machine's own noise: a
-# second measured run straight after the first. The attempt is within the
-# bound when the prediction's error is within the bound plus that run-to-run
-# difference (no model is judged finer than the measurement repeats), with
-# the allowance capped at the bound again (step time 2 x 5% at most, bubble 2
-# x 0.03). A schedule that misses is tried again, 8 attempts in all, and
-# passes if any attempt is within; every attempt's figures are printed. Where
-# the system allows it, the executor's runs take the CPU before other
-# processes (real-time priority, chrt -f 1), as on the quiet machine issue
-# 6's sweep ran on.
+# attempt (1) runs a discarded warm-up first, (2) runs the profile, the
+# measured run and a repeat of it back to back, the calibration and the
+# prediction after them, so all see the same machine, and (3) measures the
+# machine's own noise: how far the profile and the repeat are from the
+# measured run. The prediction is calibrated from the profile, so when the
+# profile is 20% off the measured run the prediction is too, whatever the
+# model: an attempt whose noise exceeds the bound (step time or bubble) is
+# not judged, and says so. A judged attempt is within the bound when the
+# prediction's error is within the bound plus that noise (no model is judged
+# finer than the measurement repeats; at most twice the bound). A schedule
+# that misses is tried again, 12 attempts in all, and passes if any judged
+# attempt is within; it fails if some attempts were judged and none was
+# within, and skips (77) if no attempt could be judged, saying so; every
+# attempt's figures are printed. Where the system allows it, the executor's
+# runs take the CPU before other processes (real-time priority, chrt -f 1),
+# as on the quiet machine issue 6's sweep ran on.
 #
 #   bash tests/fidelity_check.sh build/twinpipe examples/quickstart.json build/fidelity
 # With TWINPIPE_FIDELITY_WORKERS above the machine's cores, the workers
@@ -36,7 +40,7 @@ if [ "$workers" -gt "$(nproc)" ]; then
 fi
 max_step=${4:-5}; max_bubble=${5:-0.03}; max_memory=${6:-5}
 steps=20       # each run's trace is its median step, as in the sweep
-attempts=8
+attempts=12
 mkdir -p "$dir"
 first=(chrt -f 1)
 if ! chrt -f 1 true 2> /dev/null; then
@@ -65,11 +69,13 @@ others_cores() {  # others_cores "MARK0" "MARK1"
     o = (($4 - $1) - ($5 - $2)) / wall; printf "%.2f", (o < 0 ? 0 : o)}'
 }
 
-# A `compare --summary` line against the bounds: prints "within" (exit 0) or
-# what missed (exit 1). Fields: step time predicted, measured (ms), error;
-# bubble predicted, measured; peak memory predicted, measured (MiB), error.
+# `compare --summary` lines against the bounds: prints "within" (exit 0),
+# what missed (exit 1) or why the attempt is not judged (exit 2). Fields:
+# step time predicted, measured (ms), error; bubble predicted, measured; peak
+# memory predicted, measured (MiB), error. Line 1: the prediction against the
+# measured run; line 2: the repeat against it; line 3: the profile against it.
 judge() {
-  printf '%s\n%s\n' "$1" "$2" | awk -v max_step="$max_step" -v max_bubble="$max_bubble" -v max_memory="$max_memory" '
+  printf '%s\n%s\n%s\n' "$1" "$2" "$3" | awk -v max_step="$max_step" -v max_bubble="$max_bubble" -v max_memory="$max_memory" '
   {
     number = "^[-+]?[0-9]+(\\.[0-9]+)?%?$"  # not nan or inf (mawk orders nan below anything)
     if ($3 !~ number || $4 !~ number || $5 !~ number || $8 !~ number) { print "unreadable figures"; exit 1 }
@@ -79,15 +85,19 @@ judge() {
     if (step[NR] < 0) step[NR] = -step[NR]; if (bubble[NR] < 0) bubble[NR] = -bubble[NR]; if (mem[NR] < 0) mem[NR] = -mem[NR]
   }
   END {
-    if (NR != 2) { print "unreadable figures"; exit 1 }
-    # line 1: prediction against the measured run; line 2: the repeat against it.
-    allow_step = max_step + (step[2] < max_step + 0 ? step[2] : max_step)
-    allow_bubble = max_bubble + (bubble[2] < max_bubble + 0 ? bubble[2] : max_bubble)
+    if (NR != 3) { print "unreadable figures"; exit 1 }
+    noise_step = step[2] > step[3] ? step[2] : step[3]
+    noise_bubble = bubble[2] > bubble[3] ? bubble[2] : bubble[3]
+    noise = sprintf("(profile %.1f%%, repeat %.1f%%; bubble %.3f, %.3f)", step[3], step[2], bubble[3], bubble[2])
+    if (noise_step > max_step + 0 || noise_bubble > max_bubble + 0) {
+      print "not judged: the machine does not repeat itself within the bound " noise; exit 2
+    }
+    allow_step = max_step + noise_step
+    allow_bubble = max_bubble + noise_bubble
     miss = ""
     if (step[1] > allow_step) miss = miss sprintf(" step time %.1f%% > %.1f%%;", step[1], allow_step)
     if (bubble[1] > allow_bubble) miss = miss sprintf(" bubble %.3f > %.3f;", bubble[1], allow_bubble)
     if (mem[1] > max_memory + 0) miss = miss sprintf(" peak memory %.1f%% > %s%%;", mem[1], max_memory)
-    noise = sprintf("(repeat %.1f%%, bubble %.3f)", step[2], bubble[2])
     if (miss != "") { print "outside the bound:" miss " " noise; exit 1 }
     print "within " noise
   }'
@@ -95,7 +105,7 @@ judge() {
 
 status=0
 for schedule in gpipe 1f1b; do
-  passed=0; busy=0
+  passed=0; judged=0
   for attempt in $(seq 1 $attempts); do
     "${first[@]}" "$tp" execute "$config" -s "$schedule" --steps $steps --seed 3 > /dev/null  # warm-up
     cpu_mark; mark0=$mark
@@ -107,17 +117,21 @@ for schedule in gpipe 1f1b; do
     "$tp" simulate "$config" -s "$schedule" --calibration "$dir/cal.json" --trace "$dir/pred.json" > /dev/null
     line=$("$tp" compare "$dir/pred.json" "$dir/meas.json" --summary)
     repeat=$("$tp" compare "$dir/repeat.json" "$dir/meas.json" --summary)
-    verdict=$(judge "$line" "$repeat") && passed=1 || true
+    profile=$("$tp" compare "$dir/profile.json" "$dir/meas.json" --summary)
+    code=0; verdict=$(judge "$line" "$repeat" "$profile") || code=$?
     echo "$schedule attempt $attempt of $attempts: $line   $verdict; other processes held $others cores"
-    [ $passed = 1 ] && break
-    if [ ${#first[@]} = 0 ] && awk -v o="$others" 'BEGIN{exit !(o > 0.25)}'; then busy=$((busy + 1)); fi
+    if [ $code = 0 ]; then passed=1; break; fi
+    # A miss while other processes held cores (no real-time priority) is not held against the model.
+    if [ $code = 1 ] && ! { [ ${#first[@]} = 0 ] && awk -v o="$others" 'BEGIN{exit !(o > 0.25)}'; }; then
+      judged=$((judged + 1))
+    fi
   done
   if [ $passed = 0 ]; then
-    if [ $busy = $attempts ]; then
-      echo "$schedule: not judged: other processes held more than a quarter of a core during every attempt, and without real-time priority the executor's workers waited for cores"
+    if [ $judged = 0 ]; then
+      echo "$schedule: not judged: in every attempt the machine's own runs differed by more than the bound, or (without real-time priority) other processes held more than a quarter of a core"
       [ $status = 1 ] || status=77
     else
-      echo "$schedule: no attempt within the bound (step time ${max_step}%, bubble $max_bubble, peak memory ${max_memory}%)"; status=1
+      echo "$schedule: no attempt within the bound (step time ${max_step}%, bubble $max_bubble, peak memory ${max_memory}%): $judged judged attempts missed"; status=1
     fi
   fi
 done
