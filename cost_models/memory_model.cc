@@ -235,7 +235,9 @@ CellMemoryTable::CellMemoryTable(const Model& model, std::vector<double> cut_byt
     const Layer& layer = model.layers[i];
     params_[i + 1] = params_[i] + layer.params;
     expert_params_[i + 1] = expert_params_[i] + layer.expert_params;
-    fp8_params_[i + 1] = fp8_params_[i] + (HasFp8Gemms(layer) ? layer.params : 0);
+    CellParams one;
+    one.Add(layer);
+    fp8_params_[i + 1] = fp8_params_[i] + one.fp8_params;
     largest_[0][i] = layer.params;
     if (layer.shares_weights_of >= 0) shared_.push_back({static_cast<int>(i), layer.shares_weights_of, layer.shared_params});
     stash_[i + 1] = stash_[i] + model.layers[i].stash_bytes;
@@ -287,7 +289,7 @@ CellMemory CellMemoryTable::Peak(int first, int last, const MemoryInputs& in) co
           : CellActivationsFromSums(stash, not_rerun, input);
   double copies = 0;
   for (const Shared& sh : shared_) {
-    if (sh.layer >= first && sh.layer <= last && (sh.of < first || sh.of > last)) copies += sh.params;
+    if (HoldsSharedCopy(sh.layer, sh.of, first, last)) copies += sh.params;
   }
   const CellParams params{.params = params_[last + 1] - params_[first] + copies,
                           .expert_params = expert_params_[last + 1] - expert_params_[first],

@@ -14,8 +14,7 @@ bool RunsFor(const Kernel& kn, double samples) {
 double SharedWeightCopies(const std::vector<Layer>& layers, int first, int last) {
   double copies = 0;
   for (int i = first; i <= last; ++i) {
-    const int of = layers[i].shares_weights_of;
-    if (of >= 0 && (of < first || of > last)) copies += layers[i].shared_params;
+    if (HoldsSharedCopy(i, layers[i].shares_weights_of, first, last)) copies += layers[i].shared_params;
   }
   return copies;
 }

@@ -168,13 +168,11 @@ struct Layer {
 // a model's identical blocks are timed once.
 bool SameCosts(const Layer& a, const Layer& b);
 
-// Whether any of the layer's GEMMs runs in FP8 when the model's precision is
-// fp8 (Transformer Engine keeps FP8 copies of its weights).
-inline bool HasFp8Gemms(const Layer& layer) {
-  for (const Kernel& k : layer.kernels) {
-    if (k.fp8) return true;
-  }
-  return false;
+// Whether a device holding layers `first`..`last` keeps a copy of weights
+// that layer `layer` shares with layer `of` (Layer::shares_weights_of; -1:
+// none): the layer is on it and the holder is not.
+inline bool HoldsSharedCopy(int layer, int of, int first, int last) {
+  return of >= 0 && layer >= first && layer <= last && (of < first || of > last);
 }
 
 // The parameters of copies that a device holding layers `first`..`last`

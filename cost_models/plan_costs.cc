@@ -14,6 +14,15 @@ namespace twinpipe::cost {
 
 using ir::OpKind;
 
+namespace {
+
+// The data-parallel ranks an MoE block's experts are sharded over: the
+// expert data-parallel group, 1/e of the others' (Megatron-Core's
+// distributed optimizer per group).
+double ExpertRanks(const Config& c, double ranks) { return std::max(1.0, ranks / c.pipeline.expert_parallel); }
+
+}  // namespace
+
 int ComputeSlot(OpKind kind) {
   switch (kind) {
     case OpKind::kForward: return 0;
@@ -199,10 +208,8 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
   const double ranks = costs.gradient_ranks;
   const StaticBytesRule static_bytes = StaticBytesOf(c, ranks);
   for (int32_t d = 0; d < D; ++d) {
-    // The experts' weights are sharded over the expert data-parallel group,
-    // 1/e of the others' (Megatron-Core's distributed optimizer per group).
     const double experts = device_params[d].expert_params, dense = device_params[d].params - experts;
-    const double expert_ranks = std::max(1.0, ranks / c.pipeline.expert_parallel);
+    const double expert_ranks = ExpertRanks(c, ranks);
     costs.static_bytes[d] = static_bytes(device_params[d]);
     // The optimizer streams what it reads and writes (OptimizerStepBytes),
     // over its shard where it is sharded.
@@ -253,7 +260,7 @@ double StaticBytesPerGpu(const TrainingConfig& training, Dtype dtype, DataParall
 }
 
 StaticBytesRule StaticBytesOf(const Config& c, double ranks) {
-  const double expert_ranks = std::max(1.0, ranks / c.pipeline.expert_parallel);
+  const double expert_ranks = ExpertRanks(c, ranks);
   // One replica shards nothing.
   const DataParallelSharding sharding = ranks > 1 ? c.training.sharding : DataParallelSharding::kNone;
   return [training = c.training, dtype = c.model.dtype, sharding, ranks, expert_ranks](const CellParams& p) {
