@@ -79,12 +79,13 @@ void AddLinear(std::vector<Kernel>& k, const std::string& name, double S, double
 void AddExpertLinear(std::vector<Kernel>& k, const std::string& name, double m, double in, double out, double experts,
                      bool grouped, bool fp8, bool same_kernel = false) {
   const double launches = grouped ? (same_kernel ? 0 : 1) : experts;
+  const size_t first = k.size();
   if (fp8) k.push_back(Fp8Copy(name + ".cast", Kernel::Pass::kForward, 4 * m * experts * in));
   k.push_back(Gemm(name, Kernel::Pass::kForward, m, out, in, experts));
   if (fp8) k.push_back(Fp8Copy(name + ".dgrad.cast", Kernel::Pass::kInput, 4 * m * experts * out));
   k.push_back(Gemm(name + ".dgrad", Kernel::Pass::kInput, m, in, out, experts));
   k.push_back(Gemm(name + ".wgrad", Kernel::Pass::kWeight, in, out, m, experts, Kernel::Scaled::kK));
-  for (size_t i = k.size() - 3; i < k.size(); ++i) {
+  for (size_t i = first; i < k.size(); ++i) {
     if (k[i].gemm) {
       k[i].fp8 = fp8;
       k[i].launches = launches;

@@ -610,6 +610,40 @@ TEST(Moe, ExpertGroupPlacementAndBadValues) {
 // the same FLOPs, the experts' weights split by et, not t; the group of e
 // steps through the tensor-parallel group's GPUs first (nodes of 8, t = 4:
 // e = 8 at et = 1 is one node, at et = 4 four).
+// FP8 (Transformer Engine's grouped or per-expert linears): every one of the
+// experts' GEMMs, forward, input gradient and weight gradient, runs in FP8,
+// with the launches of the BF16 block's (one grouped kernel, or one per
+// local expert), balanced and skewed.
+TEST(Moe, Fp8RunsEveryExpertGemmInFp8) {
+  for (const bool grouped : {true, false}) {
+    for (const double skew : {0.0, 0.5}) {
+      SCOPED_TRACE(fmt::format("grouped {} skew {}", grouped, skew));
+      TransformerSpec s = Mixtral8x7B(2);
+      s.seq = 2048;
+      s.expert_parallel = 2;  // 4 local experts
+      s.grouped_gemm = grouped;
+      s.routing_skew = skew;
+      TransformerSpec f = s;
+      f.dtype = Dtype::kFp8;
+      const Model bf16 = GenerateTransformer(s), fp8 = GenerateTransformer(f);
+      int expert_gemms = 0;
+      for (const Kernel& k : fp8.layers[1].kernels) {
+        if (!k.gemm || k.name.rfind("experts.", 0) != 0) continue;
+        SCOPED_TRACE(k.name);
+        ++expert_gemms;
+        EXPECT_TRUE(k.fp8);
+        const Kernel* b = Find(bf16.layers[1], k.name);
+        ASSERT_NE(b, nullptr);
+        EXPECT_FALSE(b->fp8);
+        EXPECT_EQ(k.launches, b->launches);
+        const bool cold = skew > 0 && k.name.find(".hot") == std::string::npos;
+        EXPECT_EQ(k.launches, grouped ? (cold ? 0 : 1) : (skew > 0 ? (cold ? 3 : 1) : 4));
+      }
+      EXPECT_EQ(expert_gemms, (skew > 0 ? 2 : 1) * 3 * 2);  // fc1 and fc2: F, I and W each
+    }
+  }
+}
+
 TEST(Moe, ExpertTensorParallelism) {
   TransformerSpec s = Mixtral8x7B(2);
   s.seq = 2048;
