@@ -605,11 +605,6 @@ TEST(Moe, ExpertGroupPlacementAndBadValues) {
   EXPECT_NE(dense.error().message.find("/pipeline/expert_parallel"), std::string::npos);
 }
 
-// Expert tensor parallelism et < t: each GPU holds E / e whole-er experts
-// (f_e / et wide) and runs them over its share et / t of the routed tokens:
-// the same FLOPs, the experts' weights split by et, not t; the group of e
-// steps through the tensor-parallel group's GPUs first (nodes of 8, t = 4:
-// e = 8 at et = 1 is one node, at et = 4 four).
 // FP8 (Transformer Engine's grouped or per-expert linears): every one of the
 // experts' GEMMs, forward, input gradient and weight gradient, runs in FP8,
 // with the launches of the BF16 block's (one grouped kernel, or one per
@@ -644,6 +639,11 @@ TEST(Moe, Fp8RunsEveryExpertGemmInFp8) {
   }
 }
 
+// Expert tensor parallelism et < t: each GPU holds E / e whole-er experts
+// (f_e / et wide) and runs them over its share et / t of the routed tokens:
+// the same FLOPs, the experts' weights split by et, not t; the group of e
+// steps through the tensor-parallel group's GPUs first (nodes of 8, t = 4:
+// e = 8 at et = 1 is one node, at et = 4 four).
 TEST(Moe, ExpertTensorParallelism) {
   TransformerSpec s = Mixtral8x7B(2);
   s.seq = 2048;

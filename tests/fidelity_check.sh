@@ -54,9 +54,9 @@ fi
 # /proc/stat) and this shell's children's CPU seconds (`times`); others_cores
 # turns two marks and the wall time between them into the cores other
 # processes held (cpu_mark runs in this shell, not a $(...) subshell, whose
-# `times` would not count this shell's children; it sets $mark). An attempt that misses while others held more than a
-# quarter of a core is not held against the model; a schedule whose every
-# attempt missed that way skips (77), saying so.
+# `times` would not count this shell's children; it sets $mark). An attempt
+# that misses while others held more than a quarter of a core is not held
+# against the model (it counts as not judged).
 cpu_mark() {
   local busy child
   busy=$(awk -v hz="$(getconf CLK_TCK)" '/^cpu /{printf "%.3f", ($2+$3+$4+$7+$8+$9)/hz}' /proc/stat)
@@ -70,27 +70,32 @@ others_cores() {  # others_cores "MARK0" "MARK1"
 }
 
 # `compare --summary` lines against the bounds: prints "within" (exit 0),
-# what missed (exit 1) or why the attempt is not judged (exit 2). Fields:
+# what missed (exit 1) or why the attempt is not judged (exit 3; awk's own
+# failures exit 2, and anything but 0, 1 and 3 fails the check). Fields:
 # step time predicted, measured (ms), error; bubble predicted, measured; peak
 # memory predicted, measured (MiB), error. Line 1: the prediction against the
 # measured run; line 2: the repeat against it; line 3: the profile against it.
+# Peak memory is judged only where the timing is: the simulated peak counts
+# the buffers in flight, which move with the calibrated op times (a profile
+# that slowed one stage's thread piles received activations up on it: GPipe
+# at 9.42 MiB instead of 7.53 on quickstart).
 judge() {
   printf '%s\n%s\n%s\n' "$1" "$2" "$3" | awk -v max_step="$max_step" -v max_bubble="$max_bubble" -v max_memory="$max_memory" '
   {
     number = "^[-+]?[0-9]+(\\.[0-9]+)?%?$"  # not nan or inf (mawk orders nan below anything)
-    if ($3 !~ number || $4 !~ number || $5 !~ number || $8 !~ number) { print "unreadable figures"; exit 1 }
+    if ($3 !~ number || $4 !~ number || $5 !~ number || $8 !~ number) { bad = 1; exit }
     gsub("%", "", $3); gsub("%", "", $8)
     # "+12.1" after gsub is a string, and as a string it sorts below "0": make numbers first.
     step[NR] = $3 + 0; bubble[NR] = $4 - $5; mem[NR] = $8 + 0
     if (step[NR] < 0) step[NR] = -step[NR]; if (bubble[NR] < 0) bubble[NR] = -bubble[NR]; if (mem[NR] < 0) mem[NR] = -mem[NR]
   }
   END {
-    if (NR != 3) { print "unreadable figures"; exit 1 }
+    if (bad || NR != 3) { print "unreadable figures"; exit 1 }
     noise_step = step[2] > step[3] ? step[2] : step[3]
     noise_bubble = bubble[2] > bubble[3] ? bubble[2] : bubble[3]
     noise = sprintf("(profile %.1f%%, repeat %.1f%%; bubble %.3f, %.3f)", step[3], step[2], bubble[3], bubble[2])
     if (noise_step > max_step + 0 || noise_bubble > max_bubble + 0) {
-      print "not judged: the machine does not repeat itself within the bound " noise; exit 2
+      print "not judged: the machine does not repeat itself within the bound " noise; exit 3
     }
     allow_step = max_step + noise_step
     allow_bubble = max_bubble + noise_bubble
@@ -120,11 +125,15 @@ for schedule in gpipe 1f1b; do
     profile=$("$tp" compare "$dir/profile.json" "$dir/meas.json" --summary)
     code=0; verdict=$(judge "$line" "$repeat" "$profile") || code=$?
     echo "$schedule attempt $attempt of $attempts: $line   $verdict; other processes held $others cores"
-    if [ $code = 0 ]; then passed=1; break; fi
-    # A miss while other processes held cores (no real-time priority) is not held against the model.
-    if [ $code = 1 ] && ! { [ ${#first[@]} = 0 ] && awk -v o="$others" 'BEGIN{exit !(o > 0.25)}'; }; then
-      judged=$((judged + 1))
-    fi
+    case $code in
+      0) passed=1; break ;;
+      1) # A miss while other processes held cores (no real-time priority) is not held against the model.
+         if ! { [ ${#first[@]} = 0 ] && awk -v o="$others" 'BEGIN{exit !(o > 0.25)}'; }; then
+           judged=$((judged + 1))
+         fi ;;
+      3) ;;
+      *) echo "$schedule: the judging itself failed (exit $code)"; status=1; break ;;
+    esac
   done
   if [ $passed = 0 ]; then
     if [ $judged = 0 ]; then
