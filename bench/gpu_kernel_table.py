@@ -9,7 +9,11 @@
   memory       GB/s of copy, add, GELU, layer_norm, rms_norm, softmax on ~2 GB bf16 tensors;
   launch       back-to-back launch gap, per-kernel time in a CUDA graph, host issue time, sync round trip;
   collectives  NCCL all_reduce / all_gather / reduce_scatter busbw (>= 2 GPUs), and a D2D copy between
-               two streams of one GPU (twinpipe's local transport).
+               two streams of one GPU (twinpipe's local transport);
+  moe          the Grok-1 runs' expert GEMMs (shared/published's MoE table: d 6144, expert FFN 32768, top-2)
+               in BF16 and FP8 at each row's tokens per expert, and the token permutation of Megatron-Core's
+               unfused path: index_select (permute) and index_add_ / scatter_add_ in BF16 and FP32 (unpermute,
+               and the permute's backward), where the Grok-1 BF16 steps lack 2-3 ms per MoE block.
 Times: CUDA-event medians of >= 10 repeats after warm-up, random data, inputs that fit in L2 rotated
 among buffer sets. A failing section records its error and the rest still run; rows past the time
 budget are marked skipped.
@@ -46,9 +50,15 @@ BLOCKS = [
     ("Llama 3.1 70B", 8192, 64, 8, 28672, 8192, "swiglu", 4, 1, 2),
     ("Llama 3.1 8B", 4096, 32, 8, 14336, 8192, "swiglu", 1, 1, 2),
 ]
+# The Grok-1 proxy runs' experts (traces/published/moe-dgx-cloud: d 6144, expert FFN 32768 gated, top-2
+# of 8): (tokens per expert on a GPU, expert tensor parallelism et); tensor parallelism 4 throughout.
+# NeMo 1 rows (et = 4): 2,048 / 4,096 / 8,192 tokens per expert (2, 4 or 8 experts per GPU at 4,096
+# tokens, and 8,192 at context parallelism 2); NeMo 2 rows (et = 1): 2,048.
+MOE = {"d": 6144, "ffn": 32768, "tokens_et": [(2048, 4), (4096, 4), (8192, 4), (2048, 1)],
+       "routed_tokens": [2048, 8192]}  # routed copies a GPU permutes (S / t x top-k; S = 4,096 and 16,384)
 DEV = "cuda"
 BF16 = torch.bfloat16
-CFG = {"reps": 20, "target_ms": 2.0, "deadline_s": 130.0, "l2": 50 << 20}
+CFG = {"reps": 20, "target_ms": 2.0, "deadline_s": 150.0, "l2": 50 << 20}
 SQUARES = [1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384]
 SIZES_MB = [1, 4, 16, 64, 256, 1024]
 
@@ -180,6 +190,64 @@ def sec_fp8(res):
         rows.append(row)
     return {"what": "torch._scaled_mm(A (m,k) row-major, B (k,n) column-major), float8_e4m3fn x "
                     "float8_e4m3fn -> bf16, per-tensor fp32 scales 1.0; fast_ = use_fast_accum=True", "rows": rows}
+
+
+# ---------------------------------------------------------------- moe
+def moe_gemm_shapes():
+    """{(m, n, k): uses}: the experts' fc1 (gated: 2 x ffn / et wide) and fc2, forward, dgrad, wgrad."""
+    shapes, d, ffn = {}, MOE["d"], MOE["ffn"]
+    for m, et in MOE["tokens_et"]:
+        for name, kin, kout in (("fc1", d, 2 * ffn // et), ("fc2", ffn // et, d)):
+            for pas, mnk in (("fwd", (m, kout, kin)), ("dgrad", (m, kin, kout)), ("wgrad", (kin, kout, m))):
+                shapes.setdefault(mnk, []).append(f"Grok-1 expert {name} {pas} tokens={m} et={et}")
+    return shapes
+
+
+def sec_moe(res):
+    f8, one = torch.float8_e4m3fn, torch.tensor(1.0, device=DEV)
+    gemms = []
+    for (m, n, k), uses in moe_gemm_shapes().items():
+        def body():
+            nb = nbuf_for(2 * (m * k + k * n))
+            a, b = [randn(m, k) for _ in range(nb)], [randn(k, n) for _ in range(nb)]
+            t = timeit(lambda i: torch.matmul(a[i], b[i]), nb)
+            out = {"seconds": t, "tflops": 2 * m * n * k / t / 1e12, "buffers": nb}
+            if hasattr(torch, "_scaled_mm"):
+                a8, bt8 = [x.to(f8) for x in a], [x.t().contiguous().to(f8) for x in b]
+                t8 = timeit(lambda i: torch._scaled_mm(a8[i], bt8[i].t(), scale_a=one, scale_b=one,
+                                                       out_dtype=BF16), nb)
+                out.update(fp8_seconds=t8, fp8_tflops=2 * m * n * k / t8 / 1e12, fp8_ratio_vs_bf16=t / t8)
+            return out
+        row = guarded({"m": m, "n": n, "k": k, "uses": uses}, body)
+        log(f"moe gemm {m}x{n}x{k}: {row.get('tflops', row.get('error', row.get('skipped')))} TFLOP/s, "
+            f"fp8 {row.get('fp8_tflops')}")
+        gemms.append(row)
+    perm = []
+    d = MOE["d"]
+    for routed in MOE["routed_tokens"]:
+        tokens = routed // 2  # top-2: each token routed twice
+        idx = torch.randperm(routed, device=DEV) % tokens  # the token each routed copy comes from
+        for dtype, tag in ((BF16, "bf16"), (torch.float32, "fp32")):
+            x = torch.randn(tokens, d, device=DEV, dtype=dtype)
+            y = torch.randn(routed, d, device=DEV, dtype=dtype)
+            dst = torch.zeros(tokens, d, device=DEV, dtype=dtype)
+            index2d = idx.unsqueeze(1).expand(routed, d)
+            e = x.element_size()
+            ops = [("permute index_select", lambda i: x.index_select(0, idx), (tokens + routed) * d * e),
+                   ("unpermute index_add_", lambda i: dst.index_add_(0, idx, y), (2 * tokens + routed) * d * e),
+                   ("unpermute scatter_add_", lambda i: dst.scatter_add_(0, index2d, y),
+                    (2 * tokens + routed) * d * e)]
+            for name, fn, nbytes in ops:
+                def body():
+                    t = timeit(fn)
+                    return {"seconds": t, "GBps": nbytes / t / 1e9}
+                row = guarded({"op": f"{name} {tag}", "routed": routed, "d": d, "bytes": nbytes}, body)
+                log(f"moe {name} {tag} routed={routed}: {row.get('seconds', row.get('error'))} s, "
+                    f"{row.get('GBps')} GB/s")
+                perm.append(row)
+    return {"what": "Grok-1 expert GEMMs (torch.matmul bf16; torch._scaled_mm e4m3 -> bf16) and the "
+                    "unfused token permutation (random routing of 2 copies a token)", "rows": gemms,
+            "permutation": perm}
 
 
 # ---------------------------------------------------------------- attention
@@ -443,6 +511,11 @@ def markdown(res):
                                          if "rows" in nccl else f"NCCL: {nccl.get('skipped', co.get('error'))}\n"))
     md.append("\nTwo streams of one GPU:\n\n" + md_table(co.get("stream_copy", {}).get("rows", []), [
         "bytes", "seconds", "GBps", "read_write_GBps", "error", "skipped"]))
+    moe = res.get("moe", {})
+    md.append("\n## moe\n\n" + md_table(moe.get("rows", []), ["m", "n", "k", "tflops", "fp8_tflops",
+                                                              "fp8_ratio_vs_bf16", "uses", "error", "skipped"]))
+    md.append("\nToken permutation:\n\n" + md_table(moe.get("permutation", []), ["op", "routed", "d", "seconds",
+                                                                                "GBps", "error", "skipped"]))
     blk = [r["tflops"] for r in rows["gemm"] if "tflops" in r and r["uses"] != ["square"]]
     g, f8, at, mem = rows["gemm"], rows["fp8"], rows["attention"], rows["memory"]
     md += ["\n## Summary\n\n",
@@ -473,8 +546,8 @@ def main():
         res["env"] = {"error": f"{type(e).__name__}: {e}"}
     CFG["l2"] = res["env"].get("l2_bytes") or CFG["l2"]
     log(f"env: {res['env'].get('device')}, torch {torch.__version__}, L2 {CFG['l2']} B")
-    for name, fn in (("gemm", sec_gemm), ("fp8", sec_fp8), ("attention", sec_attention), ("memory", sec_memory),
-                     ("launch", sec_launch), ("collectives", sec_collectives)):
+    for name, fn in (("gemm", sec_gemm), ("fp8", sec_fp8), ("moe", sec_moe), ("attention", sec_attention),
+                     ("memory", sec_memory), ("launch", sec_launch), ("collectives", sec_collectives)):
         t0 = time.perf_counter()
         log(f"== {name}")
         torch.manual_seed(0)
