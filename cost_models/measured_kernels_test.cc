@@ -137,6 +137,30 @@ TEST_P(MeasuredKernels, BandwidthAndKernelGapLieInTheProfilesRanges) {
 }
 
 // H200: 2026-11-26; H100 80GB HBM3: 2026-11-28 (each README says how).
+// The drift: how far apart the same lent GPU's repeats of one op came out
+// in its one-device traces (traces/recorded/<gpu>/drift.json, written by
+// scripts/drift_from_traces.py): each row's k is its stdev over the square
+// root of its mean, and the catalogue's figure is their median within 3%.
+TEST_P(MeasuredKernels, TheDriftIsTheRepeatsSpread) {
+  const std::string path = fmt::format("traces/recorded/{}/drift.json", GetParam().dir);
+  std::ifstream in(std::string(TWINPIPE_SOURCE_DIR) + "/" + path);
+  ASSERT_TRUE(in) << path;
+  const nlohmann::json drift = nlohmann::json::parse(in);
+  std::vector<double> k;
+  for (const auto& row : drift.at("rows")) {
+    const double mean = row.at("mean_s").get<double>(), sd = row.at("stdev_s").get<double>();
+    ASSERT_GT(mean, 0);
+    k.push_back(sd / std::sqrt(mean));
+    EXPECT_NEAR(k.back(), row.at("k").get<double>(), 1e-12) << row.dump();
+  }
+  ASSERT_GE(k.size(), 10u) << path;
+  const double median = Median(k);
+  EXPECT_NEAR(median, drift.at("median_k").get<double>(), 1e-12);
+  EXPECT_NEAR(Gpu().drift, median, 0.03 * median)
+      << fmt::format("{}: the catalogue's drift {:.3g} s^0.5, the traces' {:.3g}", GetParam().device, Gpu().drift,
+                     median);
+}
+
 INSTANTIATE_TEST_SUITE_P(Recorded, MeasuredKernels,
                          ::testing::Values(Measured{"h200", "H200"}, Measured{"h100", "H100-SXM"}),
                          [](const ::testing::TestParamInfo<Measured>& p) { return std::string(p.param.dir); });

@@ -120,6 +120,11 @@ struct PlanCosts {
 // Free communication, no memory, every stage alike: the closed-form setting.
 PlanCosts UniformCosts(const ir::Schedule& schedule, double forward_s, double backward_s);
 
+// The expected largest of n independent standard normal draws (0 for n <= 1;
+// 1/sqrt(pi) for two): how many standard deviations a group of n GPUs that
+// drift apart independently waits for its slowest when it meets.
+double ExpectedMaxOfNormals(double n);
+
 // The costs of a plan. With a calibration, its fitted coefficients replace
 // the catalogue's (a device profile for its device kind, op fits, link, step).
 PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibration* calibration = nullptr);
