@@ -191,20 +191,24 @@ const std::vector<Device>& DeviceCatalogue() {
       //
       // Drift: the same lent GPUs ran the CUDA executor on one device
       // (traces/recorded/{h100,h200}/loop, K = 1: every op of a kind the
-      // same work, repeated over micro-batches and steps). The spread of
-      // those repeats, as stdev / sqrt(mean) per op kind, has a median of
-      // 1.09 ms over a second of work on the H100 and 1.35 ms on the H200
-      // (38 op kinds each, scripts/drift_from_traces.py, drift.json beside
-      // the traces; measured_kernels_test.cc holds these to them). The
-      // H100 PCIe takes the SXM's: it has no traces.
+      // same work, repeated over a step's micro-batches). The spread of
+      // those repeats after the first (its warm-up is common to a run's
+      // GPUs), as stdev / sqrt(mean) per op kind, has a median of 0.434 ms
+      // over a second of work on the H100 and 0.542 ms on the H200 (35 op
+      // kinds each, from 0.04 to 42: the dense transformer's ops 0.04 to
+      // 0.65, the Llama-class ones, whose host issue varies more, 1 to 42;
+      // scripts/drift_from_traces.py, drift.json beside the traces;
+      // measured_kernels_test.cc holds these to them). One GPU's own spread
+      // is the least a cluster of them shows. The H100 PCIe takes the
+      // SXM's: it has no traces.
       Gpu({"H100-SXM", 67 * kT, 494.5 * kT, 989.5 * kT, 3350 * kG, 80 * kGiB, kGpuLaunch}, 132, 133.8 * kT, 0.706,
-          1979 * kT, 0.883, 0.89, 1.09e-3),
+          1979 * kT, 0.883, 0.89, 0.434e-3),
       Gpu({"H100-PCIe", 51 * kT, 378 * kT, 756 * kT, 2000 * kG, 80 * kGiB, kGpuLaunch}, 114, 102.4 * kT, 0.66,
-          1513 * kT, 0.883, 0.8, 1.09e-3),
+          1513 * kT, 0.883, 0.8, 0.434e-3),
       // NVIDIA H200 data sheet: the H100 SXM's compute (1,979 TFLOPS fp8
       // dense), 141 GB at 4.8 TB/s.
       Gpu({"H200", 67 * kT, 494.5 * kT, 989.5 * kT, 4800 * kG, 141 * kG, kGpuLaunch}, 132, 133.8 * kT, 0.705,
-          1979 * kT, 0.914, 0.89, 1.35e-3),
+          1979 * kT, 0.914, 0.89, 0.542e-3),
       // Cloud TPU docs (cloud.google.com/tpu/docs/v2, /v3): a v2 chip has two
       // cores, 45 TFLOPS bf16, 16 GiB HBM at 600 GB/s; a v3 chip 123 TFLOPS,
       // 32 GiB at 900 GB/s. Per core: half. The MXU multiplies in bf16; fp32

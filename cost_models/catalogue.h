@@ -70,10 +70,11 @@ struct Device {
   // How far apart repeats of the same work come out (the clocks, the power
   // limit, the host's issue): a stretch of W seconds of work takes its
   // predicted time with a standard deviation of drift x sqrt(W), in
-  // s^(1/2), independently on each GPU. Priced where a compute stream
-  // waits for a whole group that last met a stretch of work ago (the FP8
-  // amax reduction, plan_costs.cc): the group waits for its slowest. 0:
-  // none counted.
+  // s^(1/2), independently on each GPU (each tensor-parallel group, which
+  // its own collectives keep in step). Priced where a compute stream waits
+  // for a whole group that last met a stretch of work ago (the FP8 amax
+  // reduction, plan_costs.cc): the group waits for its slowest. 0: none
+  // counted.
   double drift = 0;
 
   // Peak FLOP/s of a GEMM in `dtype`: fp8 is the FP8 peak (the half peak on a

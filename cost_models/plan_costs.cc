@@ -162,10 +162,13 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
       // compute stream: 3 floats a linear forward (input, weight, output),
       // 2 backward (output and input gradients). A few bytes: the
       // collective's latency over the group's nodes, and the wait for the
-      // group's slowest GPU: each has drifted from the predicted time by
-      // drift x sqrt(the op's work) since the group last met (at the
-      // previous op's reduction), independently, so the group meets
-      // ExpectedMaxOfNormals(ranks) standard deviations late.
+      // group's slowest GPU: each tensor-parallel group (kept in step by its
+      // own collectives inside the op) has drifted from the predicted time
+      // by drift x sqrt(the work since the group last met, at the previous
+      // op's reduction), independently of the others, so the c x replicas
+      // groups meet ExpectedMaxOfNormals(c x replicas) standard deviations
+      // late. A split backward's weight gradients (W) run before its next
+      // meeting: their work counts at the input gradients' (B) one.
       const CollectiveGroup amax_group{
           .ranks = static_cast<double>(int64_t{c.pipeline.tensor_parallel} * cp * s.replicas),
           .nodes = static_cast<double>(gpus > per_node ? c.GradientNodes(d) : 1),
@@ -173,14 +176,15 @@ PlanCosts CostsFromPlan(const Config& config, const Plan& plan, const Calibratio
           .inter = &c.cluster.inter_node_link};
       const double forward = CollectiveTime(Kernel::Collective::kAllReduce, 12.0 * fp8_linears, amax_group);
       const double backward = CollectiveTime(Kernel::Collective::kAllReduce, 8.0 * fp8_linears, amax_group);
-      const double late = device.drift * ExpectedMaxOfNormals(amax_group.ranks);
-      auto meet = [&](OpKind kind, double reduce) {
+      const double late = device.drift * ExpectedMaxOfNormals(static_cast<double>(cp) * s.replicas);
+      const double weight_s = costs.compute_s[st][ComputeSlot(OpKind::kBackwardWeight)];
+      auto meet = [&](OpKind kind, double reduce, double work_after) {
         double& t = costs.compute_s[st][ComputeSlot(kind)];
-        t += reduce + late * std::sqrt(t);
+        t += reduce + late * std::sqrt(t + work_after);
       };
-      meet(OpKind::kForward, forward);
-      meet(OpKind::kBackward, backward);
-      meet(OpKind::kBackwardInput, backward);
+      meet(OpKind::kForward, forward, 0);
+      meet(OpKind::kBackward, backward, 0);
+      meet(OpKind::kBackwardInput, backward, weight_s);
     }
     costs.stage_buckets[st] =
         std::max(1.0, std::ceil(cell.params / std::max(40e6, 1e6 * costs.gradient_ranks)));

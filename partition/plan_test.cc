@@ -267,10 +267,12 @@ TEST(PlanBytes, FullShardingScattersTheGradientsAtTheirPrecision) {
 // FC2). Replicas change nothing else of a stage's op times, so between 8
 // replicas and 1 (t = c = 2) the ops differ by the collective over 32 GPUs
 // less that over 4, each over the nodes its GPUs are on (listed GPU by
-// GPU), and by the wait for the group's slowest GPU: each drifts by
-// drift x sqrt(t) over the op's t seconds of work, and 32 GPUs meet
-// ExpectedMaxOfNormals(32) standard deviations late where 4 meet
-// ExpectedMaxOfNormals(4); W and BF16 by nothing.
+// GPU), and by the wait for the group's slowest tensor-parallel group: each
+// drifts by drift x sqrt(t) over the t seconds of work since the last
+// meeting (a split backward's B counts its W, which runs before the next),
+// and 16 groups (c x replicas) meet ExpectedMaxOfNormals(16) standard
+// deviations late where 2 meet ExpectedMaxOfNormals(2); W and BF16 by
+// nothing.
 TEST(PlanCosts, Fp8StagesReduceTheirAmaxesOverTheirWholeGroup) {
   auto config = [](const std::string& dtype, int replicas) {
     return Load(fmt::format(R"({{"model": {{"generator": "transformer", "layers": 4, "d_model": 256,
@@ -315,16 +317,19 @@ TEST(PlanCosts, Fp8StagesReduceTheirAmaxesOverTheirWholeGroup) {
       const auto slot = [&](const cost::PlanCosts& c, ir::OpKind k) { return c.compute_s[st][cost::ComputeSlot(k)]; };
       const double drift = cost::FindDevice("H100-SXM")->drift;
       ASSERT_GT(drift, 0);
-      // The narrow op's time is t + reduce(4) + late(4) sqrt(t): t solves a
-      // quadratic in sqrt(t); the wide op adds the differences.
+      // The narrow op's time is t + reduce(4 GPUs) + late(2 groups) sqrt(t +
+      // after): u = sqrt(t + after) solves a quadratic; the wide op adds the
+      // differences.
       auto amax = [&](double bytes, ir::OpKind kind) {
         if (dtype != "fp8") return 0.0;
+        const double after = kind == ir::OpKind::kBackwardInput ? slot(reference, ir::OpKind::kBackwardWeight) : 0;
         const double narrow_reduce =
             cost::CollectiveTime(cost::Kernel::Collective::kAllReduce, bytes, group(narrow, 1));
-        const double late_narrow = drift * cost::ExpectedMaxOfNormals(4),
-                     late_wide = drift * cost::ExpectedMaxOfNormals(32);
-        const double root_t =
-            (-late_narrow + std::sqrt(late_narrow * late_narrow + 4 * (slot(reference, kind) - narrow_reduce))) / 2;
+        const double late_narrow = drift * cost::ExpectedMaxOfNormals(2),
+                     late_wide = drift * cost::ExpectedMaxOfNormals(16);
+        const double root_t = (-late_narrow + std::sqrt(late_narrow * late_narrow +
+                                                        4 * (slot(reference, kind) - narrow_reduce + after))) /
+                              2;
         return cost::CollectiveTime(cost::Kernel::Collective::kAllReduce, bytes, group(wide, 8)) - narrow_reduce +
                (late_wide - late_narrow) * root_t;
       };

@@ -4,9 +4,12 @@ measured one-device traces (`execute --backend cuda`, K = 1).
 
 Every op of one kind on one stage repeats the same work (the micro-batches
 are the same size), so the spread of their durations is the machine's own:
-clocks, power, the host's issue, the framework. Taken as a random walk (the
-variance of a stretch of work grows with its length), a stretch of W seconds
-has a standard deviation of k sqrt(W); each (trace, op kind) gives
+clocks, power, the host's issue, the framework. The first op of each kind
+is left out: its warm-up (allocations, first launches) comes at the same
+point of a step on every GPU of a run, so it is no drift between them.
+Taken as a random walk (the variance of a stretch of work grows with its
+length), a stretch of W seconds has a standard deviation of k sqrt(W); each
+(trace, op kind) with at least 4 repeats after the first gives
 k = stdev / sqrt(mean). The figure is the median over them (the catalogue's
 Device::drift: cost_models/catalogue.cc). Traces of several devices on one
 GPU (K > 1) are skipped: their ops contend for it.
@@ -34,6 +37,7 @@ def op_spreads(path):
             durations.setdefault((e["kind"], e["stage"]), []).append(e["end_s"] - e["start_s"])
     rows = []
     for (kind, stage), d in sorted(durations.items()):
+        d = d[1:]  # the warm-up
         if len(d) < 4:
             continue
         mean = statistics.fmean(d)
