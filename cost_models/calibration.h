@@ -84,6 +84,11 @@ struct ProfileFit {
   // apart, whose launch_overhead_s includes it.
   double kernel_launch_s = 0;
   int runs = 0;                     // fitted on
+  // The device's drift (Device::drift) the fit was made under: a measured
+  // figure the fit holds, not one it fits, recorded so that the prediction
+  // uses the same one when the catalogue's later changes. Absent in files
+  // written before it was recorded: the catalogue's.
+  std::optional<double> drift;
   // Per coefficient, in ProfileRanges' order (empty in files written before
   // fits reported them), and the fit's warnings (a bound reached, a
   // coefficient held).
@@ -120,8 +125,9 @@ struct Calibration {
   std::optional<Coverage> coverage;
 };
 
-// The config with the calibration's device profile (if any) in place of the
-// catalogue's, for every device of the calibrated kind.
+// The config with the calibration's device profile (if any, its drift
+// where it records one) in place of the catalogue's, for every device of the
+// calibrated kind.
 Config WithProfile(const Config& config, const Calibration& calibration);
 
 std::string WriteCalibration(const Calibration& calibration);

@@ -184,6 +184,26 @@ TEST(Calibration, FileRoundTripsAndBadFilesNameThePath) {
   EXPECT_EQ(old->profile->kernel_floor_s, 0);
   // Nor a kernel launch fitted apart: its launch_overhead_s includes it.
   EXPECT_EQ(old->profile->kernel_launch_s, 0);
+  // Nor the drift it was fitted under: it predicts with the catalogue's,
+  // and one that records it with that.
+  EXPECT_FALSE(old->profile->drift);
+  auto h100 = cost::LoadConfig(R"({"model": {"generator": "mlp", "layers": 2, "width": 64, "input": 8, "classes": 2},
+      "training": {"batch": 4, "microbatches": 2}, "pipeline": {"stages": 1},
+      "cluster": {"device": "H100-SXM", "devices": 1}})", "c.json");
+  ASSERT_TRUE(h100) << h100.error().message;
+  const double catalogue = cost::FindDevice("H100-SXM")->drift;
+  ASSERT_GT(catalogue, 0);
+  cost::Calibration with_drift = *old;
+  with_drift.device = "H100-SXM";
+  EXPECT_EQ(cost::WithProfile(*h100, with_drift).cluster.devices[0].drift, catalogue);
+  auto recorded = cost::ReadCalibration(profile + R"(, "drift": 0.25}})", "cal.json");
+  ASSERT_TRUE(recorded && recorded->profile) << recorded.error().message;
+  EXPECT_EQ(recorded->profile->drift, 0.25);
+  with_drift.profile = recorded->profile;
+  EXPECT_EQ(cost::WithProfile(*h100, with_drift).cluster.devices[0].drift, 0.25);
+  EXPECT_EQ(cost::ReadCalibration(cost::WriteCalibration(with_drift), "cal.json")->profile->drift, 0.25);
+  EXPECT_EQ(cost::ReadCalibration(profile + R"(, "drift": 2}})", "cal.json").error().message,
+            "cal.json: /profile/drift: expected a number >= 0 and at most 1, got 2");
   EXPECT_EQ(cost::ReadCalibration(profile + R"(, "kernel_launch_s": 2}})", "cal.json").error().message,
             "cal.json: /profile/kernel_launch_s: expected a number >= 0 and at most 1, got 2");
   EXPECT_EQ(cost::ReadCalibration(profile + R"(, "kernel_floor_s": -1}})", "cal.json").error().message,

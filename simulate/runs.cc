@@ -178,7 +178,7 @@ struct Hold {
 class ProfileFitter {
  public:
   ProfileFitter(const std::vector<Run>& runs, const cost::Device& device)
-      : runs_(runs), device_(device.name), ranges_(cost::ProfileRanges(device)) {}
+      : runs_(runs), device_(device.name), drift_(device.drift), ranges_(cost::ProfileRanges(device)) {}
 
   const Ranges& ranges() const { return ranges_; }
   bool failed() const { return failed_; }
@@ -189,7 +189,7 @@ class ProfileFitter {
   Calibration At(const Values& v) const {
     Calibration cal;
     cal.device = device_;
-    cal.profile = ProfileFit{.runs = static_cast<int>(runs_.size())};
+    cal.profile = ProfileFit{.runs = static_cast<int>(runs_.size()), .drift = drift_};
     for (size_t i = 0; i < kCoefficients; ++i) (*cal.profile).*cost::kProfileMembers[i].fit = v[i];
     return cal;
   }
@@ -259,6 +259,7 @@ class ProfileFitter {
  private:
   const std::vector<Run>& runs_;
   std::string device_;
+  double drift_;  // held: the device's measured figure (Device::drift)
   Ranges ranges_;
   bool failed_ = false;
 };

@@ -106,6 +106,10 @@ TEST(Runs, TheFitRecoversTheProfileThatMadeTheRuns) {
   ASSERT_TRUE(again && again->profile);
   EXPECT_DOUBLE_EQ(again->profile->launch_overhead_s, fit->profile->launch_overhead_s);
   EXPECT_DOUBLE_EQ(again->profile->kernel_floor_s, fit->profile->kernel_floor_s);
+  // The drift the fit held (the device's, not fitted) is recorded with it.
+  ASSERT_TRUE(fit->profile->drift);
+  EXPECT_EQ(*fit->profile->drift, cost::FindDevice("A100-80GB")->drift);
+  EXPECT_EQ(again->profile->drift, fit->profile->drift);
   // Every coefficient but the kernel launch fitted inside its range; each
   // moves the runs and has a standard error; the file keeps all of it.
   ASSERT_EQ(fit->profile->coefficients.size(), 5u);
