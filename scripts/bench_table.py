@@ -13,6 +13,14 @@ from one minute to the next. So each short benchmark runs --runs times (3),
 each in a fresh process (the "fresh" simulation is a process's first call),
 and the table gives the best run, with the spread of all runs beside it; the
 long ones (the 405B searches, the executor step) run once.
+
+The first two rows time fixed work that uses no twinpipe code
+(bench/machine_benchmark.cc): a chain of multiply-adds (the core) and a
+chain of loads over 64 MiB (the memory past the caches). The machine's own
+speed has varied by up to 4 times from day to day on unchanged code, the core
+and the memory apart. They are recorded as `reference_ms` beside the figures,
+and the table says how this machine compares with the recording it would
+replace, so that a slow machine is not read as slow code.
 """
 import argparse
 import datetime
@@ -25,6 +33,8 @@ import sys
 # (binary, filter, benchmark name, figure, how to read it, target, comparison)
 # figure readers: 'ms' real time in ms, 'counter:<name>', 'items' items/s.
 ROWS = [
+    ("machine_benchmark", "Reference", "BM_ReferenceLoop", "machine reference: 2^25 dependent multiply-adds", "ms", None, None),
+    ("machine_benchmark", "Reference", "BM_ReferenceMemory", "machine reference: 2^21 dependent loads over 64 MiB", "ms", None, None),
     ("search_benchmark", "MaxLayers", "BM_MaxLayersGpipeTable1", "max-layers, GPipe Table 1 on 128 TPUv3", "ms", 1000, "<"),
     ("schedule_benchmark", "Build1F1B", "BM_Build1F1BInsertCommVerify/128/1024", "1F1B K=128 M=1024 build+comm+verify", "ms", 50, "<"),
     ("schedule_benchmark", "VerifyOnly", "BM_VerifyOnly", "verify only, K=128 M=1024", "ms", None, None),
@@ -112,12 +122,26 @@ def main():
         met = "-" if r["met"] is None else ("yes" if r["met"] else "NO")
         spread = f"{len(r['runs'])}: {min(r['runs']):.4g} - {max(r['runs']):.4g}" if len(r["runs"]) > 1 else "1"
         print(f"{r['what']:<{width}}  {value:>14}  {target:>12}  {met:>3}  {spread:>20}")
+    reference = {r["benchmark"]: r["value"] for r in table if r["benchmark"].startswith("BM_Reference")}
+    recorded_path = os.path.join("traces", "recorded", a.machine, "bench.json")
+    if os.path.exists(recorded_path):
+        with open(recorded_path) as f:
+            recorded = json.load(f)
+        then = recorded.get("reference_ms") or {}
+        for name, ms in reference.items():
+            if name in then:
+                print(f"{name}: {ms:.4g} ms against {then[name]:.4g} ms when {recorded_path} was recorded "
+                      f"({recorded.get('date', '?')}, {recorded.get('commit', '?')}): this machine runs it at "
+                      f"{then[name] / ms:.2f} x that speed", file=sys.stderr)
+            else:
+                print(f"{name}: {ms:.4g} ms; {recorded_path} has no such figure to compare with", file=sys.stderr)
     if not a.no_record:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
         out_dir = os.path.join("traces", "recorded", a.machine)
         os.makedirs(out_dir, exist_ok=True)
         record = {"commit": commit, "date": datetime.date.today().isoformat(),
-                  "command": f"make bench (python3 scripts/bench_table.py build --runs {a.runs})", "rows": table}
+                  "command": f"make bench (python3 scripts/bench_table.py build --runs {a.runs})",
+                  "reference_ms": reference, "rows": table}
         with open(os.path.join(out_dir, "bench.json"), "w") as f:
             json.dump(record, f, indent=1)
             f.write("\n")
