@@ -1,5 +1,5 @@
-// A fixed amount of work that uses no twinpipe code: how fast this machine's
-// core is while the other benchmarks run. The development machine's speed
+// Fixed work that uses no twinpipe code: how fast this machine's
+// core and memory are while the other benchmarks run. The machine's speed
 // varies by 3 to 4 times from day to day on unchanged code, so every bench
 // recording keeps this figure beside its own (scripts/bench_table.py), and a
 // later reader can tell a slow machine from slow code.
