@@ -10,6 +10,11 @@
   launch       back-to-back launch gap, per-kernel time in a CUDA graph, host issue time, sync round trip;
   collectives  NCCL all_reduce / all_gather / reduce_scatter busbw (>= 2 GPUs), and a D2D copy between
                two streams of one GPU (twinpipe's local transport);
+  chunks       the blocks' tensor-parallel GEMMs as Transformer Engine's userbuffers cut them beside their
+               collectives (a ring exchange: t chunks of the tokens; a pipelined reduce-scatter: 4), BF16: the
+               whole GEMM, its chunks in series on one stream, and round robin on 3 streams (TE's compute
+               streams), where GPT-3's 512-row chunks may lose to wave quantisation what Llama 3.1 70B's
+               2,048-row ones do not (traces/published/README.md, issue 36's first recipe);
   moe          the Grok-1 runs' expert GEMMs (shared/published's MoE table: d 6144, expert FFN 32768, top-2)
                in BF16 and FP8 at each row's tokens per expert, and the token permutation of Megatron-Core's
                unfused path: index_select (permute) and index_add_ / scatter_add_ in BF16 and FP32 (unpermute,
@@ -190,6 +195,60 @@ def sec_fp8(res):
         rows.append(row)
     return {"what": "torch._scaled_mm(A (m,k) row-major, B (k,n) column-major), float8_e4m3fn x "
                     "float8_e4m3fn -> bf16, per-tensor fp32 scales 1.0; fast_ = use_fast_accum=True", "rows": rows}
+
+
+# ---------------------------------------------------------------- chunks
+def chunk_gemms():
+    """[(block, gemm, m, n, k, chunks)]: each tensor-parallel block's GEMMs that userbuffers overlap, with
+    the chunks Transformer Engine cuts the tokens into (per-rank tokens seq * micro_batch / cp)."""
+    out = []
+    for model, h, heads, kvh, ffn, seq, mlp, tp, mb, cp in BLOCKS:
+        if tp == 1:
+            continue
+        d, tokens, up = h // heads, seq * mb // cp, ffn * (2 if mlp == "swiglu" else 1)
+        block = f"{model} cp={cp}"
+        out += [(block, "qkv fwd, ring exchange", tokens, (heads + 2 * kvh) * d // tp, h, tp),
+                (block, "fc1 fwd, ring exchange", tokens, up // tp, h, tp),
+                (block, "proj dgrad, ring exchange", tokens, h // tp, h, tp),
+                (block, "fc2 dgrad, ring exchange", tokens, ffn // tp, h, tp),
+                (block, "proj fwd, pipelined reduce-scatter", tokens, h, h // tp, 4),
+                (block, "fc2 fwd, pipelined reduce-scatter", tokens, h, ffn // tp, 4)]
+    return out
+
+
+def sec_chunks(res):
+    streams = [torch.cuda.Stream() for _ in range(3)]
+    rows = []
+    for block, gemm, m, n, k, chunks in chunk_gemms():
+        def body():
+            nb = nbuf_for(2 * (m * k + k * n))
+            a = [randn(m, k) for _ in range(nb)]
+            b = [randn(k, n) for _ in range(nb)]
+            parts = [x.chunk(chunks, 0) for x in a]  # row blocks of A: contiguous views
+
+            def streamed(i):
+                main = torch.cuda.current_stream()
+                for st in streams:
+                    st.wait_stream(main)
+                for j, p in enumerate(parts[i]):
+                    with torch.cuda.stream(streams[j % len(streams)]):
+                        torch.matmul(p, b[i])
+                for st in streams:
+                    main.wait_stream(st)
+
+            whole = timeit(lambda i: torch.matmul(a[i], b[i]), nb)
+            series = timeit(lambda i: [torch.matmul(p, b[i]) for p in parts[i]], nb)
+            side = timeit(streamed, nb)
+            return {"whole_seconds": whole, "series_seconds": series, "streams_seconds": side,
+                    "series_vs_whole": series / whole, "streams_vs_whole": side / whole,
+                    "whole_tflops": 2 * m * n * k / whole / 1e12}
+        row = guarded({"block": block, "gemm": gemm, "m": m, "n": n, "k": k, "chunks": chunks}, body)
+        log(f"chunks {block} {gemm} {m}x{n}x{k} / {chunks}: series x{row.get('series_vs_whole')}, "
+            f"3 streams x{row.get('streams_vs_whole', row.get('error', row.get('skipped')))}")
+        rows.append(row)
+    return {"what": "torch.matmul of the whole (m,k) x (k,n), bf16, against its m split into `chunks` row blocks: "
+                    "in series on one stream, and round robin on 3 side streams joined after; no collective runs "
+                    "beside them (what the chunks alone cost)", "rows": rows}
 
 
 # ---------------------------------------------------------------- moe
@@ -511,6 +570,9 @@ def markdown(res):
                                          if "rows" in nccl else f"NCCL: {nccl.get('skipped', co.get('error'))}\n"))
     md.append("\nTwo streams of one GPU:\n\n" + md_table(co.get("stream_copy", {}).get("rows", []), [
         "bytes", "seconds", "GBps", "read_write_GBps", "error", "skipped"]))
+    md.append("\n## chunks\n\n" + md_table(res.get("chunks", {}).get("rows", []), [
+        "block", "gemm", "m", "n", "k", "chunks", "whole_tflops", "series_vs_whole", "streams_vs_whole", "error",
+        "skipped"]))
     moe = res.get("moe", {})
     md.append("\n## moe\n\n" + md_table(moe.get("rows", []), ["m", "n", "k", "tflops", "fp8_tflops",
                                                               "fp8_ratio_vs_bf16", "uses", "error", "skipped"]))
@@ -546,7 +608,7 @@ def main():
         res["env"] = {"error": f"{type(e).__name__}: {e}"}
     CFG["l2"] = res["env"].get("l2_bytes") or CFG["l2"]
     log(f"env: {res['env'].get('device')}, torch {torch.__version__}, L2 {CFG['l2']} B")
-    for name, fn in (("gemm", sec_gemm), ("fp8", sec_fp8), ("moe", sec_moe), ("attention", sec_attention),
+    for name, fn in (("gemm", sec_gemm), ("fp8", sec_fp8), ("chunks", sec_chunks), ("moe", sec_moe), ("attention", sec_attention),
                      ("memory", sec_memory), ("launch", sec_launch), ("collectives", sec_collectives)):
         t0 = time.perf_counter()
         log(f"== {name}")
