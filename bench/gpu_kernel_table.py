@@ -125,15 +125,20 @@ def randn(*shape, grad=False):
 
 
 # ---------------------------------------------------------------- gemm / fp8
+def linears(h, heads, kvh, ffn, mlp, tp):
+    """{name: (k_in, k_out)}: a block's four linears on one rank of t."""
+    d = h // heads
+    return {"qkv": (h, (heads + 2 * kvh) * d // tp), "proj": (h // tp, h),
+            "fc1": (h, ffn * (2 if mlp == "swiglu" else 1) // tp), "fc2": (ffn // tp, h)}
+
+
 def gemm_shapes():
     """{(m, n, k): uses} for the blocks' per-rank GEMMs (tokens = seq*micro_batch, and also
     seq*micro_batch/cp for context-parallel runs), then the square sweep."""
     shapes = {}
     for model, h, heads, kvh, ffn, seq, mlp, tp, mb, cp in BLOCKS:
-        d = h // heads
         for tokens in sorted({seq * mb, seq * mb // cp}, reverse=True):
-            for name, kin, kout in (("qkv", h, (heads + 2 * kvh) * d // tp), ("proj", h // tp, h),
-                                    ("fc1", h, ffn * (2 if mlp == "swiglu" else 1) // tp), ("fc2", ffn // tp, h)):
+            for name, (kin, kout) in linears(h, heads, kvh, ffn, mlp, tp).items():
                 for pas, mnk in (("fwd", (tokens, kout, kin)), ("dgrad", (tokens, kin, kout)),
                                  ("wgrad", (kin, kout, tokens))):
                     shapes.setdefault(mnk, []).append(f"{model} {name} {pas} t={tokens}")
@@ -205,14 +210,15 @@ def chunk_gemms():
     for model, h, heads, kvh, ffn, seq, mlp, tp, mb, cp in BLOCKS:
         if tp == 1:
             continue
-        d, tokens, up = h // heads, seq * mb // cp, ffn * (2 if mlp == "swiglu" else 1)
-        block = f"{model} cp={cp}"
-        out += [(block, "qkv fwd, ring exchange", tokens, (heads + 2 * kvh) * d // tp, h, tp),
-                (block, "fc1 fwd, ring exchange", tokens, up // tp, h, tp),
-                (block, "proj dgrad, ring exchange", tokens, h // tp, h, tp),
-                (block, "fc2 dgrad, ring exchange", tokens, ffn // tp, h, tp),
-                (block, "proj fwd, pipelined reduce-scatter", tokens, h, h // tp, 4),
-                (block, "fc2 fwd, pipelined reduce-scatter", tokens, h, ffn // tp, 4)]
+        tokens, block, lin = seq * mb // cp, f"{model} cp={cp}", linears(h, heads, kvh, ffn, mlp, tp)
+        # A column-parallel forward (and a row-parallel input gradient) reads gathered tokens: a ring of
+        # t chunks; a row-parallel forward feeds a reduce-scatter pipelined in 4.
+        out += [(block, "qkv fwd, ring exchange", tokens, lin["qkv"][1], lin["qkv"][0], tp),
+                (block, "fc1 fwd, ring exchange", tokens, lin["fc1"][1], lin["fc1"][0], tp),
+                (block, "proj dgrad, ring exchange", tokens, *lin["proj"], tp),
+                (block, "fc2 dgrad, ring exchange", tokens, *lin["fc2"], tp),
+                (block, "proj fwd, pipelined reduce-scatter", tokens, lin["proj"][1], lin["proj"][0], 4),
+                (block, "fc2 fwd, pipelined reduce-scatter", tokens, lin["fc2"][1], lin["fc2"][0], 4)]
     return out
 
 
