@@ -30,6 +30,59 @@ Kernel Fp8Copy(std::string name, Kernel::Pass pass, double bytes) {
   return k;
 }
 
+// `launches` small eager kernels of one kind, each reading and writing at
+// most `elements` elements of 4 bytes per sample.
+Kernel Tiny(std::string name, Kernel::Pass pass, double launches, double elements) {
+  Kernel k = Memory(std::move(name), pass, 8 * elements * launches);
+  k.launches = launches;
+  return k;
+}
+
+// Megatron-Core's permutation of the routed copies as its all-to-all
+// dispatcher runs it (moe_utils.py's permute and unpermute, core_v0.9.0 to
+// core_v0.12.0), for X bytes of this GPU's tokens, P of their routed copies
+// and `weights` combine weights (bf16, as the router's logits): the permute
+// is one index_select (read X, write P; its gradient a zeroed X and an
+// index_add of P into it: write X, read P, read and write X); the combine
+// multiplies the copies by their weights (read P, write P), zeroes X and
+// scatter-adds the copies into it (read P, read and write X); its gradient
+// gathers the output's gradient into the copies (read X, write P),
+// multiplies it by the weights (read P, write P) and by the copies for the
+// weights' gradient (read 2 P, write P), summed over each copy (read P).
+struct PermutationBytes {
+  double launches, bytes;
+};
+PermutationBytes PermuteGradientBytes(double X, double P) { return {2, 3 * X + P}; }
+PermutationBytes CombineBytes(double X, double P, double weights) { return {3, 3 * X + 3 * P + 2 * weights}; }
+PermutationBytes CombineGradientBytes(double X, double P, double weights) { return {4, X + 7 * P + 4 * weights}; }
+Kernel Permutation(std::string name, Kernel::Pass pass, const PermutationBytes& p) {
+  Kernel k = Memory(std::move(name), pass, p.bytes);
+  k.launches = p.launches;
+  return k;
+}
+
+// The small kernels Megatron-Core's top-k router launches beside its top-k
+// kernel and its gradient (router.topk, router.topk.bwd), counted in
+// core_v0.12.0's moe_utils.py and router.py (core_v0.9.0's differ by one or
+// two). Forward: the softmax over the k scores and its cast back (2); the
+// routing masks, zeros_like + scatter of the gates and zeros_like + int +
+// scatter + bool of the map, and the tokens per expert (7); with a capacity,
+// the top-k over the tokens, zeros_like + scatter + bool of its mask and the
+// gates times it (5); the auxiliary loss, a softmax over the E logits in
+// fp32, the sum over the tokens, times the counts, the sum and the
+// coefficient (5), and its logging tracker's divide and add (2). Backward:
+// the loss scaler's ones_like and scale (2), the auxiliary loss's chain back
+// to the logits (4), the gates' (the scatter's gather, the cast's, the
+// softmax's and the zeros the top-k scatters into: 4; with a capacity, the
+// mask's product: 1) and the two gradients of the logits summed (1).
+struct RouterKernels {
+  double forward, backward;
+};
+RouterKernels RouterLaunches(const TransformerSpec& spec) {
+  const bool capacity = spec.capacity_factor > 0;
+  return {.forward = 16.0 + (capacity ? 5 : 0), .backward = 11.0 + (capacity ? 1 : 0)};
+}
+
 // Where Transformer Engine casts an FP8 linear's operands to FP8 (AddLinear).
 // By default the linear casts its input with a transposed copy for the
 // weight gradient in the forward, and its output gradient likewise in the
@@ -333,6 +386,7 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   // (on the busiest GPU, with skewed routing, `load` times them).
   const double ep = spec.expert_parallel, local_experts = E / ep, load = moe ? spec.BusiestExpertGpuLoad() : 1;
   const double et = spec.ExpertTensorParallel(), expert_tokens = routed * et / t * load;
+  const bool split_experts = !spec.grouped_gemm && local_experts > 1;
   auto all_to_all = [&](const std::string& name, P pass) {
     if (ep <= 1) return;
     k.push_back(Collective(name, pass, Kernel::Collective::kAllToAll, r * Sn * d * e * load, ep));
@@ -388,6 +442,18 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   if (moe) {
     AddLinear(k, "router", Sn, d, E);
     k.push_back(Memory("router.topk", P::kForward, (8 * E + 8 * top_k) * Sn));
+    // Around the top-k, Megatron-Core's router issues small eager kernels
+    // over the Sn x E logits (moe_utils.py's topk_softmax_with_capacity and
+    // switch_load_balancing_loss_func, router.py's aux-loss balancing,
+    // core_v0.12.0): its launches cost their issue and their GPU floor, their
+    // bytes (at most 4 an element read and written) little.
+    k.push_back(Tiny("router.select", P::kForward, RouterLaunches(spec).forward, Sn * E));
+    // The tokens each expert takes, summed over the tensor and context-
+    // parallel group for the auxiliary loss (int64 counts): latency.
+    if (t * cp > 1) {
+      k.push_back(Collective("router.aux_loss.allreduce", P::kForward, Kernel::Collective::kAllReduce, 8 * E, t * cp));
+      if (cp > 1) k.back().over = Kernel::Over::kContext;
+    }
     if (gather_dispatch) {
       group_collective("dispatch", P::kForward, Kernel::Collective::kAllGather);
       k.push_back(Memory("permute", P::kForward, select));
@@ -402,6 +468,10 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
     k.push_back(Memory("experts." + activation, P::kForward, (swiglu ? 3 : 2) * per));
     activations.emplace_back("experts." + activation, per);
     experts_linear("experts.fc2", fe / et, d);
+    // One GEMM per expert (SequentialMLP): the routed copies are split into
+    // views per expert and the experts' outputs concatenated, a copy; the
+    // split's gradient is the concatenation of the experts' input gradients.
+    if (split_experts) k.push_back(Memory("experts.cat", P::kForward, 2 * expert_tokens * d * e));
     if (gather_dispatch) {
       k.push_back(Memory("unpermute", P::kForward, scatter_add));
       group_collective("combine", P::kForward, Kernel::Collective::kReduceScatter);
@@ -409,7 +479,7 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
       sort_by_expert("experts.unsort", P::kForward);
       expert_group.Reduce(k, "experts.reduce", P::kForward, expert_tokens * d * e);
       all_to_all("combine", P::kForward);
-      k.push_back(Memory("unpermute", P::kForward, permute + 4 * Sn * top_k));
+      k.push_back(Permutation("unpermute", P::kForward, CombineBytes(Sn * d * e, r * Sn * d * e, r * Sn)));
     }
     if (spec.shared_experts > 0) mlp("shared.", S, spec.shared_experts * fe);
   } else {
@@ -448,6 +518,8 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
   for (const auto& [name, per] : activations) k.push_back(Memory(name + ".bwd", P::kInput, (swiglu ? 5 : 3) * per));
   if (moe) {
     k.push_back(Memory("router.topk.bwd", P::kInput, 12 * E * Sn));
+    k.push_back(Tiny("router.select.bwd", P::kInput, RouterLaunches(spec).backward, Sn * E));
+    if (split_experts) k.push_back(Memory("experts.split.bwd", P::kInput, 2 * expert_tokens * d * e));
     if (gather_dispatch) {
       // The unpermutation's gradient is a gather of the copies, the
       // permutation's a scatter-add into the gathered tokens.
@@ -456,8 +528,8 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
       k.push_back(Memory("permute.bwd", P::kInput, scatter_add));
       group_collective("dispatch.bwd", P::kInput, Kernel::Collective::kReduceScatter);
     } else {
-      k.push_back(Memory("permute.bwd", P::kInput, permute));
-      k.push_back(Memory("unpermute.bwd", P::kInput, permute + 4 * Sn * top_k));
+      k.push_back(Permutation("permute.bwd", P::kInput, PermuteGradientBytes(Sn * d * e, r * Sn * d * e)));
+      k.push_back(Permutation("unpermute.bwd", P::kInput, CombineGradientBytes(Sn * d * e, r * Sn * d * e, r * Sn)));
       all_to_all("combine.bwd", P::kInput);
       expert_group.Gather(k, "experts.reduce.bwd", P::kInput, expert_tokens * d * e);
       sort_by_expert("experts.unsort.bwd", P::kInput);
@@ -677,13 +749,8 @@ Model GenerateTransformer(const TransformerSpec& spec) {
     head.push_back(Memory("logits.to_fp32", P::kForward, (e + 4) * logits));
     head.push_back(Memory("logits.to_fp32.bwd", P::kInput, (4 + e) * logits));
   }
-  auto tokens = [&](std::string name, Kernel::Pass pass, double launches) {
-    Kernel k = Memory(std::move(name), pass, 8 * S * launches);
-    k.launches = launches;
-    return k;
-  };
-  head.push_back(tokens("loss.tokens", P::kForward, 19));
-  head.push_back(tokens("loss.tokens.bwd", P::kInput, 10));
+  head.push_back(Tiny("loss.tokens", P::kForward, 19, S));
+  head.push_back(Tiny("loss.tokens.bwd", P::kInput, 10, S));
   tp.Gather(head, "ln_f.allgather", P::kForward, act);
   if (t > 1) {
     for (const char* name : {"cross_entropy.max", "cross_entropy.sum", "cross_entropy.target"}) {

@@ -97,12 +97,21 @@ TEST(Moe, BlockFlopsInClosedForm) {
   }
 }
 
-// Bytes of the routing kernels per sample (e bytes an element): the
-// permutation reads S d and writes r S d elements, the unpermutation the
-// reverse plus the k combine weights (fp32); the router's top-k over fp32
-// logits reads and writes S E and writes S k indices and weights (8 bytes a
-// logit, 8 a choice), its backward 12 bytes a logit. Without a grouped GEMM
-// each expert's GEMM is a launch of its own.
+// Bytes of the routing kernels per sample (e bytes an element; X = S d e
+// the tokens, P = k X their routed copies, k S combine weights of 2 bytes),
+// as Megatron-Core's moe_utils.py runs them: the permutation an
+// index_select (read X, write P), its gradient a zeroed X and an index_add
+// (X + P + 2 X); the combine the copies times their weights, a zeroed X and
+// a scatter-add (2 P + 2 k S, X, P + 2 X: three launches), its gradient a
+// gather, the weights' product and the weights' gradient with its sum (X +
+// P, 2 P + 2 k S, 3 P + 2 k S, P: four launches). The router's top-k over
+// fp32 logits reads and writes S E and writes S k indices and weights (8
+// bytes a logit, 8 a choice), its backward 12 bytes a logit; beside them
+// Megatron-Core's router launches 16 small kernels forward and 11 backward
+// without a capacity (each read and written within 8 bytes a logit).
+// Without a grouped GEMM each expert's GEMM is a launch of its own, and the
+// experts' outputs are concatenated (read and write P), the split of their
+// inputs concatenated back in the backward.
 TEST(Moe, RoutingKernelsBytesInClosedForm) {
   TransformerSpec s = Mixtral8x7B(1);
   s.seq = 1024;
@@ -110,14 +119,40 @@ TEST(Moe, RoutingKernelsBytesInClosedForm) {
   const Model m = GenerateTransformer(s);
   const Layer& b = m.layers[1];
   const double S = 1024, d = 4096, e = 2, E = 8, k = 2;
-  EXPECT_DOUBLE_EQ(Find(b, "permute")->bytes, S * d * e * (1 + k));
-  EXPECT_DOUBLE_EQ(Find(b, "permute.bwd")->bytes, S * d * e * (1 + k));
-  EXPECT_DOUBLE_EQ(Find(b, "unpermute")->bytes, S * d * e * (1 + k) + 4 * S * k);
-  EXPECT_DOUBLE_EQ(Find(b, "router.topk")->bytes, 8 * S * E + 8 * S * k);
-  EXPECT_DOUBLE_EQ(Find(b, "router.topk.bwd")->bytes, 12 * S * E);
+  const double X = S * d * e, P = k * X, w = k * S;
+  auto expect = [&](const char* name, double launches, double bytes) {
+    SCOPED_TRACE(name);
+    ASSERT_NE(Find(b, name), nullptr);
+    EXPECT_DOUBLE_EQ(Find(b, name)->launches, launches);
+    EXPECT_DOUBLE_EQ(Find(b, name)->bytes, bytes);
+  };
+  expect("permute", 1, X + P);
+  expect("permute.bwd", 2, 3 * X + P);
+  expect("unpermute", 3, 3 * X + 3 * P + 2 * w);
+  expect("unpermute.bwd", 4, X + 7 * P + 4 * w);
+  expect("router.topk", 1, 8 * S * E + 8 * S * k);
+  expect("router.topk.bwd", 1, 12 * S * E);
+  expect("router.select", 16, 16 * 8 * S * E);
+  expect("router.select.bwd", 11, 11 * 8 * S * E);
+  expect("experts.cat", 1, 2 * P);
+  expect("experts.split.bwd", 1, 2 * P);
   EXPECT_DOUBLE_EQ(Find(b, "experts.fc1")->launches, E);
   EXPECT_DOUBLE_EQ(Find(b, "experts.fc2.wgrad")->launches, E);
   EXPECT_DOUBLE_EQ(Find(b, "router")->launches, 1);
+  // No tensor or context parallelism: the auxiliary loss's counts are this GPU's own.
+  EXPECT_EQ(Find(b, "router.aux_loss.allreduce"), nullptr);
+  // A grouped GEMM takes the experts' tokens whole: no split, no concatenation.
+  s.grouped_gemm = true;
+  const Model g = GenerateTransformer(s);
+  EXPECT_EQ(Find(g.layers[1], "experts.cat"), nullptr);
+  EXPECT_EQ(Find(g.layers[1], "experts.split.bwd"), nullptr);
+  // With a capacity (tokens dropped, padded to it) the router masks the
+  // gates by it: five kernels more forward, one backward.
+  s.capacity_factor = 1;
+  const Model capped = GenerateTransformer(s);
+  const Layer& c = capped.layers[1];
+  EXPECT_DOUBLE_EQ(Find(c, "router.select")->launches, 21);
+  EXPECT_DOUBLE_EQ(Find(c, "router.select.bwd")->launches, 12);
 }
 
 // One expert that every token takes (E = k = 1) is no router and no
@@ -295,6 +330,22 @@ TransformerSpec ExpertGroupSpec(int blocks, int et, int ep) {
   return s;
 }
 
+// The router's auxiliary loss counts the tokens each expert takes over the
+// whole sequence: an all-reduce of E int64 counts over the t x c GPUs that
+// share it, on the context group's nodes when c > 1.
+TEST(Moe, AuxiliaryLossCountsOverTheTensorAndContextGroup) {
+  for (const int c : {1, 2}) {
+    SCOPED_TRACE(c);
+    TransformerSpec s = ExpertGroupSpec(2, 4, 2);
+    s.context_parallel = c;
+    const Kernel* aux = Find(GenerateTransformer(s).layers[1], "router.aux_loss.allreduce");
+    ASSERT_NE(aux, nullptr);
+    EXPECT_DOUBLE_EQ(aux->group, 4 * c);
+    EXPECT_DOUBLE_EQ(aux->bytes, 8 * 8);
+    EXPECT_EQ(aux->over, c > 1 ? Kernel::Over::kContext : Kernel::Over::kTensor);
+  }
+}
+
 TEST(Moe, DispatcherCollectivesInClosedForm) {
   const double S = 2048, d = 4096, E = 8, r = 2, t = 4, e = 2;
   for (const int et : {4, 2, 1}) {
@@ -308,8 +359,16 @@ TEST(Moe, DispatcherCollectivesInClosedForm) {
         const Layer &moe = m.layers[1], &dense = m.layers[2];
         const double copies = r * S * et / t;  // what one GPU's experts run over
         EXPECT_DOUBLE_EQ(Find(moe, "experts.fc1")->m * Find(moe, "experts.fc1")->batch, copies);
-        EXPECT_DOUBLE_EQ(Find(moe, "permute")->bytes, S / t * d * e * (1 + r));
-        EXPECT_DOUBLE_EQ(Find(moe, "unpermute")->bytes, S / t * d * e * (1 + r) + 4 * S / t * r);
+        const double X = S / t * d * e;  // this GPU's shard of the tokens
+        EXPECT_DOUBLE_EQ(Find(moe, "permute")->bytes, X * (1 + r));
+        EXPECT_DOUBLE_EQ(Find(moe, "unpermute")->bytes, 3 * X + 3 * r * X + 2 * r * S / t);
+        // The auxiliary loss's tokens per expert (int64), summed over the t GPUs that share the sequence.
+        const Kernel* aux = Find(moe, "router.aux_loss.allreduce");
+        ASSERT_NE(aux, nullptr);
+        EXPECT_EQ(aux->collective, Kernel::Collective::kAllReduce);
+        EXPECT_DOUBLE_EQ(aux->bytes, 8 * E);
+        EXPECT_DOUBLE_EQ(aux->group, t);
+        EXPECT_EQ(aux->over, Kernel::Over::kTensor);
         for (const auto& [name, kind] : std::vector<std::pair<std::string, Kernel::Collective>>{
                  {"experts.gather", Kernel::Collective::kAllGather},
                  {"experts.reduce", Kernel::Collective::kReduceScatter},
