@@ -31,16 +31,21 @@ Kernel Fp8Copy(std::string name, Kernel::Pass pass, double bytes) {
 }
 
 // `launches` small eager kernels of one kind, each reading and writing at
-// most `elements` elements of 4 bytes per sample.
+// most `elements` elements of 4 bytes per sample. Counted call by call in
+// the framework's source, each launch is one framework op (where a modelled
+// kernel of a module stands for kOpsPerKernel: its reshapes, casts and
+// allocation).
 Kernel Tiny(std::string name, Kernel::Pass pass, double launches, double elements) {
   Kernel k = Memory(std::move(name), pass, 8 * elements * launches);
   k.launches = launches;
+  k.framework_ops = 1;
   return k;
 }
 
 // Megatron-Core's permutation of the routed copies as its all-to-all
-// dispatcher runs it (moe_utils.py's permute and unpermute, core_v0.9.0 to
-// core_v0.12.0), for X bytes of this GPU's tokens, P of their routed copies
+// dispatcher runs it (moe_utils.py's permute and unpermute, core_v0.10.0 to
+// core_v0.12.0; core_v0.9.0's padded combine scatter-adds out of place, a
+// copy of X more), for X bytes of this GPU's tokens, P of their routed copies
 // and `weights` combine weights (bf16, as the router's logits): the permute
 // is one index_select (read X, write P; its gradient a zeroed X and an
 // index_add of P into it: write X, read P, read and write X); the combine
@@ -58,20 +63,22 @@ PermutationBytes CombineGradientBytes(double X, double P, double weights) { retu
 Kernel Permutation(std::string name, Kernel::Pass pass, const PermutationBytes& p) {
   Kernel k = Memory(std::move(name), pass, p.bytes);
   k.launches = p.launches;
+  k.framework_ops = 1;  // counted call by call, as Tiny's
   return k;
 }
 
 // The small kernels Megatron-Core's top-k router launches beside its top-k
 // kernel and its gradient (router.topk, router.topk.bwd), counted in
-// core_v0.12.0's moe_utils.py and router.py (core_v0.9.0's differ by one or
-// two). Forward: the softmax over the k scores and its cast back (2); the
-// routing masks, zeros_like + scatter of the gates and zeros_like + int +
-// scatter + bool of the map, and the tokens per expert (7); with a capacity,
-// the top-k over the tokens, zeros_like + scatter + bool of its mask and the
-// gates times it (5); the auxiliary loss, a softmax over the E logits in
-// fp32, the sum over the tokens, times the counts, the sum and the
-// coefficient (5), and its logging tracker's divide and add (2). Backward:
-// the loss scaler's ones_like and scale (2), the auxiliary loss's chain back
+// core_v0.12.0's moe_utils.py and router.py (core_v0.9.0's padded path
+// differs by a few; an out-of-place scatter is a copy and a scatter).
+// Forward: the softmax over the k scores and its cast back (2); the routing
+// masks, zeros_like + copy + scatter of the gates and zeros_like + int +
+// copy + scatter + bool of the map, and the tokens per expert (9); with a
+// capacity, the top-k over the tokens, zeros_like + copy + scatter + bool of
+// its mask and the gates times it (6); the auxiliary loss, a softmax over
+// the E logits in fp32, the sum over the tokens, times the counts, the sum
+// and the coefficient (5), and its logging tracker's divide and add (2).
+// Backward: the loss scaler's ones_like and scale (2), the auxiliary loss's chain back
 // to the logits (4), the gates' (the scatter's gather, the cast's, the
 // softmax's and the zeros the top-k scatters into: 4; with a capacity, the
 // mask's product: 1) and the two gradients of the logits summed (1).
@@ -80,7 +87,7 @@ struct RouterKernels {
 };
 RouterKernels RouterLaunches(const TransformerSpec& spec) {
   const bool capacity = spec.capacity_factor > 0;
-  return {.forward = 16.0 + (capacity ? 5 : 0), .backward = 11.0 + (capacity ? 1 : 0)};
+  return {.forward = 18.0 + (capacity ? 6 : 0), .backward = 11.0 + (capacity ? 1 : 0)};
 }
 
 // Where Transformer Engine casts an FP8 linear's operands to FP8 (AddLinear).
@@ -730,7 +737,7 @@ Model GenerateTransformer(const TransformerSpec& spec) {
   // (8), cast back (4 + e). The row maxima, the target logits and the sums of
   // exponentials are all-reduced across the group as S fp32 scalars each.
   // Around them run kernels over the S tokens alone, which cost their issue
-  // time: forward, the target's range mask (3), the masked target (3), the
+  // time (counted call by call, Tiny: one framework op each): forward, the target's range mask (3), the masked target (3), the
   // target logits' gather (3), log and subtract (2), the transposes of the
   // labels and the loss (2), the loss's masked mean and its average across
   // replicas (6); backward, the one-hot update (6) and the masked mean's

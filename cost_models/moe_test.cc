@@ -107,11 +107,13 @@ TEST(Moe, BlockFlopsInClosedForm) {
 // P, 2 P + 2 k S, 3 P + 2 k S, P: four launches). The router's top-k over
 // fp32 logits reads and writes S E and writes S k indices and weights (8
 // bytes a logit, 8 a choice), its backward 12 bytes a logit; beside them
-// Megatron-Core's router launches 16 small kernels forward and 11 backward
-// without a capacity (each read and written within 8 bytes a logit).
-// Without a grouped GEMM each expert's GEMM is a launch of its own, and the
-// experts' outputs are concatenated (read and write P), the split of their
-// inputs concatenated back in the backward.
+// Megatron-Core's router launches 18 small kernels forward and 11 backward
+// without a capacity (each read and written within 8 bytes a logit). The
+// router's and the permutation's small kernels are counted call by call in
+// the source: one framework op each, where a module's modelled kernel
+// stands for kOpsPerKernel. Without a grouped GEMM each expert's GEMM is a
+// launch of its own, and the experts' outputs are concatenated (read and
+// write P), the split of their inputs concatenated back in the backward.
 TEST(Moe, RoutingKernelsBytesInClosedForm) {
   TransformerSpec s = Mixtral8x7B(1);
   s.seq = 1024;
@@ -120,22 +122,23 @@ TEST(Moe, RoutingKernelsBytesInClosedForm) {
   const Layer& b = m.layers[1];
   const double S = 1024, d = 4096, e = 2, E = 8, k = 2;
   const double X = S * d * e, P = k * X, w = k * S;
-  auto expect = [&](const char* name, double launches, double bytes) {
+  auto expect = [&](const char* name, double launches, double bytes, double ops) {
     SCOPED_TRACE(name);
     ASSERT_NE(Find(b, name), nullptr);
     EXPECT_DOUBLE_EQ(Find(b, name)->launches, launches);
     EXPECT_DOUBLE_EQ(Find(b, name)->bytes, bytes);
+    EXPECT_DOUBLE_EQ(Find(b, name)->framework_ops, ops);
   };
-  expect("permute", 1, X + P);
-  expect("permute.bwd", 2, 3 * X + P);
-  expect("unpermute", 3, 3 * X + 3 * P + 2 * w);
-  expect("unpermute.bwd", 4, X + 7 * P + 4 * w);
-  expect("router.topk", 1, 8 * S * E + 8 * S * k);
-  expect("router.topk.bwd", 1, 12 * S * E);
-  expect("router.select", 16, 16 * 8 * S * E);
-  expect("router.select.bwd", 11, 11 * 8 * S * E);
-  expect("experts.cat", 1, 2 * P);
-  expect("experts.split.bwd", 1, 2 * P);
+  expect("permute", 1, X + P, kOpsPerKernel);
+  expect("permute.bwd", 2, 3 * X + P, 1);
+  expect("unpermute", 3, 3 * X + 3 * P + 2 * w, 1);
+  expect("unpermute.bwd", 4, X + 7 * P + 4 * w, 1);
+  expect("router.topk", 1, 8 * S * E + 8 * S * k, kOpsPerKernel);
+  expect("router.topk.bwd", 1, 12 * S * E, kOpsPerKernel);
+  expect("router.select", 18, 18 * 8 * S * E, 1);
+  expect("router.select.bwd", 11, 11 * 8 * S * E, 1);
+  expect("experts.cat", 1, 2 * P, kOpsPerKernel);
+  expect("experts.split.bwd", 1, 2 * P, kOpsPerKernel);
   EXPECT_DOUBLE_EQ(Find(b, "experts.fc1")->launches, E);
   EXPECT_DOUBLE_EQ(Find(b, "experts.fc2.wgrad")->launches, E);
   EXPECT_DOUBLE_EQ(Find(b, "router")->launches, 1);
@@ -146,13 +149,52 @@ TEST(Moe, RoutingKernelsBytesInClosedForm) {
   const Model g = GenerateTransformer(s);
   EXPECT_EQ(Find(g.layers[1], "experts.cat"), nullptr);
   EXPECT_EQ(Find(g.layers[1], "experts.split.bwd"), nullptr);
-  // With a capacity (tokens dropped, padded to it) the router masks the
-  // gates by it: five kernels more forward, one backward.
-  s.capacity_factor = 1;
+  // One expert on each GPU (expert parallelism 8) runs its tokens whole too.
+  s.grouped_gemm = false;
+  s.expert_parallel = 8;
+  const Model one = GenerateTransformer(s);
+  EXPECT_EQ(Find(one.layers[1], "experts.cat"), nullptr);
+  EXPECT_NE(Find(one.layers[1], "experts.fc1"), nullptr);
+  s.expert_parallel = 1;
+  // With a capacity factor (tokens dropped, padded to it) the router masks
+  // the gates by it, six kernels more forward and one backward, and every
+  // expert takes its capacity: 1.5 k copies of each token, and as many
+  // combine weights.
+  s.capacity_factor = 1.5;
   const Model capped = GenerateTransformer(s);
   const Layer& c = capped.layers[1];
-  EXPECT_DOUBLE_EQ(Find(c, "router.select")->launches, 21);
+  EXPECT_DOUBLE_EQ(Find(c, "router.select")->launches, 24);
   EXPECT_DOUBLE_EQ(Find(c, "router.select.bwd")->launches, 12);
+  const double Pc = 1.5 * P, wc = 1.5 * w;
+  EXPECT_DOUBLE_EQ(Find(c, "unpermute")->bytes, 3 * X + 3 * Pc + 2 * wc);
+  EXPECT_DOUBLE_EQ(Find(c, "unpermute.bwd")->bytes, X + 7 * Pc + 4 * wc);
+  EXPECT_DOUBLE_EQ(Find(c, "experts.cat")->bytes, 2 * Pc);
+  // Skewed routing: the busiest GPU (its E / 2 experts take the k S copies
+  // its pair routes to them, balanced) concatenates its experts' larger share.
+  s.capacity_factor = 0;
+  s.expert_parallel = 2;
+  s.routing_skew = 1;
+  const Model skewed = GenerateTransformer(s);
+  EXPECT_DOUBLE_EQ(Find(skewed.layers[1], "experts.cat")->bytes, 2 * P * s.BusiestExpertGpuLoad());
+  EXPECT_GT(s.BusiestExpertGpuLoad(), 1);
+}
+
+// The all-gather dispatcher routes with the same router: its small kernels
+// and the auxiliary loss's all-reduce over the tensor-parallel group.
+TEST(Moe, TheAllGatherDispatcherRoutesWithTheSameRouter) {
+  TransformerSpec s = Mixtral8x7B(1);
+  s.seq = 2048;
+  s.tensor_parallel = 4;
+  s.sequence_parallel = true;
+  s.expert_parallel = 2;
+  s.dispatcher = MoeDispatcher::kAllGather;
+  const Model m = GenerateTransformer(s);
+  const Layer& b = m.layers[1];
+  ASSERT_NE(Find(b, "router.select"), nullptr);
+  EXPECT_DOUBLE_EQ(Find(b, "router.select")->launches, 18);
+  EXPECT_DOUBLE_EQ(Find(b, "router.select")->bytes, 18 * 8 * 2048 / 4 * 8);
+  ASSERT_NE(Find(b, "router.aux_loss.allreduce"), nullptr);
+  EXPECT_DOUBLE_EQ(Find(b, "router.aux_loss.allreduce")->group, 4);
 }
 
 // One expert that every token takes (E = k = 1) is no router and no
@@ -334,15 +376,25 @@ TransformerSpec ExpertGroupSpec(int blocks, int et, int ep) {
 // whole sequence: an all-reduce of E int64 counts over the t x c GPUs that
 // share it, on the context group's nodes when c > 1.
 TEST(Moe, AuxiliaryLossCountsOverTheTensorAndContextGroup) {
-  for (const int c : {1, 2}) {
-    SCOPED_TRACE(c);
-    TransformerSpec s = ExpertGroupSpec(2, 4, 2);
-    s.context_parallel = c;
-    const Kernel* aux = Find(GenerateTransformer(s).layers[1], "router.aux_loss.allreduce");
-    ASSERT_NE(aux, nullptr);
-    EXPECT_DOUBLE_EQ(aux->group, 4 * c);
-    EXPECT_DOUBLE_EQ(aux->bytes, 8 * 8);
-    EXPECT_EQ(aux->over, c > 1 ? Kernel::Over::kContext : Kernel::Over::kTensor);
+  for (const int t : {1, 4}) {
+    for (const int c : {1, 2}) {
+      SCOPED_TRACE(fmt::format("t {} c {}", t, c));
+      TransformerSpec s = ExpertGroupSpec(2, t, 2);
+      s.tensor_parallel = t;
+      s.sequence_parallel = t > 1;
+      s.context_parallel = c;
+      const Model m = GenerateTransformer(s);
+      const Kernel* aux = Find(m.layers[1], "router.aux_loss.allreduce");
+      if (t * c == 1) {
+        EXPECT_EQ(aux, nullptr);  // the counts are this GPU's own
+        continue;
+      }
+      ASSERT_NE(aux, nullptr);
+      EXPECT_EQ(aux->collective, Kernel::Collective::kAllReduce);
+      EXPECT_DOUBLE_EQ(aux->group, t * c);
+      EXPECT_DOUBLE_EQ(aux->bytes, 8 * 8);
+      EXPECT_EQ(aux->over, c > 1 ? Kernel::Over::kContext : Kernel::Over::kTensor);
+    }
   }
 }
 
