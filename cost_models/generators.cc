@@ -30,16 +30,21 @@ Kernel Fp8Copy(std::string name, Kernel::Pass pass, double bytes) {
   return k;
 }
 
-// `launches` small eager kernels of one kind, each reading and writing at
-// most `elements` elements of 4 bytes per sample. Counted call by call in
-// the framework's source, each launch is one framework op (where a modelled
-// kernel of a module stands for kOpsPerKernel: its reshapes, casts and
-// allocation).
-Kernel Tiny(std::string name, Kernel::Pass pass, double launches, double elements) {
-  Kernel k = Memory(std::move(name), pass, 8 * elements * launches);
+// `launches` small eager kernels moving `bytes` in all. Counted call by call
+// in the framework's source, each launch is one framework op (where a
+// modelled kernel of a module stands for kOpsPerKernel: its reshapes, casts
+// and allocation).
+Kernel CallByCall(std::string name, Kernel::Pass pass, double launches, double bytes) {
+  Kernel k = Memory(std::move(name), pass, bytes);
   k.launches = launches;
   k.framework_ops = 1;
   return k;
+}
+
+// `launches` call-by-call kernels of one kind, each reading and writing at
+// most `elements` elements of 4 bytes per sample.
+Kernel Tiny(std::string name, Kernel::Pass pass, double launches, double elements) {
+  return CallByCall(std::move(name), pass, launches, 8 * elements * launches);
 }
 
 // Megatron-Core's permutation of the routed copies as its all-to-all
@@ -61,10 +66,7 @@ PermutationBytes PermuteGradientBytes(double X, double P) { return {2, 3 * X + P
 PermutationBytes CombineBytes(double X, double P, double weights) { return {3, 3 * X + 3 * P + 2 * weights}; }
 PermutationBytes CombineGradientBytes(double X, double P, double weights) { return {4, X + 7 * P + 4 * weights}; }
 Kernel Permutation(std::string name, Kernel::Pass pass, const PermutationBytes& p) {
-  Kernel k = Memory(std::move(name), pass, p.bytes);
-  k.launches = p.launches;
-  k.framework_ops = 1;  // counted call by call, as Tiny's
-  return k;
+  return CallByCall(std::move(name), pass, p.launches, p.bytes);
 }
 
 // The small kernels Megatron-Core's top-k router launches beside its top-k
@@ -737,12 +739,13 @@ Model GenerateTransformer(const TransformerSpec& spec) {
   // (8), cast back (4 + e). The row maxima, the target logits and the sums of
   // exponentials are all-reduced across the group as S fp32 scalars each.
   // Around them run kernels over the S tokens alone, which cost their issue
-  // time (counted call by call, Tiny: one framework op each): forward, the target's range mask (3), the masked target (3), the
-  // target logits' gather (3), log and subtract (2), the transposes of the
-  // labels and the loss (2), the loss's masked mean and its average across
-  // replicas (6); backward, the one-hot update (6) and the masked mean's
-  // and the transpose's gradients (4). Activation checkpointing wraps the
-  // blocks only: the head keeps its activations.
+  // time (counted call by call, Tiny: one framework op each): forward, the
+  // target's range mask (3), the masked target (3), the target logits'
+  // gather (3), log and subtract (2), the transposes of the labels and the
+  // loss (2), the loss's masked mean and its average across replicas (6);
+  // backward, the one-hot update (6) and the masked mean's and the
+  // transpose's gradients (4). Activation checkpointing wraps the blocks
+  // only: the head keeps its activations.
   const double logits = S * V / t;
   std::vector<Kernel> head{Memory("ln_f", P::kForward, 2 * act / n),
                            Memory("cross_entropy.max", P::kForward, 4 * logits),

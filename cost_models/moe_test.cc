@@ -179,24 +179,6 @@ TEST(Moe, RoutingKernelsBytesInClosedForm) {
   EXPECT_GT(s.BusiestExpertGpuLoad(), 1);
 }
 
-// The all-gather dispatcher routes with the same router: its small kernels
-// and the auxiliary loss's all-reduce over the tensor-parallel group.
-TEST(Moe, TheAllGatherDispatcherRoutesWithTheSameRouter) {
-  TransformerSpec s = Mixtral8x7B(1);
-  s.seq = 2048;
-  s.tensor_parallel = 4;
-  s.sequence_parallel = true;
-  s.expert_parallel = 2;
-  s.dispatcher = MoeDispatcher::kAllGather;
-  const Model m = GenerateTransformer(s);
-  const Layer& b = m.layers[1];
-  ASSERT_NE(Find(b, "router.select"), nullptr);
-  EXPECT_DOUBLE_EQ(Find(b, "router.select")->launches, 18);
-  EXPECT_DOUBLE_EQ(Find(b, "router.select")->bytes, 18 * 8 * 2048 / 4 * 8);
-  ASSERT_NE(Find(b, "router.aux_loss.allreduce"), nullptr);
-  EXPECT_DOUBLE_EQ(Find(b, "router.aux_loss.allreduce")->group, 4);
-}
-
 // One expert that every token takes (E = k = 1) is no router and no
 // permutation: exactly the dense block with an MLP of the expert's width.
 TEST(Moe, OneExpertIsTheDenseBlock) {
@@ -370,6 +352,20 @@ TransformerSpec ExpertGroupSpec(int blocks, int et, int ep) {
   s.expert_parallel = ep;
   s.expert_tensor_parallel = et;
   return s;
+}
+
+// The all-gather dispatcher routes with the same router: its small kernels
+// and the auxiliary loss's all-reduce over the tensor-parallel group.
+TEST(Moe, TheAllGatherDispatcherRoutesWithTheSameRouter) {
+  TransformerSpec s = ExpertGroupSpec(1, 4, 2);
+  s.dispatcher = MoeDispatcher::kAllGather;
+  const Model m = GenerateTransformer(s);
+  const Layer& b = m.layers[1];
+  ASSERT_NE(Find(b, "router.select"), nullptr);
+  EXPECT_DOUBLE_EQ(Find(b, "router.select")->launches, 18);
+  EXPECT_DOUBLE_EQ(Find(b, "router.select")->bytes, 18 * 8 * 2048 / 4 * 8);
+  ASSERT_NE(Find(b, "router.aux_loss.allreduce"), nullptr);
+  EXPECT_DOUBLE_EQ(Find(b, "router.aux_loss.allreduce")->group, 4);
 }
 
 // The router's auxiliary loss counts the tokens each expert takes over the
