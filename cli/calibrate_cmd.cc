@@ -1,8 +1,12 @@
 // `twinpipe calibrate`: fit the cost models to measured traces.
 #include <algorithm>
+#include <cmath>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.h"
 #include "cli/fail.h"
@@ -70,6 +74,18 @@ int RunTable(const CalibrateOptions& o) {
     fmt::print(stderr, "{:<22} {:>12.4g} {:>24} {:>14.2f}% {:>12}  {}\n", ranges[i].name, c.value,
                fmt::format("[{:.3g}, {:.3g}]", c.low, c.high), 100 * c.sensitivity,
                c.std_error ? fmt::format("{:.3g}", *c.std_error) : "-", cost::StatusName(c.status));
+  }
+  // Which runs pull each fitted coefficient up and down hardest.
+  for (size_t i = 0; i < p.coefficients.size(); ++i) {
+    const cost::CoefficientFit& c = p.coefficients[i];
+    if (c.pulled_by.empty()) continue;
+    std::vector<std::string> up, down;
+    for (const cost::CoefficientFit::Pull& pull : c.pulled_by) {
+      (pull.share > 0 ? up : down).push_back(fmt::format("{} ({:.0f}%)", pull.line, 100 * std::abs(pull.share)));
+    }
+    fmt::print(stderr, "{} pulled up by lines {}; down by lines {}\n", cost::kProfileCoefficients[i],
+               up.empty() ? "-" : fmt::format("{}", fmt::join(up, ", ")),
+               down.empty() ? "-" : fmt::format("{}", fmt::join(down, ", ")));
   }
   for (const std::string& w : p.warnings) fmt::print(stderr, "twinpipe calibrate: warning: {}\n", w);
   return Write(*cal, o);

@@ -272,6 +272,9 @@ std::string WriteCalibration(const Calibration& cal) {
       f["sensitivity"] = c.sensitivity;
       if (c.std_error) f["std_error"] = *c.std_error;
       if (!c.note.empty()) f["note"] = c.note;
+      for (const CoefficientFit::Pull& pull : c.pulled_by) {
+        f["pulled_by"].push_back(nlohmann::ordered_json{{"line", pull.line}, {"share", pull.share}});
+      }
       j["profile"]["coefficients"][std::string(kProfileCoefficients[i])] = f;
     }
     if (!cal.profile->warnings.empty()) j["profile"]["warnings"] = cal.profile->warnings;
@@ -349,7 +352,7 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
           if (name == kProfileCoefficients.back() && !cs.contains(std::string(name))) break;
           const std::string path = "/profile/coefficients/" + std::string(name);
           const Json& c = r.Object(cs, std::string(name), "/profile/coefficients");
-          r.Keys(c, path, {"value", "range", "status", "sensitivity", "std_error", "note"});
+          r.Keys(c, path, {"value", "range", "status", "sensitivity", "std_error", "note", "pulled_by"});
           CoefficientFit f;
           f.value = r.Number(c, "value", path, 0, 1);
           const Json& range = r.Array(c, "range", path);
@@ -369,6 +372,18 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
           f.sensitivity = r.Number(c, "sensitivity", path, 0, kMost, 0.0);
           if (c.contains("std_error")) f.std_error = r.Number(c, "std_error", path, 0, kMost);
           f.note = r.String(c, "note", path, {}, "");
+          // Files written before the pulls were recorded have none.
+          if (c.contains("pulled_by")) {
+            const Json& pulls = r.Array(c, "pulled_by", path);
+            for (size_t k = 0; k < pulls.size(); ++k) {
+              const std::string at = fmt::format("{}/pulled_by/{}", path, k);
+              if (!pulls[k].is_object()) r.Fail(at, "expected {\"line\": n, \"share\": s}");
+              r.Keys(pulls[k], at, {"line", "share"});
+              f.pulled_by.push_back(
+                  {.line = static_cast<int>(r.Int(pulls[k], "line", at, 1, std::numeric_limits<int>::max())),
+                   .share = r.Number(pulls[k], "share", at, -1, 1)});
+            }
+          }
           fit.coefficients.push_back(f);
         }
       }

@@ -52,7 +52,21 @@ struct CoefficientFit {
   // determine the free coefficients jointly.
   std::optional<double> std_error;
   std::string note;  // why it was held, or what its bound means
+  // The runs that pull a fitted coefficient hardest, by their term of the
+  // fit's gradient: -(relative error) x (its slope), each as a share of the
+  // terms' absolute sum. Positive asks for a higher value. At the fit the
+  // terms balance, so one coefficient pulled by a few runs one way and many
+  // the other is where those few runs carry a cost the model lacks. Up to
+  // kPullsEachWay each way, largest first; none for a held coefficient or
+  // runs fitted to within kQuietFit.
+  struct Pull {
+    int line = 0;  // the run's line in its table
+    double share = 0;
+  };
+  std::vector<Pull> pulled_by;
 };
+inline constexpr size_t kPullsEachWay = 3;
+inline constexpr double kQuietFit = 1e-3;  // RMS relative error
 std::string_view StatusName(CoefficientFit::Status status);
 
 // A profile coefficient's physical range and where it comes from.

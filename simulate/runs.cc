@@ -360,6 +360,41 @@ std::array<std::optional<double>, kCoefficients> StandardErrors(const ProfileFit
   return out;
 }
 
+// The runs that pull free coefficient `i` hardest at the fit (see
+// CoefficientFit::pulled_by): each run's term of the objective's gradient
+// in u_i, -((p - m) / m) (p / m) d ln p / du_i, as a share of the terms'
+// absolute sum; the kPullsEachWay largest each way, largest first, none
+// where the runs are fitted to within kQuietFit (their shares would be the
+// fit's rounding).
+std::vector<cost::CoefficientFit::Pull> Pulls(const std::vector<double>& slopes,
+                                              const std::vector<double>& log_predicted, const std::vector<Run>& runs) {
+  std::vector<cost::CoefficientFit::Pull> pulls;
+  double squares = 0, total = 0;
+  std::vector<double> terms(runs.size());
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const double ratio = std::exp(log_predicted[r]) / runs[r].step_time_s;
+    squares += (ratio - 1) * (ratio - 1);
+    terms[r] = -(ratio - 1) * ratio * slopes[r];
+    total += std::abs(terms[r]);
+  }
+  if (runs.empty() || std::sqrt(squares / static_cast<double>(runs.size())) < cost::kQuietFit || !(total > 0)) {
+    return pulls;
+  }
+  std::vector<size_t> order(runs.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return std::abs(terms[a]) > std::abs(terms[b]); });
+  size_t up = 0, down = 0;
+  for (const size_t r : order) {
+    if (!(terms[r] != 0)) break;
+    size_t& way = terms[r] > 0 ? up : down;
+    if (way == cost::kPullsEachWay) continue;
+    ++way;
+    pulls.push_back({.line = runs[r].line, .share = terms[r] / total});
+  }
+  return pulls;
+}
+
 std::string HoldNote(const cost::CoefficientRange& range, double catalogue, const Hold& hold, double sensitivity,
                      const cost::CoefficientRange& partner) {
   switch (hold.why) {
@@ -438,6 +473,7 @@ Result<Calibration> FitRuns(const std::vector<Run>& runs, const FitOptions& opti
           "lacks a cost they show, or counts one they do not; the value is not the physical figure its name says",
           upper ? "upper" : "lower", values[i], ranges[i].low, ranges[i].high, ranges[i].why, upper ? "more" : "less");
     }
+    if (!held[i]) c.pulled_by = Pulls(effects.slopes[i], log_predicted, runs);
     if (!c.note.empty()) fit.warnings.push_back(fmt::format("{} {}", ranges[i].name, c.note));
     fit.coefficients.push_back(std::move(c));
   }

@@ -177,6 +177,89 @@ TEST(Runs, StandardErrorsFollowTheNoise) {
   }
 }
 
+// The fit names the runs that pull each coefficient. Runs made exactly by a
+// profile pull nothing. One run measured 25% slower than its profile says
+// is the first-named pull of some fitted coefficient, in the direction that
+// makes it slower (checked by predicting it with that coefficient raised),
+// and at most about half of the pulls' weight: at the fit the pulls up and
+// down balance. The calibration file keeps them; a bad entry names its path.
+TEST(Runs, TheFitNamesTheRunsThatPullEachCoefficient) {
+  auto runs = ReadRuns(Table(1.0), "made.jsonl");
+  ASSERT_TRUE(runs) << runs.error().message;
+  const Calibration truth = Truth(0.7, 0.8, 20e-6, 2e-6);
+  MeasureWith(*runs, truth);
+  auto exact = FitRuns(*runs);
+  ASSERT_TRUE(exact && exact->profile) << exact.error().message;
+  for (const cost::CoefficientFit& c : exact->profile->coefficients) EXPECT_TRUE(c.pulled_by.empty()) << c.value;
+
+  const int outlier = 1;  // the smallest model on one GPU a replica
+  (*runs)[outlier - 1].step_time_s *= 1.25;
+  auto fit = FitRuns(*runs);
+  ASSERT_TRUE(fit && fit->profile) << fit.error().message;
+  int named_first = 0;
+  for (size_t i = 0; i < fit->profile->coefficients.size(); ++i) {
+    const cost::CoefficientFit& c = fit->profile->coefficients[i];
+    SCOPED_TRACE(cost::kProfileCoefficients[i]);
+    if (c.status == cost::CoefficientFit::Status::kHeld) {
+      EXPECT_TRUE(c.pulled_by.empty());
+      continue;
+    }
+    ASSERT_FALSE(c.pulled_by.empty());
+    int up = 0;
+    for (const cost::CoefficientFit::Pull& pull : c.pulled_by) up += pull.share > 0;
+    EXPECT_LE(up, static_cast<int>(cost::kPullsEachWay));
+    EXPECT_LE(static_cast<int>(c.pulled_by.size()) - up, static_cast<int>(cost::kPullsEachWay));
+    double weight = 0;
+    for (size_t k = 0; k < c.pulled_by.size(); ++k) {
+      weight += std::abs(c.pulled_by[k].share);
+      if (k > 0) {
+        EXPECT_GE(std::abs(c.pulled_by[k - 1].share), std::abs(c.pulled_by[k].share));
+      }
+    }
+    EXPECT_LE(weight, 1 + 1e-9);
+    EXPECT_LE(std::abs(c.pulled_by[0].share), 0.6);
+    if (c.pulled_by[0].line != outlier) continue;
+    ++named_first;
+    // Raising the coefficient makes the outlier slower exactly where it
+    // pulls up.
+    Calibration raised = *fit;
+    ProfileFit& p = *raised.profile;
+    double* members[] = {&p.gemm_efficiency, &p.bandwidth_efficiency, &p.launch_overhead_s, &p.kernel_floor_s,
+                         &p.kernel_launch_s};
+    *members[i] *= 1.01;
+    const std::vector<simulate::Run> one{(*runs)[outlier - 1]};
+    auto before = PredictRuns(one, &*fit), after = PredictRuns(one, &raised);
+    ASSERT_TRUE(before && after);
+    EXPECT_EQ(c.pulled_by[0].share > 0, (*after)[0] > (*before)[0]);
+  }
+  EXPECT_GE(named_first, 1);
+
+  const std::string file = cost::WriteCalibration(*fit);
+  auto again = cost::ReadCalibration(file, "cal.json");
+  ASSERT_TRUE(again && again->profile) << again.error().message;
+  for (size_t i = 0; i < fit->profile->coefficients.size(); ++i) {
+    const auto& a = fit->profile->coefficients[i].pulled_by;
+    const auto& b = again->profile->coefficients[i].pulled_by;
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+      EXPECT_EQ(a[k].line, b[k].line);
+      EXPECT_EQ(a[k].share, b[k].share);
+    }
+  }
+  auto j = nlohmann::json::parse(file);
+  j["profile"]["coefficients"]["gemm_efficiency"]["pulled_by"] = {{{"line", 0}, {"share", 0.5}}};
+  auto bad = cost::ReadCalibration(j.dump(), "cal.json");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("cal.json"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("/profile/coefficients/gemm_efficiency/pulled_by/0/line"), std::string::npos)
+      << bad.error().message;
+  j["profile"]["coefficients"]["gemm_efficiency"]["pulled_by"] = {{{"line", 3}, {"share", 1.5}}};
+  bad = cost::ReadCalibration(j.dump(), "cal.json");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("/profile/coefficients/gemm_efficiency/pulled_by/0/share"), std::string::npos)
+      << bad.error().message;
+}
+
 // With no degree of freedom left (as many runs as free coefficients) there
 // is no standard error to give, rather than a made-up one.
 TEST(Runs, NoStandardErrorWithoutADegreeOfFreedom) {
