@@ -54,9 +54,10 @@ struct CoefficientFit {
   std::string note;  // why it was held, or what its bound means
   // The runs that pull a fitted coefficient hardest, by their term of the
   // fit's gradient: -(relative error) x (its slope), each as a share of the
-  // terms' absolute sum. Positive asks for a higher value. At the fit the
-  // terms balance, so one coefficient pulled by a few runs one way and many
-  // the other is where those few runs carry a cost the model lacks. Up to
+  // terms' absolute sum. Positive asks for a higher value. At a fit inside
+  // the range the terms balance, so one coefficient pulled by a few runs one
+  // way and many the other is where those few runs carry a cost the model
+  // lacks; at a bound (--keep-bounds) they lean the way the bound stops. Up to
   // kPullsEachWay each way, largest first; none for a held coefficient or
   // runs fitted to within kQuietFit.
   struct Pull {

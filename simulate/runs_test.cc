@@ -223,10 +223,7 @@ TEST(Runs, TheFitNamesTheRunsThatPullEachCoefficient) {
     // Raising the coefficient makes the outlier slower exactly where it
     // pulls up.
     Calibration raised = *fit;
-    ProfileFit& p = *raised.profile;
-    double* members[] = {&p.gemm_efficiency, &p.bandwidth_efficiency, &p.launch_overhead_s, &p.kernel_floor_s,
-                         &p.kernel_launch_s};
-    *members[i] *= 1.01;
+    (*raised.profile).*cost::kProfileMembers[i].fit *= 1.01;
     const std::vector<simulate::Run> one{(*runs)[outlier - 1]};
     auto before = PredictRuns(one, &*fit), after = PredictRuns(one, &raised);
     ASSERT_TRUE(before && after);
