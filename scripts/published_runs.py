@@ -60,7 +60,13 @@ Shared schema -> config, per row:
   c // pp on pipeline rank c % pp), the embedding (layer 0) with the first
   cell's blocks and the head (layer layers + 1) with the last cell's; where
   pp x vp does not divide the blocks, each of the first (layers mod pp x vp)
-  cells takes one block more. A row with fewer blocks than cells is refused.
+  cells takes one block more, unless layers + 2 divides evenly: then the
+  split is Megatron-Core's that counts the embedding and the loss as a
+  block each (account_for_embedding_in_pipeline_split and
+  account_for_loss_in_pipeline_split, as NeMo 2's Llama 3.1 405B recipe
+  sets them; the schema has no column for it), each cell (layers + 2) /
+  (pp x vp) slots, the embedding one of the first's and the head one of
+  the last's. A row with fewer blocks than that split needs is refused.
 - cluster: device = gpu (A100-80GB, H100-SXM, H200: catalogue names),
   devices = gpus, gpus_per_node; link nvlink3 inside an A100 node, nvlink4
   inside an H100 or H200 node; inter_node_link = inter_node (ib-hdr,
@@ -69,7 +75,7 @@ Shared schema -> config, per row:
 A row is checked for: gpus = tp x pp x dp x cp; global_batch a multiple of
 dp x micro_batch; kv_heads dividing heads; vp = 1 when pp = 1 (virtual
 stages interleave a pipeline of two or more ranks); at least pp x vp
-blocks; a positive, finite step_time_s. What the config loader checks
+blocks (2 fewer where the embedding and the loss take a slot each); a positive, finite step_time_s. What the config loader checks
 beyond these (tp dividing heads, kv_heads and ffn; a tensor-parallel group
 inside a node) it reports itself, at the JSON path, when the table is read.
 
@@ -166,9 +172,22 @@ class Row:
         return number / scale
 
 
+def accounts_for_embedding_and_loss(blocks, cells):
+    """Whether Megatron-Core lays the blocks out with the embedding and the loss as a block's slot each
+    (account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split): the one even split
+    when the blocks do not divide among the cells but the blocks and those two do (NeMo 2's Llama 3.1
+    405B: 126 blocks on 8 x 8 cells, its 30-block proxy on 4 x 8). The schema has no column for it."""
+    return blocks % cells != 0 and (blocks + 2) % cells == 0
+
+
 def megatron_first_layers(blocks, cells):
     """First layer of each of `cells` cells: the blocks (layers 1..blocks) in equal shares, the first
-    blocks % cells cells one more; the embedding (layer 0) opens the first cell."""
+    blocks % cells cells one more; the embedding (layer 0) opens the first cell. Where the split
+    accounts for the embedding and the loss, each cell takes (blocks + 2) / cells slots, the
+    embedding one of the first cell's and the head (layer blocks + 1) one of the last's."""
+    if accounts_for_embedding_and_loss(blocks, cells):
+        slots = (blocks + 2) // cells
+        return [cell * slots for cell in range(cells)]
     base, extra = divmod(blocks, cells)
     first, layer = [0], 1
     for cell in range(cells - 1):
@@ -236,8 +255,9 @@ def shared_config(row, bias, counts):
     if vp > 1 and pp == 1:
         row.fail("vp", f"expected 1 when pp is 1 (virtual stages interleave a pipeline of two or more ranks), got {vp}")
     cells = pp * vp
-    if layers < cells:
-        row.fail("layers", f"expected at least pp x vp = {pp} x {vp} = {cells} blocks (one per cell), got {layers}")
+    if layers < cells and not accounts_for_embedding_and_loss(layers, cells):
+        row.fail("layers", f"expected at least pp x vp = {pp} x {vp} = {cells} blocks (one per cell), or 2 fewer "
+                           f"when the embedding and the loss take a cell's slot each, got {layers}")
 
     if recompute == "unknown":
         counts.recompute_unknown += 1

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "published_runs.py"
 H100 = "traces/published/h100-dgx-cloud"
 VTRAIN = "traces/published/vtrain-a100"
+HELD_OUT = "traces/published/heldout-dgx-cloud"
 
 
 def convert(csv_path, *options):
@@ -182,12 +183,22 @@ class EveryListedValue(unittest.TestCase):
             self.assertEqual(config["model"]["kv_heads"], 4)
 
     def test_uneven_cells_give_the_first_cells_one_more_block(self):
-        configs, _ = self.convert_rows([{"layers": "10", "vp": "2"}, {"layers": "7", "pp": "2", "vp": "1"},
+        configs, _ = self.convert_rows([{"layers": "9", "vp": "2"}, {"layers": "7", "pp": "2", "vp": "1"},
                                         {"layers": "4", "vp": "2"}])
-        # 10 blocks in 4 cells: 3, 3, 2, 2 (layer 0 the embedding, 11 the head)
-        self.assertEqual(configs[0]["pipeline"]["first_layers"], [0, 4, 7, 9])
+        # 9 blocks in 4 cells: 3, 2, 2, 2 (layer 0 the embedding, 10 the head)
+        self.assertEqual(configs[0]["pipeline"]["first_layers"], [0, 4, 6, 8])
         self.assertEqual(configs[1]["pipeline"]["first_layers"], [0, 5])  # 4 and 3
         self.assertEqual(configs[2]["pipeline"]["first_layers"], [0, 2, 3, 4])  # one each
+
+    def test_the_embedding_and_the_loss_take_a_slot_where_only_then_the_split_is_even(self):
+        configs, _ = self.convert_rows([{"layers": "14", "vp": "2"}, {"layers": "6", "vp": "4"},
+                                        {"layers": "13", "vp": "2"}])
+        # 14 blocks + 2 in 4 cells of 4 slots: embedding + 3 blocks, 4, 4, 3 blocks + the head (layer 15)
+        self.assertEqual(configs[0]["pipeline"]["first_layers"], [0, 4, 8, 12])
+        # 6 + 2 in 8 cells: the embedding alone, one block each, the head alone (layer 7)
+        self.assertEqual(configs[1]["pipeline"]["first_layers"], list(range(8)))
+        # 13 + 2 is not a multiple of 4: Megatron's plain split, 4, 3, 3, 3
+        self.assertEqual(configs[2]["pipeline"]["first_layers"], [0, 5, 8, 11])
 
     def test_the_vocabulary_is_padded_to_128_times_tp(self):
         configs, _ = self.convert_rows([{"vocab": "50257", "tp": "8", "dp": "1"},
@@ -267,6 +278,7 @@ class BadInput(unittest.TestCase):
             ({"cp": "2"}, "gpus", "= 32, got 16"),
             ({"global_batch": "60"}, "global_batch", "dp x micro_batch = 4 x 2 = 8"),
             ({"layers": "3", "vp": "2"}, "layers", "at least pp x vp = 2 x 2 = 4 blocks"),
+            ({"layers": "5", "vp": "4"}, "layers", "or 2 fewer when the embedding and the loss take"),
             ({"kv_heads": "5"}, "kv_heads", "a divisor of heads (16)"),
             ({"pp": "1", "dp": "8", "vp": "2"}, "vp", "expected 1 when pp is 1"),
         ]
@@ -301,6 +313,25 @@ class BadInput(unittest.TestCase):
         self.assertEqual((code, out), (2, ""))
         self.assertNotIn("Traceback", err)
         self.assertIn(f"{binary.path}:", err)
+
+
+class HeldOutTable(unittest.TestCase):
+    """The held-out DGX Cloud table (Llama 3.1 405B, Nemotron-4 15B and 340B) is what the script writes."""
+
+    def test_the_committed_runs_jsonl_is_what_the_script_writes(self):
+        code, out, err = convert(f"{HELD_OUT}/runs.csv", "--bias", "no")
+        self.assertEqual(code, 0, err)
+        self.assertIn("108 runs", err)
+        self.assertEqual(out, (ROOT / HELD_OUT / "runs.jsonl").read_text())
+        runs = runs_of(out)
+        # NeMo 2's Llama 3.1 405B: 126 blocks on 8 x 8 cells, the embedding and the loss a slot each
+        full = [r["config"] for r in runs if r["config"]["model"]["layers"] == 126
+                and (r["config"]["pipeline"]["stages"], r["config"]["pipeline"].get("chunks")) == (8, 8)]
+        self.assertTrue(full)
+        for config in full:
+            self.assertEqual(config["pipeline"]["first_layers"], [2 * cell for cell in range(64)])
+        self.assertTrue(all(r["config"]["model"]["mlp"] == "squared-relu" for r in runs
+                            if r["config"]["model"]["vocab"] >= 256000))
 
 
 class VTrainMode(unittest.TestCase):

@@ -57,6 +57,16 @@ d=traces/published/h100-dgx-cloud
 python3 scripts/fp8_ratio.py "$tp" "$d/runs.jsonl" > "$d/fp8_ratio_uncalibrated.txt"
 python3 scripts/fp8_ratio.py "$tp" "$d/runs.jsonl" --calibration "$d/calibration_all.json" > "$d/fp8_ratio_calibrated.txt"
 
+step "heldout-dgx-cloud"
+d=traces/published/heldout-dgx-cloud
+python3 scripts/published_runs.py --bias no "$d/runs.csv" > "$d/runs.jsonl" 2> /dev/null
+"$tp" validate "$d/runs.jsonl" > "$d/validate_uncalibrated.txt"
+"$tp" validate "$d/runs.jsonl" --calibration traces/published/h100-dgx-cloud/calibration_all.json \
+  > "$d/validate_calibrated_h100.txt" 2> /dev/null
+python3 scripts/fp8_ratio.py "$tp" "$d/runs.jsonl" > "$d/fp8_ratio_uncalibrated.txt"
+python3 scripts/fp8_ratio.py "$tp" "$d/runs.jsonl" --calibration traces/published/h100-dgx-cloud/calibration_all.json \
+  > "$d/fp8_ratio_calibrated_h100.txt"
+
 step "transfer table"
 python3 scripts/transfer_table.py "$tp" traces/published -o traces/published/transfer \
   > traces/published/transfer/table.md
