@@ -263,6 +263,9 @@ std::string WriteCalibration(const Calibration& cal) {
     j["profile"]["kernel_launch_s"] = cal.profile->kernel_launch_s;
     j["profile"]["runs"] = cal.profile->runs;
     if (cal.profile->drift) j["profile"]["drift"] = *cal.profile->drift;
+    if (cal.profile->overlap_interference) {
+      j["profile"]["overlap_interference"] = *cal.profile->overlap_interference;
+    }
     for (size_t i = 0; i < cal.profile->coefficients.size() && i < kProfileCoefficients.size(); ++i) {
       const CoefficientFit& c = cal.profile->coefficients[i];
       nlohmann::ordered_json f;
@@ -331,7 +334,8 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
     if (j.contains("profile")) {
       const Json& p = r.Object(j, "profile", "");
       r.Keys(p, "/profile", {"gemm_efficiency", "bandwidth_efficiency", "launch_overhead_s", "kernel_floor_s",
-                             "kernel_launch_s", "runs", "drift", "coefficients", "warnings"});
+                             "kernel_launch_s", "runs", "drift", "overlap_interference", "coefficients",
+                             "warnings"});
       ProfileFit fit;
       fit.gemm_efficiency = r.Number(p, "gemm_efficiency", "/profile", 0, 1, {}, true);
       fit.bandwidth_efficiency = r.Number(p, "bandwidth_efficiency", "/profile", 0, 1, {}, true);
@@ -344,6 +348,9 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
       fit.runs = static_cast<int>(r.Int(p, "runs", "/profile", 0, std::numeric_limits<int>::max(), 0));
       // Those written before the drift was recorded predict with the catalogue's.
       if (p.contains("drift")) fit.drift = r.Number(p, "drift", "/profile", 0, 1);
+      if (p.contains("overlap_interference")) {
+        fit.overlap_interference = r.Number(p, "overlap_interference", "/profile", 0, 1);
+      }
       if (p.contains("coefficients")) {
         const Json& cs = r.Object(p, "coefficients", "/profile");
         r.Keys(cs, "/profile/coefficients", kProfileCoefficients);
@@ -410,6 +417,7 @@ Config WithProfile(const Config& config, const Calibration& cal) {
     if (!cal.device.empty() && d.name != cal.device) continue;
     for (const ProfileMember& m : kProfileMembers) d.*m.device = (*cal.profile).*m.fit;
     if (cal.profile->drift) d.drift = *cal.profile->drift;
+    if (cal.profile->overlap_interference) d.overlap_interference = *cal.profile->overlap_interference;
   }
   return c;
 }

@@ -104,6 +104,8 @@ struct ProfileFit {
   // uses the same one when the catalogue's later changes. Absent in files
   // written before it was recorded: the catalogue's.
   std::optional<double> drift;
+  // The same for the device's overlap_interference.
+  std::optional<double> overlap_interference;
   // Per coefficient, in ProfileRanges' order (empty in files written before
   // fits reported them), and the fit's warnings (a bound reached, a
   // coefficient held).

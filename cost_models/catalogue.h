@@ -76,6 +76,14 @@ struct Device {
   // reduction, plan_costs.cc): the group waits for its slowest. 0: none
   // counted.
   double drift = 0;
+  // The share of a collective's seconds that still lengthens the compute it
+  // is overlapped with (Kernel::overlaps: Transformer Engine's userbuffers
+  // beside their GEMMs, context parallelism's K/V ring beside the flash
+  // attention): the SMs, memory bandwidth and split GEMMs the overlap
+  // costs. A GEMM of g seconds beside h hidden seconds takes max(g + x h,
+  // h): 0 hides all of it, 1 runs it in series. 1 - x is the overlap
+  // efficiency of the FLUX paper (Chang et al. 2024) over the hidden share.
+  double overlap_interference = 0;
 
   // Peak FLOP/s of a GEMM in `dtype`: fp8 is the FP8 peak (the half peak on a
   // device without FP8), the rest their own.

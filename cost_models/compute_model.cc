@@ -162,6 +162,10 @@ double KernelTime(const Kernel& kn, double samples, const Device& d, Dtype dtype
   return std::max(compute_s, memory_s);
 }
 
+double Overlapped(double compute_s, double hidden_s, const Device& device) {
+  return std::max(compute_s + device.overlap_interference * hidden_s, hidden_s);
+}
+
 double LayerOpTime(const Layer& l, ir::OpKind kind, const Device& device, Dtype dtype, double efficiency,
                    double samples, const CollectiveLinks& links) {
   if (kind == ir::OpKind::kRecompute && !l.rematerialized) return 0;
@@ -199,14 +203,14 @@ double LayerOpTime(const Layer& l, ir::OpKind kind, const Device& device, Dtype 
       const Kernel& kn = first[i];
       if (kn.overlaps != Kernel::kInSeries || !runs(kn)) continue;
       double s = KernelTime(kn, samples, device, dtype, efficiency, links);
-      if (any_beside) s = std::max(s, beside[i].first) + beside[i].second;
+      if (any_beside) s = Overlapped(s, beside[i].first, device) + beside[i].second;
       device_s += s;
       if (kn.collective == Kernel::Collective::kNone) {
         device_s += kn.launches * kn.framework_ops * device.kernel_floor_s;
       }
       issue(kn);
     }
-    device_s = std::max(device_s, op_hidden) + op_exposed;
+    device_s = Overlapped(device_s, op_hidden, device) + op_exposed;
     return std::max(device_s, host_s);
   }
   const double flops = LayerOpFlops(l, kind) * samples;

@@ -78,11 +78,18 @@ double KernelTime(const Kernel& kernel, double samples, const Device& device, Dt
 // parameter reads (and gradient writes for backward) + activations in, out
 // and stashed.
 // Collectives among the kernels are priced on `links`. An overlapped
-// collective (Kernel::overlaps) adds nothing while the compute it runs
-// beside is longer: that GEMM (or the op's compute) takes max(compute,
-// hidden share) + exposed share of its collectives' seconds.
+// collective (Kernel::overlaps) adds only the device's
+// overlap_interference of its hidden share while the compute it runs
+// beside is longer: that GEMM (or the op's compute) takes
+// Overlapped(compute, hidden share) + exposed share of its collectives'
+// seconds.
 double LayerOpTime(const Layer& layer, ir::OpKind kind, const Device& device, Dtype dtype,
                    double efficiency, double samples, const CollectiveLinks& links);
+
+// Seconds of `compute_s` with `hidden_s` of collectives overlapped beside
+// it: max(compute_s + device.overlap_interference x hidden_s, hidden_s),
+// never more than the two in series.
+double Overlapped(double compute_s, double hidden_s, const Device& device);
 // The same with every collective inside one node on `tp_link` (none: free).
 inline double LayerOpTime(const Layer& layer, ir::OpKind kind, const Device& device, Dtype dtype,
                           double efficiency, double samples, const Link* tp_link = nullptr) {

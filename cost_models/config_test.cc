@@ -293,6 +293,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"\"nvlink4\"",
                   "\"x\", \"custom_links\": [{\"name\": \"x\", \"latency_s\": 0, \"bandwidth\": 1e9, \"collective_latency_s\": -1}]",
                   "q.json: /cluster/custom_links/0/collective_latency_s: expected a number >= 0 and at most 10, got -1"},
+        BadConfig{"\"H100-SXM\"",
+                  "\"d\", \"custom_devices\": [{\"name\": \"d\", \"fp32_flops\": 1e12, \"memory_bandwidth\": 1e11, "
+                  "\"memory_bytes\": 1e10, \"overlap_interference\": 1.5}]",
+                  "q.json: /cluster/custom_devices/0/overlap_interference: expected a number >= 0 and at most 1, got 1.5"},
         BadConfig{"\"bytes_per_param\": 12", "\"bytes_per_param\": -12",
                   "q.json: /training/bytes_per_param: expected a number >= 0 and at most 1024, got -12"},
         BadConfig{"\"partition\": \"minmax\"", "\"partition\": \"manual\"",

@@ -204,6 +204,21 @@ TEST(Calibration, FileRoundTripsAndBadFilesNameThePath) {
   EXPECT_EQ(cost::ReadCalibration(cost::WriteCalibration(with_drift), "cal.json")->profile->drift, 0.25);
   EXPECT_EQ(cost::ReadCalibration(profile + R"(, "drift": 2}})", "cal.json").error().message,
             "cal.json: /profile/drift: expected a number >= 0 and at most 1, got 2");
+  // The overlap interference alike: absent, the catalogue's; recorded, its own.
+  EXPECT_FALSE(old->profile->overlap_interference);
+  cost::Calibration with_interference = *old;
+  with_interference.device = "H100-SXM";
+  EXPECT_EQ(cost::WithProfile(*h100, with_interference).cluster.devices[0].overlap_interference,
+            cost::FindDevice("H100-SXM")->overlap_interference);
+  auto interference = cost::ReadCalibration(profile + R"(, "overlap_interference": 0.3}})", "cal.json");
+  ASSERT_TRUE(interference && interference->profile) << interference.error().message;
+  with_interference.profile = interference->profile;
+  EXPECT_EQ(cost::WithProfile(*h100, with_interference).cluster.devices[0].overlap_interference, 0.3);
+  EXPECT_EQ(cost::ReadCalibration(cost::WriteCalibration(with_interference), "cal.json")
+                ->profile->overlap_interference,
+            0.3);
+  EXPECT_EQ(cost::ReadCalibration(profile + R"(, "overlap_interference": 1.5}})", "cal.json").error().message,
+            "cal.json: /profile/overlap_interference: expected a number >= 0 and at most 1, got 1.5");
   EXPECT_EQ(cost::ReadCalibration(profile + R"(, "kernel_launch_s": 2}})", "cal.json").error().message,
             "cal.json: /profile/kernel_launch_s: expected a number >= 0 and at most 1, got 2");
   EXPECT_EQ(cost::ReadCalibration(profile + R"(, "kernel_floor_s": -1}})", "cal.json").error().message,

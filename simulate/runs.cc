@@ -178,7 +178,11 @@ struct Hold {
 class ProfileFitter {
  public:
   ProfileFitter(const std::vector<Run>& runs, const cost::Device& device)
-      : runs_(runs), device_(device.name), drift_(device.drift), ranges_(cost::ProfileRanges(device)) {}
+      : runs_(runs),
+        device_(device.name),
+        drift_(device.drift),
+        interference_(device.overlap_interference),
+        ranges_(cost::ProfileRanges(device)) {}
 
   const Ranges& ranges() const { return ranges_; }
   bool failed() const { return failed_; }
@@ -189,7 +193,8 @@ class ProfileFitter {
   Calibration At(const Values& v) const {
     Calibration cal;
     cal.device = device_;
-    cal.profile = ProfileFit{.runs = static_cast<int>(runs_.size()), .drift = drift_};
+    cal.profile = ProfileFit{.runs = static_cast<int>(runs_.size()), .drift = drift_,
+                             .overlap_interference = interference_};
     for (size_t i = 0; i < kCoefficients; ++i) (*cal.profile).*cost::kProfileMembers[i].fit = v[i];
     return cal;
   }
@@ -260,6 +265,7 @@ class ProfileFitter {
   const std::vector<Run>& runs_;
   std::string device_;
   double drift_;  // held: the device's measured figure (Device::drift)
+  double interference_;  // held: Device::overlap_interference
   Ranges ranges_;
   bool failed_ = false;
 };
