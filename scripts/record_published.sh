@@ -66,6 +66,8 @@ python3 scripts/published_runs.py --bias no "$d/runs.csv" > "$d/runs.jsonl" 2> /
 python3 scripts/fp8_ratio.py "$tp" "$d/runs.jsonl" > "$d/fp8_ratio_uncalibrated.txt"
 python3 scripts/fp8_ratio.py "$tp" "$d/runs.jsonl" --calibration traces/published/h100-dgx-cloud/calibration_all.json \
   > "$d/fp8_ratio_calibrated_h100.txt"
+python3 scripts/validation_png.py "$tp" "$d/runs.jsonl" --calibration traces/published/h100-dgx-cloud/calibration_all.json \
+  -o "$d/validation.png" > /dev/null
 
 step "transfer table"
 python3 scripts/transfer_table.py "$tp" traces/published -o traces/published/transfer \
