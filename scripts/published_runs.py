@@ -75,9 +75,10 @@ Shared schema -> config, per row:
 A row is checked for: gpus = tp x pp x dp x cp; global_batch a multiple of
 dp x micro_batch; kv_heads dividing heads; vp = 1 when pp = 1 (virtual
 stages interleave a pipeline of two or more ranks); at least pp x vp
-blocks (2 fewer where the embedding and the loss take a slot each); a positive, finite step_time_s. What the config loader checks
-beyond these (tp dividing heads, kv_heads and ffn; a tensor-parallel group
-inside a node) it reports itself, at the JSON path, when the table is read.
+blocks (2 fewer where the embedding and the loss take a slot each); a
+positive, finite step_time_s. What the config loader checks beyond these
+(tp dividing heads, kv_heads and ffn; a tensor-parallel group inside a
+node) it reports itself, at the JSON path, when the table is read.
 
 vTrain -> config (traces/published/vtrain-a100/README.md): the transformer
 generator with the row's layers, hidden, heads and seq, FFN 4 x hidden,
