@@ -177,7 +177,7 @@ TEST(KernelModel, AWeightGradientAccumulatesIntoFp32) {
 }
 
 // A large FP8 GEMM reaches gemm_efficiency x fp8_gemm_ratio of the FP8 peak
-// (on the H100 0.883 of its BF16 fraction, 0.706 sustained: 0.623), so FP8
+// (on the H100 0.903 of its BF16 fraction, 0.706 sustained: 0.638), so FP8
 // is less than twice BF16.
 TEST(KernelModel, Fp8GemmsReachTheirOwnFraction) {
   const Device& h100 = *FindDevice("H100-SXM");
@@ -185,7 +185,7 @@ TEST(KernelModel, Fp8GemmsReachTheirOwnFraction) {
   const double bf16 = KernelTime(k, 1, h100, Dtype::kBf16, h100.gemm_efficiency);
   const double fp8 = KernelTime(k, 1, h100, Dtype::kFp8, h100.gemm_efficiency);
   EXPECT_NEAR(bf16 / fp8, 1979.0 / 989.5 * h100.fp8_gemm_ratio, 0.01);
-  EXPECT_NEAR(k.Flops() / fp8, 1979e12 * 0.706 * 0.883, 1979e12 * 0.01);
+  EXPECT_NEAR(k.Flops() / fp8, 1979e12 * 0.706 * 0.903, 1979e12 * 0.01);
 }
 
 TEST(KernelModel, UnalignedHalfGemmsRunOnTheCudaCores) {
