@@ -51,17 +51,28 @@ constexpr double kGpuKernelGap = 1 * kUs;
 // given framework and machine, each inside its physical range.
 // P100s have no tensor cores: GPipe's fp32 convolutions there are taken at
 // half of peak (the catalogue's figure before kernel profiles; calibrate).
-Device Gpu(Device d, int sms, double simt_half, double gemm_efficiency = 0.8, double fp8_flops = 0,
-           double fp8_gemm_ratio = 1, double bandwidth_efficiency = 0.8, double drift = 0,
-           double overlap_interference = 0) {
-  d.fp8_flops = fp8_flops;
-  d.drift = drift;
-  d.overlap_interference = overlap_interference;
-  d.fp8_gemm_ratio = fp8_gemm_ratio;
-  d.sm_count = sms;
-  d.simt_half_flops = simt_half;
-  d.gemm_efficiency = gemm_efficiency;
-  d.bandwidth_efficiency = bandwidth_efficiency;
+// A GPU's kernel-level figures beyond its data sheet's (Device's own
+// members of the same names).
+struct GpuKernels {
+  int sms = 0;
+  double simt_half = 0;
+  double gemm_efficiency = 0.8;
+  double fp8_flops = 0;
+  double fp8_gemm_ratio = 1;
+  double bandwidth_efficiency = 0.8;
+  double drift = 0;
+  double overlap_interference = 0;
+};
+
+Device Gpu(Device d, const GpuKernels& g) {
+  d.sm_count = g.sms;
+  d.simt_half_flops = g.simt_half;
+  d.gemm_efficiency = g.gemm_efficiency;
+  d.fp8_flops = g.fp8_flops;
+  d.fp8_gemm_ratio = g.fp8_gemm_ratio;
+  d.bandwidth_efficiency = g.bandwidth_efficiency;
+  d.drift = g.drift;
+  d.overlap_interference = g.overlap_interference;
   d.kernel_floor_s = kGpuKernelGap;
   d.kernel_launch_s = kGpuKernelLaunch;
   return d;
@@ -157,15 +168,20 @@ const std::vector<Device>& DeviceCatalogue() {
   static const std::vector<Device> devices = {
       // NVIDIA Tesla P100 data sheet (2016): PCIe 16 GB: 9.3 TFLOPS fp32,
       // 18.7 TFLOPS fp16, 732 GB/s; SXM2: 10.6 / 21.2 TFLOPS, 732 GB/s. No TF32.
-      Gpu({"P100-PCIe", 9.3 * kT, 9.3 * kT, 18.7 * kT, 732 * kG, 16 * kGiB, kGpuLaunch}, 56, 18.7 * kT, 0.5),
-      Gpu({"P100-SXM2", 10.6 * kT, 10.6 * kT, 21.2 * kT, 732 * kG, 16 * kGiB, kGpuLaunch}, 56, 21.2 * kT, 0.5),
+      Gpu({"P100-PCIe", 9.3 * kT, 9.3 * kT, 18.7 * kT, 732 * kG, 16 * kGiB, kGpuLaunch},
+          {.sms = 56, .simt_half = 18.7 * kT, .gemm_efficiency = 0.5}),
+      Gpu({"P100-SXM2", 10.6 * kT, 10.6 * kT, 21.2 * kT, 732 * kG, 16 * kGiB, kGpuLaunch},
+          {.sms = 56, .simt_half = 21.2 * kT, .gemm_efficiency = 0.5}),
       // NVIDIA Tesla V100 data sheet: SXM2 15.7 TFLOPS fp32, 125 TFLOPS tensor
       // (fp16), 900 GB/s, 32 GB. No TF32 (fp32 path).
-      Gpu({"V100", 15.7 * kT, 15.7 * kT, 125 * kT, 900 * kG, 32 * kGiB, kGpuLaunch}, 80, 31.4 * kT),
+      Gpu({"V100", 15.7 * kT, 15.7 * kT, 125 * kT, 900 * kG, 32 * kGiB, kGpuLaunch},
+          {.sms = 80, .simt_half = 31.4 * kT}),
       // NVIDIA A100 data sheet (SXM): 19.5 TFLOPS fp32, 156 TF32, 312 bf16/fp16
       // dense; 40 GB at 1,555 GB/s, 80 GB at 2,039 GB/s.
-      Gpu({"A100-40GB", 19.5 * kT, 156 * kT, 312 * kT, 1555 * kG, 40 * kGiB, kGpuLaunch}, 108, 78 * kT),
-      Gpu({"A100-80GB", 19.5 * kT, 156 * kT, 312 * kT, 2039 * kG, 80 * kGiB, kGpuLaunch}, 108, 78 * kT),
+      Gpu({"A100-40GB", 19.5 * kT, 156 * kT, 312 * kT, 1555 * kG, 40 * kGiB, kGpuLaunch},
+          {.sms = 108, .simt_half = 78 * kT}),
+      Gpu({"A100-80GB", 19.5 * kT, 156 * kT, 312 * kT, 2039 * kG, 80 * kGiB, kGpuLaunch},
+          {.sms = 108, .simt_half = 78 * kT}),
       // NVIDIA H100 data sheet, dense figures (the sheet's tensor figures are
       // with sparsity; halved here): SXM 67 TFLOPS fp32, 494.5 TF32, 989.5
       // bf16, 1,979 fp8, 3.35 TB/s, 80 GB; PCIe 51 / 378 / 756 / 1,513, 2.0
@@ -225,14 +241,20 @@ const std::vector<Device>& DeviceCatalogue() {
       // collective takes). Every Hopper profile takes it; no other GPU has
       // a measurement (the paper's A100 figures, -61% on NVLink, say the
       // overlap there is slower than none, which 0 to 1 cannot hold).
-      Gpu({"H100-SXM", 67 * kT, 494.5 * kT, 989.5 * kT, 3350 * kG, 80 * kGiB, kGpuLaunch}, 132, 133.8 * kT, 0.706,
-          1979 * kT, 0.903, 0.89, 0.434e-3, kHopperOverlapInterference),
-      Gpu({"H100-PCIe", 51 * kT, 378 * kT, 756 * kT, 2000 * kG, 80 * kGiB, kGpuLaunch}, 114, 102.4 * kT, 0.66,
-          1513 * kT, 0.903, 0.8, 0.434e-3, kHopperOverlapInterference),
+      Gpu({"H100-SXM", 67 * kT, 494.5 * kT, 989.5 * kT, 3350 * kG, 80 * kGiB, kGpuLaunch},
+          {.sms = 132, .simt_half = 133.8 * kT, .gemm_efficiency = 0.706, .fp8_flops = 1979 * kT,
+           .fp8_gemm_ratio = 0.903, .bandwidth_efficiency = 0.89, .drift = 0.434e-3,
+           .overlap_interference = kHopperOverlapInterference}),
+      Gpu({"H100-PCIe", 51 * kT, 378 * kT, 756 * kT, 2000 * kG, 80 * kGiB, kGpuLaunch},
+          {.sms = 114, .simt_half = 102.4 * kT, .gemm_efficiency = 0.66, .fp8_flops = 1513 * kT,
+           .fp8_gemm_ratio = 0.903, .bandwidth_efficiency = 0.8, .drift = 0.434e-3,
+           .overlap_interference = kHopperOverlapInterference}),
       // NVIDIA H200 data sheet: the H100 SXM's compute (1,979 TFLOPS fp8
       // dense), 141 GB at 4.8 TB/s.
-      Gpu({"H200", 67 * kT, 494.5 * kT, 989.5 * kT, 4800 * kG, 141 * kG, kGpuLaunch}, 132, 133.8 * kT, 0.705,
-          1979 * kT, 0.908, 0.89, 0.542e-3, kHopperOverlapInterference),
+      Gpu({"H200", 67 * kT, 494.5 * kT, 989.5 * kT, 4800 * kG, 141 * kG, kGpuLaunch},
+          {.sms = 132, .simt_half = 133.8 * kT, .gemm_efficiency = 0.705, .fp8_flops = 1979 * kT,
+           .fp8_gemm_ratio = 0.908, .bandwidth_efficiency = 0.89, .drift = 0.542e-3,
+           .overlap_interference = kHopperOverlapInterference}),
       // Cloud TPU docs (cloud.google.com/tpu/docs/v2, /v3): a v2 chip has two
       // cores, 45 TFLOPS bf16, 16 GiB HBM at 600 GB/s; a v3 chip 123 TFLOPS,
       // 32 GiB at 900 GB/s. Per core: half. The MXU multiplies in bf16; fp32
