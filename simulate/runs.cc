@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <numeric>
 #include <optional>
+#include <string>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -128,15 +132,50 @@ Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source
   });
 }
 
-Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Calibration* cal) {
-  std::vector<double> out;
-  out.reserve(runs.size());
-  for (const Run& r : runs) {
-    auto sim = Simulate(r.plan.schedule, CostsFromPlan(r.config, r.plan, cal));
-    if (!sim) return Fail(fmt::format("line {}: {}", r.line, sim.error().message));
-    out.push_back(sim->step_time_s);
+Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Calibration* cal, size_t threads) {
+  // The runs are independent: each worker simulates the next unclaimed one.
+  // Every prediction lands in its own slot and the first failing line (in
+  // table order) is the one reported, so the result is the same whatever
+  // the thread count.
+  std::vector<double> out(runs.size(), 0.0);
+  std::vector<std::optional<std::string>> errors(runs.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < runs.size();) {
+      const Run& r = runs[i];
+      try {
+        auto sim = Simulate(r.plan.schedule, CostsFromPlan(r.config, r.plan, cal));
+        if (sim) {
+          out[i] = sim->step_time_s;
+        } else {
+          errors[i] = sim.error().message;
+        }
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    }
+  };
+  const size_t workers = std::clamp<size_t>(threads, 1, std::max<size_t>(1, runs.size()));
+  std::vector<std::thread> pool;
+  for (size_t w = 1; w < workers; ++w) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (errors[i]) return Fail(fmt::format("line {}: {}", runs[i].line, *errors[i]));
   }
   return out;
+}
+
+size_t PredictionThreads() {
+  static const size_t threads = [] {
+    if (const char* env = std::getenv("TWINPIPE_THREADS")) {
+      char* end = nullptr;
+      const long n = std::strtol(env, &end, 10);
+      if (end != env && *end == '\0' && n >= 1) return static_cast<size_t>(n);
+    }
+    return static_cast<size_t>(std::max(1u, std::thread::hardware_concurrency()));
+  }();
+  return threads;
 }
 
 namespace {

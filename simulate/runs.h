@@ -37,8 +37,15 @@ using Planner = std::function<Result<cost::Plan>(const cost::Config&)>;
 // kind (the one a calibration is for).
 Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source, const Planner& planner);
 
+// Threads PredictRuns uses unless told: TWINPIPE_THREADS when it is a
+// positive integer, else the machine's hardware threads.
+size_t PredictionThreads();
+
 // Predicted step time of each run (seconds), with `calibration` if given.
-Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Calibration* calibration);
+// The runs are simulated on `threads` threads; the result (and the line a
+// failure names: the first in table order) does not depend on how many.
+Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Calibration* calibration,
+                                        size_t threads = PredictionThreads());
 
 // Fits the device profile's GEMM and bandwidth fractions, host time per
 // framework op, GPU time per framework op beyond its bytes and FLOPs

@@ -86,6 +86,35 @@ void MeasureWith(std::vector<Run>& runs, const Calibration& truth) {
   for (size_t i = 0; i < runs.size(); ++i) runs[i].step_time_s = (*predicted)[i];
 }
 
+// The runs are simulated on several threads: the predictions are the same
+// numbers whatever the thread count, and a failing run is reported by the
+// first failing line in table order, not by whichever thread failed first.
+TEST(Runs, PredictionsDoNotDependOnTheThreads) {
+  auto runs = ReadRuns(Table(1.0), "made.jsonl");
+  ASSERT_TRUE(runs) << runs.error().message;
+  const Calibration truth = Truth(0.62, 0.7, 25e-6, 3e-6);
+  auto one = PredictRuns(*runs, &truth, 1);
+  ASSERT_TRUE(one) << one.error().message;
+  ASSERT_EQ(one->size(), runs->size());
+  for (size_t threads : {2, 3, 5, 64}) {
+    auto many = PredictRuns(*runs, &truth, threads);
+    ASSERT_TRUE(many) << many.error().message;
+    EXPECT_EQ(*many, *one) << threads << " threads";
+  }
+  // Two runs of two stages lose their second device's program: the last
+  // stage's ops never run, and the simulation fails.
+  ASSERT_EQ((*runs)[5].plan.schedule.programs.size(), 2u);
+  ASSERT_EQ((*runs)[9].plan.schedule.programs.size(), 2u);
+  (*runs)[9].plan.schedule.programs[1].clear();
+  (*runs)[5].plan.schedule.programs[1].clear();
+  for (size_t threads : {1, 2, 7}) {
+    auto failed = PredictRuns(*runs, &truth, threads);
+    ASSERT_FALSE(failed) << threads << " threads";
+    EXPECT_EQ(failed.error().message.rfind(fmt::format("line {}: ", (*runs)[5].line), 0), 0u)
+        << threads << " threads: " << failed.error().message;
+  }
+}
+
 TEST(Runs, TheFitRecoversTheProfileThatMadeTheRuns) {
   auto runs = ReadRuns(Table(1.0), "made.jsonl");
   ASSERT_TRUE(runs) << runs.error().message;
