@@ -59,11 +59,13 @@ test-asan: deps
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
-# The executor's tests (threads, transport, faults) under TSan.
+# The executor's tests (threads, transport, faults) and the simulator's
+# threaded predictions of a run table under TSan.
 test-tsan: deps
 	@[ -f build-tsan/CMakeCache.txt ] || cmake -S . -B build-tsan $(GENERATOR) -DCMAKE_BUILD_TYPE=Debug -DTWINPIPE_SANITIZE=thread
-	cmake --build build-tsan -j $(JOBS) --target execute_runtime_test execute_layers_test mutation_test
-	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -R '^(Execute|Layers|BatchNorm|Tensor|Mutations)\.'
+	cmake --build build-tsan -j $(JOBS) --target execute_runtime_test execute_layers_test mutation_test simulate_test
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) \
+	  -R '^(Execute|Layers|BatchNorm|Tensor|Mutations)\.|^Runs\.PredictionsDoNotDependOnTheThreads$$'
 
 
 # libFuzzer harnesses (clang): each runs FUZZ_SECONDS from fuzz/corpus/.
