@@ -50,8 +50,13 @@ Shared schema -> config, per row:
   them, so the default stays there); tensor_parallel = tp; sequence_parallel
   as the column says when tp > 1, false when tp == 1 (it shards along the
   tensor-parallel group: nothing to shard); context_parallel = cp;
-  tp_comm_overlap: yes -> true, unknown -> false (the config did not say it
-  was on; Megatron's default is off); recompute none / selective / full,
+  tp_comm_overlap: yes -> true; unknown -> true where tp > 1 with sequence
+  parallelism (--tp-comm-overlap-unknown on, the default: Transformer
+  Engine's userbuffers overlap needs both, and every NeMo and Megatron-Core
+  performance recipe whose config we read sets it there: the 40 such
+  "unknown" rows of the shared table and the 108 held-out rows), else false;
+  --tp-comm-overlap-unknown off reads unknown as Megatron's default, off;
+  recompute none / selective / full,
   unknown -> "none" (Megatron's default; the rows are counted on stderr),
   with "recompute_granularity": "layer" when full; "recompute_timing":
   "in-backward" (Megatron re-runs the forward inside the backward call).
@@ -225,10 +230,11 @@ class Counts:
     """What the shared schema's conversion had to assume, for the stderr summary."""
 
     def __init__(self):
-        self.recompute_unknown = self.overlap_unknown = self.sequence_parallel_tp1 = self.grouped_unknown = 0
+        self.recompute_unknown = self.overlap_unknown_on = self.overlap_unknown_off = 0
+        self.sequence_parallel_tp1 = self.grouped_unknown = 0
 
 
-def shared_config(row, bias, counts):
+def shared_config(row, bias, counts, overlap_unknown="on"):
     layers, hidden, heads, kv_heads = (row.integer(c) for c in ("layers", "hidden", "heads", "kv_heads"))
     ffn, seq, vocab = (row.integer(c) for c in ("ffn", "seq", "vocab"))
     norm, mlp, position = row.choice("norm", NORMS), row.choice("mlp", MLPS), row.choice("position", POSITIONS)
@@ -263,8 +269,13 @@ def shared_config(row, bias, counts):
     if recompute == "unknown":
         counts.recompute_unknown += 1
         recompute = "none"
+    overlapped = overlap == "yes"
     if overlap == "unknown":
-        counts.overlap_unknown += 1
+        overlapped = overlap_unknown == "on" and tp > 1 and sequence_parallel == "yes"
+        if overlapped:
+            counts.overlap_unknown_on += 1
+        else:
+            counts.overlap_unknown_off += 1
     if tp == 1 and sequence_parallel == "yes":
         counts.sequence_parallel_tp1 += 1
     batch = global_batch // dp
@@ -276,7 +287,7 @@ def shared_config(row, bias, counts):
                 "bytes_per_param": 20 if precision == "fp16" else 18, "data_parallel_sharding": sharding}
     if precision == "fp8":
         training["fp8_params"] = True
-    pipeline, cluster = megatron_layout(pp, vp, tp, cp, sequence_parallel == "yes", overlap == "yes", recompute,
+    pipeline, cluster = megatron_layout(pp, vp, tp, cp, sequence_parallel == "yes", overlapped, recompute,
                                         layers, gpu, gpus, gpus_per_node, inter_node)
     config = {"model": model, "training": training, "pipeline": pipeline, "cluster": cluster}
     return config, step_time_s, layers, tp
@@ -478,7 +489,7 @@ def detect_schema(header):
     return "moe" if "num_experts" in header else "shared"
 
 
-def convert(path, schema, bias, layers_kept, tp_kept):
+def convert(path, schema, bias, layers_kept, tp_kept, overlap_unknown="on"):
     """Returns (lines of JSON, summary for stderr); raises BadInput with every problem, one per line."""
     try:
         f = open(path, newline="", encoding="utf-8-sig")
@@ -492,6 +503,7 @@ def convert(path, schema, bias, layers_kept, tp_kept):
                 raise BadInput(f"{path}:1: expected a header of column names, got an empty file")
             schema = schema if schema != "auto" else detect_schema(header)
             columns, config_of = SCHEMAS[schema]
+            options = {"overlap_unknown": overlap_unknown} if schema == "shared" else {}
             problems = [f"{path}:1: {name}: the column is named twice" for i, name in enumerate(header)
                         if name in columns and name in header[:i]]
             missing = [name for name in columns if name not in header]
@@ -511,7 +523,7 @@ def convert(path, schema, bias, layers_kept, tp_kept):
                     if len(values) > len(header):
                         row.fail(f"field {len(header) + 1}", f"expected {len(header)} fields as the header names, "
                                                              f"got {len(values)}")
-                    config, step_time_s, layers, tp = config_of(row, bias, counts)
+                    config, step_time_s, layers, tp = config_of(row, bias, counts, **options)
                 except BadInput as e:
                     problems.append(str(e))
                     continue
@@ -531,7 +543,8 @@ def convert(path, schema, bias, layers_kept, tp_kept):
         summary += f"; moe schema: grouped_gemm unknown read as Megatron-Core's default (off) in {counts.grouped_unknown}"
     if schema == "shared":
         summary += (f"; {schema} schema: recompute unknown read as none in {counts.recompute_unknown} rows, "
-                    f"tp_comm_overlap unknown as off in {counts.overlap_unknown}, sequence_parallel yes at tp 1 "
+                    f"tp_comm_overlap unknown read as on in {counts.overlap_unknown_on} (tp > 1 with sequence "
+                    f"parallelism) and off in {counts.overlap_unknown_off}, sequence_parallel yes at tp 1 "
                     f"as off in {counts.sequence_parallel_tp1}")
     return out, summary
 
@@ -547,9 +560,13 @@ def main():
     ap.add_argument("--layers", type=int, action="append", help="keep only rows of these layer counts")
     ap.add_argument("--tensor-parallel", type=int, action="append",
                     help="keep only rows of these tensor-parallel degrees")
+    ap.add_argument("--tp-comm-overlap-unknown", choices=("on", "off"), default="on",
+                    help="shared schema: how tp_comm_overlap 'unknown' is read where tp > 1 with sequence "
+                         "parallelism (on: as the NeMo and Megatron-Core performance recipes run; off: "
+                         "Megatron's default)")
     a = ap.parse_args()
     try:
-        lines, summary = convert(a.csv, a.schema, a.bias, a.layers, a.tensor_parallel)
+        lines, summary = convert(a.csv, a.schema, a.bias, a.layers, a.tensor_parallel, a.tp_comm_overlap_unknown)
     except BadInput as e:
         print(e, file=sys.stderr)
         sys.exit(2)

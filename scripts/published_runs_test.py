@@ -75,7 +75,17 @@ class SharedTable(unittest.TestCase):
         runs = runs_of(out)
         self.assertEqual(len(runs), 86)
         self.assertIn("86 runs", err)
-        self.assertIn("tp_comm_overlap unknown as off in 70", err)
+        # tp_comm_overlap "unknown": on in the 40 rows of tp > 1 with sequence parallelism (their recipes set it),
+        # off in the 30 of tp 1 (nothing to overlap).
+        self.assertIn("tp_comm_overlap unknown read as on in 40 (tp > 1 with sequence parallelism) and off in 30", err)
+        overlaps = {}
+        with open(ROOT / H100 / "runs.csv", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+        for run, row in zip(runs, rows):
+            p = run["config"]["pipeline"]
+            key = (row["tp_comm_overlap"], row["tp"] != "1")
+            overlaps.setdefault(key, set()).add(p.get("tp_comm_overlap", False))
+        self.assertEqual(overlaps, {("yes", True): {True}, ("unknown", True): {True}, ("unknown", False): {False}})
         gpt = runs[0]  # GPT-3 175B on 128 H100s, bf16, tp 4, pp 8, vp 12
         self.assertEqual((gpt["row"], gpt["source"], gpt["step_time_s"]), (2, f"{H100}/runs.csv:2", 8.91))
         m, t, p, c = (gpt["config"][k] for k in ("model", "training", "pipeline", "cluster"))
@@ -119,6 +129,11 @@ class EveryListedValue(unittest.TestCase):
         self.assertEqual([r["source"] for r in runs], [f"{table.path}:{r['row']}" for r in runs])
         return [r["config"] for r in runs], err
 
+    def test_unknown_overlap_read_as_megatrons_default(self):
+        configs, err = self.convert_rows([{"tp_comm_overlap": "unknown"}, {}], "--tp-comm-overlap-unknown", "off")
+        self.assertEqual([c["pipeline"]["tp_comm_overlap"] for c in configs], [False, True])
+        self.assertIn("tp_comm_overlap unknown read as on in 0 (tp > 1 with sequence parallelism) and off in 1", err)
+
     def test_values_absent_from_the_shared_rows(self):
         rows = [
             {"precision": "fp16"},
@@ -130,6 +145,7 @@ class EveryListedValue(unittest.TestCase):
             {"recompute": "full"},
             {"recompute": "unknown"},
             {"tp_comm_overlap": "unknown"},
+            {"tp_comm_overlap": "unknown", "sequence_parallel": "no"},
             {"cp": "2", "dp": "2"},
             {"vp": "4"},
             {"sequence_parallel": "no"},
@@ -137,7 +153,8 @@ class EveryListedValue(unittest.TestCase):
             {"tp": "1", "dp": "8", "sequence_parallel": "yes"},
         ]
         configs, err = self.convert_rows(rows)
-        fp16, a100, h200, unsharded, fsdp, selective, full, unknown, no_overlap, cp, vp, no_sp, gpt, tp1 = configs
+        (fp16, a100, h200, unsharded, fsdp, selective, full, unknown, unknown_overlap, unknown_overlap_no_sp, cp, vp, no_sp,
+         gpt, tp1) = configs
         self.assertEqual((fp16["model"]["dtype"], fp16["training"]["bytes_per_param"]), ("fp16", 20))
         self.assertEqual(a100["model"]["dtype"], "bf16")
         self.assertEqual(a100["training"]["bytes_per_param"], 18)
@@ -153,9 +170,12 @@ class EveryListedValue(unittest.TestCase):
         self.assertEqual(full["pipeline"]["recompute_timing"], "in-backward")
         self.assertEqual(unknown["pipeline"]["recompute"], "none")
         self.assertIn("recompute unknown read as none in 1 rows", err)
-        self.assertIs(no_overlap["pipeline"]["tp_comm_overlap"], False)
+        # unknown: on where tp > 1 with sequence parallelism (as the recipes run), off without it (TE's overlap
+        # splits sequence parallelism's collectives); the BASE row says yes.
+        self.assertIs(unknown_overlap["pipeline"]["tp_comm_overlap"], True)
+        self.assertIs(unknown_overlap_no_sp["pipeline"]["tp_comm_overlap"], False)
         self.assertIs(fp16["pipeline"]["tp_comm_overlap"], True)
-        self.assertIn("tp_comm_overlap unknown as off in 1", err)
+        self.assertIn("tp_comm_overlap unknown read as on in 1 (tp > 1 with sequence parallelism) and off in 1", err)
         # cp: the replica's 32 sequences shared by its 2 context-parallel ranks.
         self.assertEqual(cp["pipeline"]["context_parallel"], 2)
         self.assertEqual((cp["training"]["batch"], cp["training"]["microbatches"]), (32, 16))
