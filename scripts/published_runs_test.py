@@ -146,6 +146,7 @@ class EveryListedValue(unittest.TestCase):
             {"recompute": "unknown"},
             {"tp_comm_overlap": "unknown"},
             {"tp_comm_overlap": "unknown", "sequence_parallel": "no"},
+            {"tp_comm_overlap": "unknown", "tp": "1", "dp": "8", "sequence_parallel": "yes"},
             {"cp": "2", "dp": "2"},
             {"vp": "4"},
             {"sequence_parallel": "no"},
@@ -153,8 +154,8 @@ class EveryListedValue(unittest.TestCase):
             {"tp": "1", "dp": "8", "sequence_parallel": "yes"},
         ]
         configs, err = self.convert_rows(rows)
-        (fp16, a100, h200, unsharded, fsdp, selective, full, unknown, unknown_overlap, unknown_overlap_no_sp, cp, vp, no_sp,
-         gpt, tp1) = configs
+        (fp16, a100, h200, unsharded, fsdp, selective, full, unknown, unknown_overlap, unknown_overlap_no_sp,
+         unknown_overlap_tp1, cp, vp, no_sp, gpt, tp1) = configs
         self.assertEqual((fp16["model"]["dtype"], fp16["training"]["bytes_per_param"]), ("fp16", 20))
         self.assertEqual(a100["model"]["dtype"], "bf16")
         self.assertEqual(a100["training"]["bytes_per_param"], 18)
@@ -174,8 +175,9 @@ class EveryListedValue(unittest.TestCase):
         # splits sequence parallelism's collectives); the BASE row says yes.
         self.assertIs(unknown_overlap["pipeline"]["tp_comm_overlap"], True)
         self.assertIs(unknown_overlap_no_sp["pipeline"]["tp_comm_overlap"], False)
+        self.assertIs(unknown_overlap_tp1["pipeline"]["tp_comm_overlap"], False)  # sequence_parallel yes, but t = 1
         self.assertIs(fp16["pipeline"]["tp_comm_overlap"], True)
-        self.assertIn("tp_comm_overlap unknown read as on in 1 (tp > 1 with sequence parallelism) and off in 1", err)
+        self.assertIn("tp_comm_overlap unknown read as on in 1 (tp > 1 with sequence parallelism) and off in 2", err)
         # cp: the replica's 32 sequences shared by its 2 context-parallel ranks.
         self.assertEqual(cp["pipeline"]["context_parallel"], 2)
         self.assertEqual((cp["training"]["batch"], cp["training"]["microbatches"]), (32, 16))
@@ -195,7 +197,7 @@ class EveryListedValue(unittest.TestCase):
         self.assertIs(tp1["pipeline"]["sequence_parallel"], False)  # nothing to shard at tp 1
         self.assertEqual(tp1["model"]["vocab"], 32000)  # a multiple of 128 already
         self.assertEqual(fp16["model"]["vocab"], 32000)  # and of 256
-        self.assertIn("sequence_parallel yes at tp 1 as off in 1", err)
+        self.assertIn("sequence_parallel yes at tp 1 as off in 2", err)
         for config in configs:
             self.assertEqual((config["model"]["attention"], config["model"]["causal"]), ("fused", True))
             self.assertIs(config["model"]["tied_embeddings"], False)

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -152,12 +153,18 @@ Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Cali
         }
       } catch (const std::exception& e) {
         errors[i] = e.what();
+      } catch (...) {
+        errors[i] = "the simulation threw something that is not a std::exception";
       }
     }
   };
   const size_t workers = std::clamp<size_t>(threads, 1, std::max<size_t>(1, runs.size()));
   std::vector<std::thread> pool;
-  for (size_t w = 1; w < workers; ++w) pool.emplace_back(work);
+  try {
+    for (size_t w = 1; w < workers; ++w) pool.emplace_back(work);
+  } catch (const std::system_error&) {
+    // No more threads to be had: the ones started and this one share the runs.
+  }
   work();
   for (std::thread& t : pool) t.join();
   for (size_t i = 0; i < runs.size(); ++i) {

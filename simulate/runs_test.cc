@@ -101,6 +101,26 @@ TEST(Runs, PredictionsDoNotDependOnTheThreads) {
     ASSERT_TRUE(many) << many.error().message;
     EXPECT_EQ(*many, *one) << threads << " threads";
   }
+  // FP8 runs across nodes with tensor, context and interleaved pipeline
+  // parallelism and overlapped collectives (the shared H100 table's GPT-3
+  // 175B, Llama 3.1 70B and 8B at 128, 64 and 8 GPUs) take the other paths
+  // of the cost model and the engine: the same numbers on any thread count.
+  {
+    std::ifstream in(std::string(TWINPIPE_SOURCE_DIR) + "/traces/published/h100-dgx-cloud/runs.jsonl");
+    ASSERT_TRUE(in) << "traces/published/h100-dgx-cloud/runs.jsonl";
+    std::string text, line;
+    for (int i = 0; std::getline(in, line); ++i) {
+      if (i == 5 || i == 16 || i == 27) text += line + "\n";
+    }
+    auto h100 = ReadRuns(text, "h100.jsonl");
+    ASSERT_TRUE(h100) << h100.error().message;
+    ASSERT_EQ(h100->size(), 3u);
+    auto serial = PredictRuns(*h100, nullptr, 1);
+    ASSERT_TRUE(serial) << serial.error().message;
+    auto parallel = PredictRuns(*h100, nullptr, 3);
+    ASSERT_TRUE(parallel) << parallel.error().message;
+    EXPECT_EQ(*parallel, *serial);
+  }
   // Two runs of two stages lose their second device's program: the last
   // stage's ops never run, and the simulation fails.
   ASSERT_EQ((*runs)[5].plan.schedule.programs.size(), 2u);
