@@ -36,4 +36,25 @@ case_ "noisy bubble: not judged"         3 "$(line -1.0% 0.12 -1.9%)" "$(line -1
 case_ "unreadable prediction"            1 "$(line nan 0.12 -1.9%)" "$quiet" "$quiet"
 case_ "unreadable profile"               1 "$(line -1.0% 0.12 -1.9%)" "$quiet" "$(line inf 0.11 +0.0%)"
 case_ "a line missing"                   1 "$(line -1.0% 0.12 -1.9%)" "$quiet" ""
+
+# The verdict on a schedule from its attempts' counts: outcome PASSED JUDGED.
+attempts=12
+eval "$(sed -n '/^min_judged=/p; /^outcome() {/,/^}/p' "$here/fidelity_check.sh")"
+declare -F outcome > /dev/null || { echo "outcome() not found in fidelity_check.sh"; exit 1; }
+outcome_() {  # outcome_ NAME EXPECTED PASSED JUDGED
+  local code=0 said
+  said=$(outcome 1f1b "$3" "$4") || code=$?
+  if [ "$code" != "$2" ]; then
+    echo "FAIL $1: exit $code, expected $2 ($said)"; failures=$((failures + 1))
+  else
+    echo "ok   $1: ${said:-passes}"
+  fi
+}
+outcome_ "an attempt within"                 0 1 5
+outcome_ "within after two misses"           0 1 2
+outcome_ "no attempt judged: skip"          77 0 0
+outcome_ "one judged miss is too few: skip" 77 0 1
+outcome_ "two judged misses are too few"    77 0 2
+outcome_ "three judged misses fail"          1 0 3
+outcome_ "twelve judged misses fail"         1 0 12
 [ $failures = 0 ] || { echo "$failures cases failed"; exit 1; }
