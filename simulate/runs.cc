@@ -173,14 +173,27 @@ Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Cali
   return out;
 }
 
+std::optional<size_t> ParseThreadCount(std::string_view value) {
+  constexpr size_t kMost = 4096;
+  if (value.empty() || value.size() > 4) return std::nullopt;
+  size_t n = 0;
+  for (const char c : value) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<size_t>(c - '0');
+  }
+  if (n < 1 || n > kMost) return std::nullopt;
+  return n;
+}
+
 size_t PredictionThreads() {
   static const size_t threads = [] {
+    const size_t hardware = std::max(1u, std::thread::hardware_concurrency());
     if (const char* env = std::getenv("TWINPIPE_THREADS")) {
-      char* end = nullptr;
-      const long n = std::strtol(env, &end, 10);
-      if (end != env && *end == '\0' && n >= 1) return static_cast<size_t>(n);
+      if (const auto n = ParseThreadCount(env)) return *n;
+      fmt::print(stderr, "warning: TWINPIPE_THREADS=\"{}\" is not a whole number of threads from 1 to 4096: using {} (the hardware threads)\n",
+                 std::string_view(env), hardware);
     }
-    return static_cast<size_t>(std::max(1u, std::thread::hardware_concurrency()));
+    return hardware;
   }();
   return threads;
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,8 +39,12 @@ using Planner = std::function<Result<cost::Plan>(const cost::Config&)>;
 Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source, const Planner& planner);
 
 // Threads PredictRuns uses unless told: TWINPIPE_THREADS when it is a
-// positive integer, else the machine's hardware threads.
+// positive integer, else the machine's hardware threads (with a warning on
+// stderr, once, when TWINPIPE_THREADS is set to anything else).
 size_t PredictionThreads();
+// The thread count `value` (TWINPIPE_THREADS's text) asks for: a positive
+// decimal integer of at most 4096; nothing for anything else.
+std::optional<size_t> ParseThreadCount(std::string_view value);
 
 // Predicted step time of each run (seconds), with `calibration` if given.
 // The runs are simulated on `threads` threads; the result (and the line a

@@ -86,6 +86,18 @@ void MeasureWith(std::vector<Run>& runs, const Calibration& truth) {
   for (size_t i = 0; i < runs.size(); ++i) runs[i].step_time_s = (*predicted)[i];
 }
 
+// TWINPIPE_THREADS takes a positive decimal count up to 4096; anything else
+// (the caller then warns and uses the hardware threads) is refused.
+TEST(Runs, ThreadCountsAreWholePositiveNumbers) {
+  EXPECT_EQ(ParseThreadCount("1"), 1u);
+  EXPECT_EQ(ParseThreadCount("16"), 16u);
+  EXPECT_EQ(ParseThreadCount("0016"), 16u);
+  EXPECT_EQ(ParseThreadCount("4096"), 4096u);
+  for (const char* bad : {"", "0", "-2", "+2", "2.5", "two", "4097", "99999", "18446744073709551617", " 2", "2 "}) {
+    EXPECT_FALSE(ParseThreadCount(bad)) << '"' << bad << '"';
+  }
+}
+
 // The runs are simulated on several threads: the predictions are the same
 // numbers whatever the thread count, and a failing run is reported by the
 // first failing line in table order, not by whichever thread failed first.

@@ -327,6 +327,11 @@ cli_case(execute_crafted_device 2 "crafted_device.json does not verify"
 # validate and calibrate --runs (issue 16): a table of runs, bad lines named.
 cli_case(validate_published 0 "320 runs   mean absolute error"
          ${TP} validate ${SRC}/traces/published/vtrain-a100/runs.jsonl)
+# TWINPIPE_THREADS that is not a count: a warning naming it, and the same
+# predictions (on the hardware threads) as at one thread.
+cli_case(validate_threads_env_not_a_count 0 "warned-and-same"
+         bash -c "TWINPIPE_THREADS=two $0 validate $1 > $2.a 2> $2.err && TWINPIPE_THREADS=1 $0 validate $1 > $2.b && cmp -s $2.a $2.b && grep -qF 'warning: TWINPIPE_THREADS=\"two\" is not a whole number of threads from 1 to 4096' $2.err && echo warned-and-same"
+         ${TP} ${IN}/runs_coverage.jsonl ${CMAKE_CURRENT_BINARY_DIR}/threads_env)
 cli_case(validate_published_tensor_parallel 0 "tensor_parallel         8"
          ${TP} validate ${SRC}/traces/published/vtrain-a100/runs_tp.jsonl)
 cli_case(validate_published_json 0 "\"worst\""
