@@ -519,6 +519,7 @@ def convert(path, schema, bias, layers_kept, tp_kept, overlap_unknown="on"):
                 # The row's first line: quoted fields may hold line breaks.
                 line = reader.line_num - sum(v.count("\n") for v in values)
                 row = Row(dict(zip(header, values)), path, line)
+                counted = dict(vars(counts))  # a row left out below counts in no reading
                 try:
                     if len(values) > len(header):
                         row.fail(f"field {len(header) + 1}", f"expected {len(header)} fields as the header names, "
@@ -529,6 +530,7 @@ def convert(path, schema, bias, layers_kept, tp_kept, overlap_unknown="on"):
                     continue
                 if (layers_kept and layers not in layers_kept) or (tp_kept and tp not in tp_kept):
                     skipped += 1
+                    vars(counts).update(counted)
                     continue
                 run = {"config": config, "step_time_s": step_time_s, "row": line}
                 if schema in ("shared", "moe"):

@@ -78,6 +78,12 @@ class SharedTable(unittest.TestCase):
         # tp_comm_overlap "unknown": on in the 40 rows of tp > 1 with sequence parallelism (their recipes set it),
         # off in the 30 of tp 1 (nothing to overlap).
         self.assertIn("tp_comm_overlap unknown read as on in 40 (tp > 1 with sequence parallelism) and off in 30", err)
+        # Rows left out by --tensor-parallel count in no reading: the 30 rows at t = 1 alone.
+        code, out, err = convert(f"{H100}/runs.csv", "--tensor-parallel", "1")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(len(runs_of(out)), 30)
+        self.assertIn("30 runs (56 rows left out", err)
+        self.assertIn("tp_comm_overlap unknown read as on in 0 (tp > 1 with sequence parallelism) and off in 30", err)
         overlaps = {}
         with open(ROOT / H100 / "runs.csv", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
