@@ -108,6 +108,15 @@ std::string ValidateJson(const simulate::Validation& v, const std::map<int, std:
   for (const auto& g : v.groups) {
     j["groups"].push_back({{"key", g.key}, {"value", g.value}, {"runs", g.runs}, {"mape", g.mape}, {"bias", g.bias}});
   }
+  j["scaling"] = {{"measured_growth", v.scaling_measured}, {"predicted_growth", v.scaling_predicted},
+                  {"sets", nlohmann::ordered_json::array()}};
+  for (const auto& g : v.scaling) {
+    j["scaling"]["sets"].push_back({{"runs", g.runs},
+                                    {"fewest", {{"line", g.fewest.line}, {"gpus", g.fewest_gpus}}},
+                                    {"most", {{"line", g.most.line}, {"gpus", g.most_gpus}}},
+                                    {"measured_growth", g.measured_growth},
+                                    {"predicted_growth", g.predicted_growth}});
+  }
   // The ten worst, then every run in table order (a study over the
   // predictions, as scripts/fp8_ratio.py makes, reads them here).
   for (const auto& [key, list] : {std::pair{"worst", &v.worst}, std::pair{"rows", &v.rows}}) {

@@ -2,8 +2,11 @@
 // runs and report the error (mean absolute, signed bias, worst rows, and by
 // group: data-parallel degree, GPU count, micro-batch size, model size in
 // billions of parameters, pipeline depth, precision, tensor-parallel degree;
-// simulate/runs.h states the rules). With a calibration that records the
+// simulate/runs.h states the rules) and the weak scaling of runs alike but
+// for their GPU count, measured and predicted. With a calibration that records the
 // runs it was fitted on, a warning on stderr names the runs outside them.
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <utility>
@@ -23,6 +26,8 @@ namespace {
 
 // Runs outside a calibration's coverage that the warning names one by one.
 constexpr size_t kShownRuns = 10;
+// Weak-scaling sets the summary shows.
+constexpr size_t kShownSets = 10;
 
 struct ValidateOptions {
   std::string runs;
@@ -63,6 +68,30 @@ int Run(const ValidateOptions& o) {
   for (const auto& g : v->groups) {
     fmt::print("{:<18} {:>6} {:>6} {:>7.2f}% {:>+7.2f}%\n", g.key, g.value, g.runs, 100 * g.mape, 100 * g.bias);
   }
+  if (!v->scaling.empty()) {
+    // Weak scaling: predicted against measured growth of the step, in points.
+    fmt::print("scaling: {} sets of runs alike but for their GPU count; from the fewest GPUs to the most the step "
+               "grows {:+.2f}% measured, {:+.2f}% predicted\n",
+               v->scaling.size(), 100 * v->scaling_measured, 100 * v->scaling_predicted);
+    // The sets whose predicted growth is farthest from the measured one
+    // first, at most kShownSets (--json lists every set).
+    auto sets = v->scaling;
+    const auto off = [](const simulate::Validation::Scaling& g) {
+      return std::abs(g.predicted_growth - g.measured_growth);
+    };
+    std::stable_sort(sets.begin(), sets.end(), [&](const auto& a, const auto& b) { return off(a) > off(b); });
+    if (sets.size() > kShownSets) {
+      fmt::print("the {} farthest from the measured growth:\n", kShownSets);
+      sets.resize(kShownSets);
+    }
+    fmt::print("{:>6} {:>6} {:>6} {:>6} {:>5} {:>9} {:>9} {:>7}\n", "line", "gpus", "line", "gpus", "runs", "measured",
+               "predicted", "points");
+    for (const auto& g : sets) {
+      fmt::print("{:>6} {:>6} {:>6} {:>6} {:>5} {:>+8.2f}% {:>+8.2f}% {:>+7.2f}\n", g.fewest.line, g.fewest_gpus,
+                 g.most.line, g.most_gpus, g.runs, 100 * g.measured_growth, 100 * g.predicted_growth,
+                 100 * (g.predicted_growth - g.measured_growth));
+    }
+  }
   fmt::print("worst rows:\n{:>6} {:>12} {:>12} {:>8}\n", "line", "measured", "predicted", "error");
   for (const auto& w : v->worst) {
     fmt::print("{:>6} {:>9.2f} ms {:>9.2f} ms {:>+7.2f}%\n", w.line, 1e3 * w.measured_s, 1e3 * w.predicted_s,
@@ -79,7 +108,8 @@ void AddValidate(CLI::App& app, int& exit_code) {
   cmd->add_option("runs", o->runs, "runs, one {\"config\": {...}, \"step_time_s\": t} per line")->required();
   cmd->add_option("--calibration", o->calibration, "a calibration file (calibrate --runs, or from traces)");
   cmd->add_flag("--json", o->json,
-                "print runs, mape, bias, groups[], worst[] and rows[] (every run, in table order) as JSON; with a "
+                "print runs, mape, bias, groups[], scaling (runs alike but for their GPU count), worst[] and rows[] "
+                "(every run, in table order) as JSON; with a "
                 "calibration that records its coverage, extrapolated_runs and each row's extrapolated[]");
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });
 }

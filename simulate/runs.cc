@@ -114,7 +114,9 @@ Run ReadRun(const ir::json::Reader& r, std::string_view row, int line, const Pla
     r.Fail("/config/cluster/device", fmt::format("'{}', but line {} runs on '{}'; a table is of one device kind", device,
                                                  first.line, first.config.cluster.devices.at(0).name));
   }
-  return Run{line, std::move(*config), t->get<double>(), std::move(*plan)};
+  ir::json::Json alike = *c;
+  if (auto cluster = alike.find("cluster"); cluster != alike.end() && cluster->is_object()) cluster->erase("devices");
+  return Run{line, std::move(*config), t->get<double>(), std::move(*plan), alike.dump()};
 }
 
 }  // namespace
@@ -569,6 +571,52 @@ GroupKey Numbered(std::string key, int64_t value) { return {std::move(key), valu
 
 std::string_view ParametersGroup(double params) { return kParametersGroups[ParametersGroupIndex(params)]; }
 
+namespace {
+
+// Validation::scaling from the runs and their errors (both in table order).
+std::vector<Validation::Scaling> WeakScaling(const std::vector<Run>& runs, const std::vector<RunError>& rows) {
+  std::map<std::string_view, std::vector<size_t>> alike;  // runs by their config less the GPU count
+  std::vector<std::string_view> order;                    // the sets by their first line
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].alike.empty()) continue;
+    auto& set = alike[runs[i].alike];
+    if (set.empty()) order.push_back(runs[i].alike);
+    set.push_back(i);
+  }
+  std::vector<Validation::Scaling> out;
+  for (std::string_view key : order) {
+    const std::vector<size_t>& set = alike.at(key);
+    const auto gpus = [&](size_t i) { return runs[i].config.cluster.NumDevices(); };
+    // The first run in table order at the fewest GPUs and at the most; the
+    // steps compared are the means over the runs at each count.
+    size_t fewest = set.front(), most = set.front();
+    for (size_t i : set) {
+      if (gpus(i) < gpus(fewest)) fewest = i;
+      if (gpus(i) > gpus(most)) most = i;
+    }
+    if (gpus(fewest) == gpus(most)) continue;
+    const auto mean_at = [&](int count) {
+      RunError m;
+      int n = 0;
+      for (size_t i : set) {
+        if (gpus(i) != count) continue;
+        m.measured_s += rows[i].measured_s;
+        m.predicted_s += rows[i].predicted_s;
+        ++n;
+      }
+      m.measured_s /= n;
+      m.predicted_s /= n;
+      return m;
+    };
+    const RunError a = mean_at(gpus(fewest)), b = mean_at(gpus(most));
+    out.push_back({static_cast<int>(set.size()), rows[fewest], rows[most], gpus(fewest), gpus(most),
+                   b.measured_s / a.measured_s - 1, b.predicted_s / a.predicted_s - 1});
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<Validation> ValidateRuns(const std::vector<Run>& runs, const Calibration* cal) {
   auto predicted = PredictRuns(runs, cal);
   if (!predicted) return tl::unexpected(predicted.error());
@@ -603,6 +651,11 @@ Result<Validation> ValidateRuns(const std::vector<Run>& runs, const Calibration*
   std::stable_sort(v.worst.begin(), v.worst.end(),
                    [](const RunError& a, const RunError& b) { return std::abs(a.error) > std::abs(b.error); });
   if (v.worst.size() > 10) v.worst.resize(10);
+  v.scaling = WeakScaling(runs, v.rows);
+  for (const auto& s : v.scaling) {
+    v.scaling_measured += s.measured_growth / v.scaling.size();
+    v.scaling_predicted += s.predicted_growth / v.scaling.size();
+  }
   return v;
 }
 

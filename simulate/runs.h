@@ -27,6 +27,10 @@ struct Run {
   cost::Config config;
   double step_time_s = 0;    // measured
   cost::Plan plan;      // planned with the catalogue's profile
+  // The config as the table gave it, less its GPU count (/cluster/devices),
+  // as canonical JSON: runs alike but for their GPU count share it (empty:
+  // alike with no run).
+  std::string alike;
 };
 
 // How a run's config becomes its plan: the partitioner's one pipeline
@@ -91,6 +95,19 @@ struct Validation {
   // in order, the size buckets small to large, precisions by name.
   std::vector<ErrorGroup> groups;
   std::vector<RunError> worst;    // the ten largest |error|
+  // Weak scaling: each set of two or more runs alike but for their GPU
+  // count (Run::alike; at least two counts), by its first line: the first
+  // run in table order at the fewest GPUs and at the most, and how much
+  // longer the step is at the most than at the fewest (the means over the
+  // runs at each count), measured and predicted.
+  struct Scaling {
+    int runs = 0;
+    RunError fewest, most;
+    int fewest_gpus = 0, most_gpus = 0;
+    double measured_growth = 0, predicted_growth = 0;  // most / fewest - 1
+  };
+  std::vector<Scaling> scaling;
+  double scaling_measured = 0, scaling_predicted = 0;  // the growths' means over the sets
 };
 
 // The model's parameter count (the summary's size groups; a calibration's

@@ -473,6 +473,50 @@ TEST(Runs, ValidationGroupsAndWorstRows) {
   }
 }
 
+// Weak scaling: runs alike but for their GPU count form a set; its growth
+// is the mean step at the most GPUs over the mean at the fewest, minus 1,
+// measured and predicted. A run alike with no other, and runs alike at one
+// GPU count only, form none.
+TEST(Runs, WeakScalingSetsRunsAlikeButForTheirGpuCount) {
+  std::string text;
+  // Set A (d 512, 2 stages): replicas 1, 2, 2, 4, 4 (lines 1-5).
+  for (auto [replicas, t] : {std::pair{1, 1.0}, {2, 1.1}, {2, 1.3}, {4, 1.4}, {4, 1.8}}) {
+    text += RunLine(4, 512, 2, replicas, 8, 1, t) + "\n";
+  }
+  text += RunLine(4, 512, 2, 4, 8, 4, 9.0) + "\n";     // line 6: A's config at micro-batch 4, alone
+  text += RunLine(4, 1024, 1, 8, 8, 1, 2.2) + "\n";    // line 7: set B, its most GPUs first
+  text += RunLine(4, 1024, 1, 2, 8, 1, 2.0) + "\n";    // line 8: set B's fewest
+  text += RunLine(4, 2048, 1, 2, 8, 1, 3.0) + "\n";    // lines 9, 10: alike at one GPU count
+  text += RunLine(4, 2048, 1, 2, 8, 1, 3.3) + "\n";
+  auto runs = ReadRuns(text, "scaling.jsonl");
+  ASSERT_TRUE(runs) << runs.error().message;
+  auto v = ValidateRuns(*runs, nullptr);
+  ASSERT_TRUE(v) << v.error().message;
+  const auto p = [&](int line) { return v->rows.at(line - 1).predicted_s; };
+  // Runs alike are predicted alike.
+  EXPECT_EQ(p(2), p(3));
+  EXPECT_EQ(p(4), p(5));
+  ASSERT_EQ(v->scaling.size(), 2u);
+  const auto& a = v->scaling[0];
+  EXPECT_EQ(a.runs, 5);
+  EXPECT_EQ(a.fewest.line, 1);
+  EXPECT_EQ(a.fewest_gpus, 2);
+  EXPECT_EQ(a.most.line, 4);
+  EXPECT_EQ(a.most_gpus, 8);
+  EXPECT_NEAR(a.measured_growth, (1.4 + 1.8) / 2 / 1.0 - 1, 1e-12);
+  EXPECT_NEAR(a.predicted_growth, p(4) / p(1) - 1, 1e-12);
+  const auto& b = v->scaling[1];
+  EXPECT_EQ(b.runs, 2);
+  EXPECT_EQ(b.fewest.line, 8);
+  EXPECT_EQ(b.most.line, 7);
+  EXPECT_EQ(b.fewest_gpus, 2);
+  EXPECT_EQ(b.most_gpus, 8);
+  EXPECT_NEAR(b.measured_growth, 2.2 / 2.0 - 1, 1e-12);
+  EXPECT_NEAR(b.predicted_growth, p(7) / p(8) - 1, 1e-12);
+  EXPECT_NEAR(v->scaling_measured, (a.measured_growth + b.measured_growth) / 2, 1e-12);
+  EXPECT_NEAR(v->scaling_predicted, (a.predicted_growth + b.predicted_growth) / 2, 1e-12);
+}
+
 // The size groups count a model's parameters as its generator builds it on
 // one GPU, whatever the tensor parallelism; the buckets' edges are 10e9 and
 // 100e9.
