@@ -74,9 +74,13 @@ std::vector<std::string> MegatronNotes(const Config& config) {
     notes.push_back(fmt::format("{}: /model/routing_skew describes how the data routes its tokens, not a setting: "
                                 "no flag carries it", config.source));
   }
-  if (config.pipeline.stages > 1 && !config.pipeline.blocking_p2p) {
-    notes.push_back(fmt::format("{}: /pipeline/p2p is 'overlapped', but Megatron-LM's pipeline transfers block "
-                                "('blocking'); predict with that to compare", config.source));
+  // Megatron-LM overlaps the interleaved schedule's transfers with compute
+  // (overlap_p2p_comm, on unless --no-overlap-p2p-communication, which the
+  // export adds for 'blocking'); its 1F1B schedule's transfers block.
+  if (config.pipeline.stages > 1 && !config.pipeline.blocking_p2p && config.pipeline.schedule != "interleaved") {
+    notes.push_back(fmt::format("{}: /pipeline/p2p is 'overlapped', but Megatron-LM's 1F1B schedule's transfers "
+                                "block ('blocking'; it overlaps them in the interleaved schedule only); predict with "
+                                "that to compare", config.source));
   }
   return notes;
 }
@@ -191,6 +195,7 @@ Result<LaunchSettings> MegatronSettings(const Config& config) {
     f.Add(MegatronFlag::kTpPpDpMapping);
   }
   AddPartition(config, *stages, chunks, f);
+  if (chunks > 1 && p.stages > 1 && p.blocking_p2p) f.Add(MegatronFlag::kNoOverlapP2p);
   f.Add(MegatronFlag::kMicroBatchSize, config.training.MicroBatchSize());
   f.Add(MegatronFlag::kGlobalBatchSize, config.training.batch * R);
 

@@ -40,9 +40,9 @@ enum class MegatronFlag {
   kUntieEmbeddings, kAttentionBackend, kTpPpDpMapping, kNumExperts, kMoeRouterTopk, kMoeFfnHiddenSize,
   kMoeSharedExpertSize, kMoeLayerFreq, kMoeCapacityFactor, kMoePadToCapacity, kMoeGroupedGemm, kMoeDispatcher,
   kExpertParallel, kExpertTensorParallel, kMultiLatentAttention, kQLoraRank, kKvLoraRank, kQkHeadDim,
-  kQkPosEmbHeadDim, kVHeadDim, kAccumulateGradsInFp32, kGradReduceInBf16,
+  kQkPosEmbHeadDim, kVHeadDim, kAccumulateGradsInFp32, kGradReduceInBf16, kNoOverlapP2p,
 };
-inline constexpr ir::NameTable<MegatronFlag, 63> kMegatronFlagNames{{
+inline constexpr ir::NameTable<MegatronFlag, 64> kMegatronFlagNames{{
     {"--tensor-model-parallel-size", MegatronFlag::kTensorParallel},
     {"--pipeline-model-parallel-size", MegatronFlag::kPipelineParallel},
     {"--num-virtual-stages-per-pipeline-rank", MegatronFlag::kVirtualStages},
@@ -71,6 +71,7 @@ inline constexpr ir::NameTable<MegatronFlag, 63> kMegatronFlagNames{{
     {"--fp8-param-gather", MegatronFlag::kFp8ParamGather},
     {"--accumulate-allreduce-grads-in-fp32", MegatronFlag::kAccumulateGradsInFp32},
     {"--grad-reduce-in-bf16", MegatronFlag::kGradReduceInBf16},
+    {"--no-overlap-p2p-communication", MegatronFlag::kNoOverlapP2p},
     {"--num-layers", MegatronFlag::kNumLayers},
     {"--hidden-size", MegatronFlag::kHiddenSize},
     {"--ffn-hidden-size", MegatronFlag::kFfnHiddenSize},

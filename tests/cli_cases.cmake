@@ -484,7 +484,15 @@ cli_case(export_megatron_shared_bias_refused 2 "moe_shared_bias.json: /model/bia
          ${TP} export megatron ${EXPORT}/moe_shared_bias.json)
 cli_case(export_torchtitan_moe_refused 2 "grok1_run1.json: /model/experts: torchtitan's llama3 model has no experts"
          ${TP} export torchtitan ${EXPORT}/grok1_run1.json)
-cli_case(export_megatron_note 0 "/pipeline/p2p is 'overlapped', but Megatron-LM's pipeline transfers block"
+# Megatron-LM overlaps the interleaved schedule's transfers unless told not
+# to: 'overlapped' there is its default (no note, no flag), 'blocking'
+# exports --no-overlap-p2p-communication.
+cli_case(export_megatron_interleaved_overlaps 0 "no-p2p-note-no-flag"
+         bash -c "$0 export megatron $1 > $2.out 2> $2.err && ! grep -q p2p $2.err && ! grep -q -- --no-overlap-p2p $2.out && echo no-p2p-note-no-flag"
+         ${TP} ${EXPORT}/h100_gpt175b_run1.json ${CMAKE_CURRENT_BINARY_DIR}/export_interleaved)
+cli_case(export_megatron_interleaved_blocking 0 "--no-overlap-p2p-communication"
+         ${TP} export megatron ${EXPORT}/gpt_interleaved_blocking.json)
+cli_case(export_megatron_note 0 "/pipeline/p2p is 'overlapped', but Megatron-LM's 1F1B schedule's transfers block"
          ${TP} export megatron ${SRC}/examples/llama3_8b_h100.json)
 cli_case(export_megatron_layout 0 "--pipeline-model-parallel-layout \"E|ttttt|ttttt|ttttttL\""
          ${TP} export megatron ${EXPORT}/llama_fsdp_fp8.json)
