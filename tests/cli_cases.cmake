@@ -139,6 +139,16 @@ foreach(example transformer_h100 paper_costs cnn_pcie quickstart gpt175b_1024_a1
   cli_case(partition_${example} 0 "bottleneck" ${TP} partition ${SRC}/examples/${example}.json)
   cli_case(partition_${example}_json 0 "\"bottleneck_s\"" ${TP} partition ${SRC}/examples/${example}.json --json)
 endforeach()
+# A schedule of several stages a device is cut into its stages, as simulate
+# plans it (GPT-3 175B: 8 devices x 12 virtual stages, 96 blocks), each cell
+# on the device its stage runs on (round robin); megatron's split of the
+# blocks is the config's manual one.
+cli_case(partition_interleaved 0 "into 96 cells, 12 a device"
+         ${TP} partition ${IN}/export/h100_gpt175b_run1.json)
+cli_case(partition_interleaved_megatron_json 0 "cells-devices-layers-ok"
+         bash -c "$0 partition $1 --algo megatron --json | python3 -c \"import json, sys
+print((lambda c, m: 'cells-devices-layers-ok' if len(c) == 96 and [x['device'] for x in c[:9]] == [0, 1, 2, 3, 4, 5, 6, 7, 0] and [x['first_layer'] for x in c] == m else 'wrong')(json.load(sys.stdin)['cells'], json.load(open(sys.argv[1]))['pipeline']['first_layers']))\" $1"
+         ${TP} ${IN}/export/h100_gpt175b_run1.json)
 cli_case(partition_paper_costs_cells 0 "   1  4..5 (dec0..dec1)" ${TP} partition ${SRC}/examples/paper_costs.json)
 cli_case(partition_too_big 1 "too_big.json: layer 1 (block0) alone needs 59.751 GiB but device 0 holds 32.000 GiB: 27.751 GiB over"
          ${TP} partition ${IN}/too_big.json)
