@@ -60,14 +60,15 @@ Shared schema -> config, per row:
   unknown -> "none" (Megatron's default; the rows are counted on stderr),
   with "recompute_granularity": "layer" when full; "recompute_timing":
   "in-backward" (Megatron re-runs the forward inside the backward call).
-  Partition "manual" with Megatron's split: the blocks cut into pp x vp
+  Partition "megatron" (the product's Megatron-Core split): the blocks cut into pp x vp
   equal cells in model order (cell c of the interleaved schedule is chunk
   c // pp on pipeline rank c % pp), the embedding (layer 0) with the first
   cell's blocks and the head (layer layers + 1) with the last cell's; where
   pp x vp does not divide the blocks, each of the first (layers mod pp x vp)
   cells takes one block more, unless layers + 2 divides evenly: then the
   split is Megatron-Core's that counts the embedding and the loss as a
-  block each (account_for_embedding_in_pipeline_split and
+  block each ("account_for_embedding" and "account_for_loss": Megatron's
+  account_for_embedding_in_pipeline_split and
   account_for_loss_in_pipeline_split, as NeMo 2's Llama 3.1 405B recipe
   sets them; the schema has no column for it), each cell (layers + 2) /
   (pp x vp) slots, the embedding one of the first's and the head one of
@@ -186,22 +187,6 @@ def accounts_for_embedding_and_loss(blocks, cells):
     return blocks % cells != 0 and (blocks + 2) % cells == 0
 
 
-def megatron_first_layers(blocks, cells):
-    """First layer of each of `cells` cells: the blocks (layers 1..blocks) in equal shares, the first
-    blocks % cells cells one more; the embedding (layer 0) opens the first cell. Where the split
-    accounts for the embedding and the loss, each cell takes (blocks + 2) / cells slots, the
-    embedding one of the first cell's and the head (layer blocks + 1) one of the last's."""
-    if accounts_for_embedding_and_loss(blocks, cells):
-        slots = (blocks + 2) // cells
-        return [cell * slots for cell in range(cells)]
-    base, extra = divmod(blocks, cells)
-    first, layer = [0], 1
-    for cell in range(cells - 1):
-        layer += base + (1 if cell < extra else 0)
-        first.append(layer)
-    return first
-
-
 def padded_vocab(vocab, tp):
     """Megatron's padded vocabulary: the next multiple of make_vocab_size_divisible_by x tp."""
     step = VOCAB_DIVISIBLE_BY * tp
@@ -214,7 +199,11 @@ def megatron_layout(pp, vp, tp, cp, sequence_parallel, overlap, recompute, layer
     pipeline = {"stages": pp, "schedule": "interleaved" if vp > 1 else "1f1b", "tensor_parallel": tp,
                 "sequence_parallel": tp > 1 and sequence_parallel, "context_parallel": cp,
                 "tp_comm_overlap": overlap, "recompute": recompute, "recompute_timing": "in-backward",
-                "partition": "manual", "first_layers": megatron_first_layers(layers, pp * vp)}
+                "partition": "megatron"}
+    # Megatron-Core's even split of the blocks, the first cells one more where they do not divide (the
+    # product's megatron partition); the embedding and the loss a slot each where only then it is even.
+    if accounts_for_embedding_and_loss(layers, pp * vp):
+        pipeline["account_for_embedding"] = pipeline["account_for_loss"] = True
     if vp > 1:
         pipeline["chunks"] = vp
     else:

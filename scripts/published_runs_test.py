@@ -33,6 +33,22 @@ def runs_of(stdout):
     return [json.loads(line) for line in stdout.splitlines()]
 
 
+# The program, whose megatron partition lays out the cells the converter names (ctest sets it).
+TWINPIPE = os.environ.get("TWINPIPE_BINARY")
+
+
+def first_layers(test, config):
+    """The first layer of each cell as `twinpipe partition` cuts the config (skips without the program)."""
+    if not TWINPIPE:
+        test.skipTest("TWINPIPE_BINARY is not set: the cells come from the program's megatron partition")
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(config, f)
+        f.flush()
+        p = subprocess.run([TWINPIPE, "partition", f.name, "--json"], capture_output=True, text=True)
+    test.assertEqual(p.returncode, 0, p.stderr)
+    return [cell["first_layer"] for cell in json.loads(p.stdout)["cells"]]
+
+
 # A row of the shared schema (Llama-shaped, 2 nodes of 8) that every test below varies, with columns the
 # converter must ignore around it.
 BASE = {
@@ -101,13 +117,16 @@ class SharedTable(unittest.TestCase):
         self.assertEqual((t["batch"], t["microbatches"], t["bytes_per_param"]), (64, 64, 18))
         self.assertEqual((p["schedule"], p["chunks"], p["stages"], p["tensor_parallel"]), ("interleaved", 12, 8, 4))
         self.assertNotIn("p2p", p)
-        self.assertEqual(p["first_layers"], [0] + list(range(2, 97)))  # 96 cells of one block
+        self.assertEqual(p["partition"], "megatron")
+        self.assertNotIn("first_layers", p)
+        self.assertEqual(first_layers(self, gpt["config"]), [0] + list(range(2, 97)))  # 96 cells of one block
         self.assertEqual((c["device"], c["devices"], c["link"], c["inter_node_link"]),
                          ("H100-SXM", 128, "nvlink4", "ib-ndr"))
         by_row = {r["row"]: r["config"] for r in runs}
         llama70 = next(r for r in runs if r["config"]["model"]["layers"] == 80)["config"]
-        self.assertEqual(len(llama70["pipeline"]["first_layers"]), 4 * 5)
-        self.assertEqual(llama70["pipeline"]["first_layers"][:3], [0, 5, 9])
+        cells = first_layers(self, llama70)
+        self.assertEqual(len(cells), 4 * 5)
+        self.assertEqual(cells[:3], [0, 5, 9])
         self.assertEqual((llama70["model"]["bias"], llama70["model"]["vocab"]), (False, 128512))
         llama8 = [r for r in by_row.values() if r["model"]["layers"] == 32]
         self.assertTrue(llama8)
@@ -190,10 +209,10 @@ class EveryListedValue(unittest.TestCase):
         self.assertEqual(fp16["pipeline"]["context_parallel"], 1)
         self.assertEqual((vp["pipeline"]["schedule"], vp["pipeline"]["chunks"]), ("interleaved", 4))
         self.assertNotIn("p2p", vp["pipeline"])
-        self.assertEqual(vp["pipeline"]["first_layers"], [0, 3, 5, 7, 9, 11, 13, 15])  # 16 blocks in 8 cells
+        self.assertEqual(first_layers(self, vp), [0, 3, 5, 7, 9, 11, 13, 15])  # 16 blocks in 8 cells
         self.assertEqual((fp16["pipeline"]["schedule"], fp16["pipeline"]["p2p"]), ("1f1b", "blocking"))
         self.assertNotIn("chunks", fp16["pipeline"])
-        self.assertEqual(fp16["pipeline"]["first_layers"], [0, 9])
+        self.assertEqual(first_layers(self, fp16), [0, 9])
         self.assertIs(no_sp["pipeline"]["sequence_parallel"], False)
         self.assertIs(fp16["pipeline"]["sequence_parallel"], True)
         self.assertEqual((gpt["model"]["mlp"], gpt["model"]["norm"], gpt["model"]["position"]),
@@ -213,20 +232,27 @@ class EveryListedValue(unittest.TestCase):
     def test_uneven_cells_give_the_first_cells_one_more_block(self):
         configs, _ = self.convert_rows([{"layers": "9", "vp": "2"}, {"layers": "7", "pp": "2", "vp": "1"},
                                         {"layers": "4", "vp": "2"}])
+        for config in configs:
+            self.assertEqual(config["pipeline"]["partition"], "megatron")
+            self.assertNotIn("account_for_embedding", config["pipeline"])
+            self.assertNotIn("account_for_loss", config["pipeline"])
         # 9 blocks in 4 cells: 3, 2, 2, 2 (layer 0 the embedding, 10 the head)
-        self.assertEqual(configs[0]["pipeline"]["first_layers"], [0, 4, 6, 8])
-        self.assertEqual(configs[1]["pipeline"]["first_layers"], [0, 5])  # 4 and 3
-        self.assertEqual(configs[2]["pipeline"]["first_layers"], [0, 2, 3, 4])  # one each
+        self.assertEqual(first_layers(self, configs[0]), [0, 4, 6, 8])
+        self.assertEqual(first_layers(self, configs[1]), [0, 5])  # 4 and 3
+        self.assertEqual(first_layers(self, configs[2]), [0, 2, 3, 4])  # one each
 
     def test_the_embedding_and_the_loss_take_a_slot_where_only_then_the_split_is_even(self):
         configs, _ = self.convert_rows([{"layers": "14", "vp": "2"}, {"layers": "6", "vp": "4"},
                                         {"layers": "13", "vp": "2"}])
+        accounts = [(c["pipeline"].get("account_for_embedding"), c["pipeline"].get("account_for_loss"))
+                    for c in configs]
+        self.assertEqual(accounts, [(True, True), (True, True), (None, None)])
         # 14 blocks + 2 in 4 cells of 4 slots: embedding + 3 blocks, 4, 4, 3 blocks + the head (layer 15)
-        self.assertEqual(configs[0]["pipeline"]["first_layers"], [0, 4, 8, 12])
+        self.assertEqual(first_layers(self, configs[0]), [0, 4, 8, 12])
         # 6 + 2 in 8 cells: the embedding alone, one block each, the head alone (layer 7)
-        self.assertEqual(configs[1]["pipeline"]["first_layers"], list(range(8)))
+        self.assertEqual(first_layers(self, configs[1]), list(range(8)))
         # 13 + 2 is not a multiple of 4: Megatron's plain split, 4, 3, 3, 3
-        self.assertEqual(configs[2]["pipeline"]["first_layers"], [0, 5, 8, 11])
+        self.assertEqual(first_layers(self, configs[2]), [0, 5, 8, 11])
 
     def test_the_vocabulary_is_padded_to_128_times_tp(self):
         configs, _ = self.convert_rows([{"vocab": "50257", "tp": "8", "dp": "1"},
@@ -357,7 +383,9 @@ class HeldOutTable(unittest.TestCase):
                 and (r["config"]["pipeline"]["stages"], r["config"]["pipeline"].get("chunks")) == (8, 8)]
         self.assertTrue(full)
         for config in full:
-            self.assertEqual(config["pipeline"]["first_layers"], [2 * cell for cell in range(64)])
+            self.assertEqual((config["pipeline"]["account_for_embedding"], config["pipeline"]["account_for_loss"]),
+                             (True, True))
+        self.assertEqual(first_layers(self, full[0]), [2 * cell for cell in range(64)])
         self.assertTrue(all(r["config"]["model"]["mlp"] == "squared-relu" for r in runs
                             if r["config"]["model"]["vocab"] >= 256000))
 
