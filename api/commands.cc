@@ -108,7 +108,11 @@ std::string ValidateJson(const simulate::Validation& v, const std::map<int, std:
   for (const auto& g : v.groups) {
     j["groups"].push_back({{"key", g.key}, {"value", g.value}, {"runs", g.runs}, {"mape", g.mape}, {"bias", g.bias}});
   }
-  j["scaling"] = {{"measured_growth", v.scaling_measured}, {"predicted_growth", v.scaling_predicted},
+  // The means over no sets are null, not a growth of 0.
+  const auto mean = [&](double growth) {
+    return v.scaling.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(growth);
+  };
+  j["scaling"] = {{"measured_growth", mean(v.scaling_measured)}, {"predicted_growth", mean(v.scaling_predicted)},
                   {"sets", nlohmann::ordered_json::array()}};
   for (const auto& g : v.scaling) {
     j["scaling"]["sets"].push_back({{"runs", g.runs},

@@ -42,22 +42,26 @@ int Run(const PartitionOptions& o) {
   // A schedule of several stages a device (interleaved, zb-v, dualpipev)
   // cuts the model into its stages, as `simulate` plans it; each cell's
   // device is the one its stage runs on.
+  // The cut's own algorithm is printed: a manual list of one first layer
+  // a device, not a stage, is cut by minmax there.
   Result<partition::PartitionReport> report = partition::PartitionReport{};
-  std::vector<int> placement;
-  if (config->pipeline.Chunks() > 1) {
+  const bool staged = config->pipeline.Chunks() > 1;
+  if (staged) {
     cost::Config use = *config;
     use.pipeline.partition = algorithm;
     auto plan = partition::PlanFromConfig(use);
     if (!plan) return Fail("partition", plan.error());
     report = std::move(plan->partition);
-    placement = plan->schedule.placement;
+    if (algorithm == cost::PartitionAlgorithm::kManual && report->algorithm != "manual") {
+      fmt::print(stderr,
+                 "twinpipe partition: note: {}: /pipeline/first_layers lists {} first layers, not one per stage "
+                 "({}): the stages are cut by {}, as simulate cuts them\n",
+                 o.config, config->pipeline.first_layers.size(), report->cells.size(), report->algorithm);
+    }
   } else {
     report = partition::PlanPartition(*config, algorithm);
     if (!report) return Fail("partition", report.error());
   }
-  const auto device_of = [&](const cost::CellReport& c) {
-    return placement.empty() ? c.device : placement.at(c.device);
-  };
   const auto& layers = config->model.layers;
   if (o.json) {
     nlohmann::ordered_json j;
@@ -67,8 +71,8 @@ int Run(const PartitionOptions& o) {
     for (const auto& c : report->cells) {
       j["cells"].push_back({{"first_layer", c.first_layer},
                             {"last_layer", c.last_layer},
-                            {"device", device_of(c)},
-                            {"device_name", config->cluster.devices[device_of(c)].name},
+                            {"device", c.device},
+                            {"device_name", config->cluster.devices[c.device].name},
                             {"cost", c.cost},
                             {"time_s", c.time_s},
                             {"params", c.params},
@@ -81,9 +85,9 @@ int Run(const PartitionOptions& o) {
     return kExitOk;
   }
   const std::string stages =
-      placement.empty() ? "" : fmt::format(", {} a device", report->cells.size() / config->pipeline.stages);
+      staged ? fmt::format(", {} a device", report->cells.size() / config->pipeline.stages) : "";
   fmt::print("{}: {} partition of {} layers into {} cells{} ({}; times per micro-batch of {} samples)\n",
-             o.config, cost::PartitionAlgorithmName(algorithm), layers.size(), report->cells.size(), stages,
+             o.config, report->algorithm, layers.size(), report->cells.size(), stages,
              report->user_costs ? "balancing the layers' given costs" : "balancing predicted time",
              config->training.MicroBatchSize());
   fmt::print("{:>4}  {:<24} {:<12} {:>11} {:>11} {:>10} {:>12} {:>11}\n", "cell", "layers", "device", "cost",
@@ -93,7 +97,7 @@ int Run(const PartitionOptions& o) {
     const std::string span = fmt::format("{}..{} ({}..{})", c.first_layer, c.last_layer,
                                          layers[c.first_layer].name, layers[c.last_layer].name);
     fmt::print("{:>4}  {:<24} {:<12} {:>11} {:>11} {:>10} {:>12} {:>11}\n", k, span,
-               config->cluster.devices[device_of(c)].name,
+               config->cluster.devices[c.device].name,
                report->user_costs ? fmt::format("{:.4g}", c.cost) : Human(c.cost, "s"), Human(c.time_s, "s"),
                Human(c.params, ""), GiB(c.peak_memory_bytes), c.boundary_bytes > 0 ? Human(c.boundary_bytes, "B") : "-");
   }

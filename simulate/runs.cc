@@ -114,8 +114,13 @@ Run ReadRun(const ir::json::Reader& r, std::string_view row, int line, const Pla
     r.Fail("/config/cluster/device", fmt::format("'{}', but line {} runs on '{}'; a table is of one device kind", device,
                                                  first.line, first.config.cluster.devices.at(0).name));
   }
+  // The GPU count is /cluster/devices, or the length of a /cluster/device
+  // array of names (one kind in a table, checked above): both left out.
   ir::json::Json alike = *c;
-  if (auto cluster = alike.find("cluster"); cluster != alike.end() && cluster->is_object()) cluster->erase("devices");
+  if (auto cluster = alike.find("cluster"); cluster != alike.end() && cluster->is_object()) {
+    cluster->erase("devices");
+    if (auto names = cluster->find("device"); names != cluster->end() && names->is_array()) *names = device;
+  }
   return Run{line, std::move(*config), t->get<double>(), std::move(*plan), alike.dump()};
 }
 
@@ -176,14 +181,14 @@ Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Cali
 }
 
 std::optional<size_t> ParseThreadCount(std::string_view value) {
-  constexpr size_t kMost = 4096;
-  if (value.empty() || value.size() > 4) return std::nullopt;
+  if (value.empty()) return std::nullopt;
   size_t n = 0;
   for (const char c : value) {
     if (c < '0' || c > '9') return std::nullopt;
     n = n * 10 + static_cast<size_t>(c - '0');
+    if (n > kMostThreads) return std::nullopt;
   }
-  if (n < 1 || n > kMost) return std::nullopt;
+  if (n < 1) return std::nullopt;
   return n;
 }
 
@@ -192,8 +197,10 @@ size_t PredictionThreads() {
     const size_t hardware = std::max(1u, std::thread::hardware_concurrency());
     if (const char* env = std::getenv("TWINPIPE_THREADS")) {
       if (const auto n = ParseThreadCount(env)) return *n;
-      fmt::print(stderr, "warning: TWINPIPE_THREADS=\"{}\" is not a whole number of threads from 1 to 4096: using {} (the hardware threads)\n",
-                 std::string_view(env), hardware);
+      fmt::print(stderr,
+                 "warning: TWINPIPE_THREADS=\"{}\" is not a whole number of threads from 1 to {}: using {} (the "
+                 "hardware threads)\n",
+                 std::string_view(env), kMostThreads, hardware);
     }
     return hardware;
   }();

@@ -47,7 +47,8 @@ Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source
 // stderr, once, when TWINPIPE_THREADS is set to anything else).
 size_t PredictionThreads();
 // The thread count `value` (TWINPIPE_THREADS's text) asks for: a positive
-// decimal integer of at most 4096; nothing for anything else.
+// decimal integer of at most kMostThreads; nothing for anything else.
+inline constexpr size_t kMostThreads = 4096;
 std::optional<size_t> ParseThreadCount(std::string_view value);
 
 // Predicted step time of each run (seconds), with `calibration` if given.

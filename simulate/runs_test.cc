@@ -92,6 +92,7 @@ TEST(Runs, ThreadCountsAreWholePositiveNumbers) {
   EXPECT_EQ(ParseThreadCount("1"), 1u);
   EXPECT_EQ(ParseThreadCount("16"), 16u);
   EXPECT_EQ(ParseThreadCount("0016"), 16u);
+  EXPECT_EQ(ParseThreadCount("00016"), 16u);
   EXPECT_EQ(ParseThreadCount("4096"), 4096u);
   for (const char* bad : {"", "0", "-2", "+2", "2.5", "two", "4097", "99999", "18446744073709551617", " 2", "2 "}) {
     EXPECT_FALSE(ParseThreadCount(bad)) << '"' << bad << '"';
@@ -488,6 +489,13 @@ TEST(Runs, WeakScalingSetsRunsAlikeButForTheirGpuCount) {
   text += RunLine(4, 1024, 1, 2, 8, 1, 2.0) + "\n";    // line 8: set B's fewest
   text += RunLine(4, 2048, 1, 2, 8, 1, 3.0) + "\n";    // lines 9, 10: alike at one GPU count
   text += RunLine(4, 2048, 1, 2, 8, 1, 3.3) + "\n";
+  // Line 11: set B's config at 4 GPUs, its devices named one by one.
+  std::string listed = RunLine(4, 1024, 1, 4, 8, 1, 2.1);
+  const std::string named = R"("device": "A100-80GB", "devices": 4)";
+  ASSERT_NE(listed.find(named), std::string::npos);
+  listed.replace(listed.find(named), named.size(),
+                 R"("device": ["A100-80GB", "A100-80GB", "A100-80GB", "A100-80GB"], "devices": 4)");
+  text += listed + "\n";
   auto runs = ReadRuns(text, "scaling.jsonl");
   ASSERT_TRUE(runs) << runs.error().message;
   auto v = ValidateRuns(*runs, nullptr);
@@ -506,7 +514,7 @@ TEST(Runs, WeakScalingSetsRunsAlikeButForTheirGpuCount) {
   EXPECT_NEAR(a.measured_growth, (1.4 + 1.8) / 2 / 1.0 - 1, 1e-12);
   EXPECT_NEAR(a.predicted_growth, p(4) / p(1) - 1, 1e-12);
   const auto& b = v->scaling[1];
-  EXPECT_EQ(b.runs, 2);
+  EXPECT_EQ(b.runs, 3);
   EXPECT_EQ(b.fewest.line, 8);
   EXPECT_EQ(b.most.line, 7);
   EXPECT_EQ(b.fewest_gpus, 2);

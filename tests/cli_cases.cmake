@@ -149,6 +149,10 @@ cli_case(partition_interleaved_megatron_json 0 "cells-devices-layers-ok"
          bash -c "$0 partition $1 --algo megatron --json | python3 -c \"import json, sys
 print((lambda c, m: 'cells-devices-layers-ok' if len(c) == 96 and [x['device'] for x in c[:9]] == [0, 1, 2, 3, 4, 5, 6, 7, 0] and [x['first_layer'] for x in c] == m else 'wrong')(json.load(sys.stdin)['cells'], json.load(open(sys.argv[1]))['pipeline']['first_layers']))\" $1"
          ${TP} ${IN}/export/h100_gpt175b_run1.json)
+# One first layer a device of an interleaved schedule: its stages are cut
+# by minmax, as simulate cuts them, and the note and the header say so.
+cli_case(partition_interleaved_manual_per_device 0 "/pipeline/first_layers lists 8 first layers, not one per stage (96): the stages are cut by minmax"
+         ${TP} partition ${IN}/interleaved_first_layers_per_device.json)
 cli_case(partition_paper_costs_cells 0 "   1  4..5 (dec0..dec1)" ${TP} partition ${SRC}/examples/paper_costs.json)
 cli_case(partition_too_big 1 "too_big.json: layer 1 (block0) alone needs 59.751 GiB but device 0 holds 32.000 GiB: 27.751 GiB over"
          ${TP} partition ${IN}/too_big.json)

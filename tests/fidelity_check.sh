@@ -128,7 +128,7 @@ outcome() {
 
 status=0
 for schedule in gpipe 1f1b; do
-  passed=0; judged=0
+  passed=0; judged=0; broken=0
   for attempt in $(seq 1 $attempts); do
     "${first[@]}" "$tp" execute "$config" -s "$schedule" --steps $steps --seed 3 > /dev/null  # warm-up
     cpu_mark; mark0=$mark
@@ -150,9 +150,10 @@ for schedule in gpipe 1f1b; do
            judged=$((judged + 1))
          fi ;;
       3) ;;
-      *) echo "$schedule: the judging itself failed (exit $code)"; status=1; break ;;
+      *) echo "$schedule: the judging itself failed (exit $code)"; status=1; broken=1; break ;;
     esac
   done
+  [ $broken = 0 ] || continue  # failed above, and said why
   code=0; outcome "$schedule" $passed $judged || code=$?
   case $code in
     0) ;;
