@@ -41,9 +41,9 @@ int Run(const PartitionOptions& o) {
       o.algorithm.empty() ? config->pipeline.partition : *cost::PartitionAlgorithmFromName(o.algorithm);
   // A schedule of several stages a device (interleaved, zb-v, dualpipev)
   // cuts the model into its stages, as `simulate` plans it; each cell's
-  // device is the one its stage runs on.
-  // The cut's own algorithm is printed: a manual list of one first layer
-  // a device, not a stage, is cut by minmax there.
+  // device is the one its stage runs on. The cut's own algorithm is
+  // printed: a manual list of one first layer a device, not a stage, is
+  // cut by minmax there.
   Result<partition::PartitionReport> report = partition::PartitionReport{};
   const bool staged = config->pipeline.Chunks() > 1;
   if (staged) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <utility>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -602,22 +603,22 @@ std::vector<Validation::Scaling> WeakScaling(const std::vector<Run>& runs, const
       if (gpus(i) > gpus(most)) most = i;
     }
     if (gpus(fewest) == gpus(most)) continue;
+    // Mean measured and predicted step of the set's runs at `count` GPUs.
     const auto mean_at = [&](int count) {
-      RunError m;
+      double measured = 0, predicted = 0;
       int n = 0;
       for (size_t i : set) {
         if (gpus(i) != count) continue;
-        m.measured_s += rows[i].measured_s;
-        m.predicted_s += rows[i].predicted_s;
+        measured += rows[i].measured_s;
+        predicted += rows[i].predicted_s;
         ++n;
       }
-      m.measured_s /= n;
-      m.predicted_s /= n;
-      return m;
+      return std::pair{measured / n, predicted / n};
     };
-    const RunError a = mean_at(gpus(fewest)), b = mean_at(gpus(most));
+    const auto [measured_a, predicted_a] = mean_at(gpus(fewest));
+    const auto [measured_b, predicted_b] = mean_at(gpus(most));
     out.push_back({static_cast<int>(set.size()), rows[fewest], rows[most], gpus(fewest), gpus(most),
-                   b.measured_s / a.measured_s - 1, b.predicted_s / a.predicted_s - 1});
+                   measured_b / measured_a - 1, predicted_b / predicted_a - 1});
   }
   return out;
 }
