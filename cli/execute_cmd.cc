@@ -65,6 +65,7 @@ int Run(const ExecuteCmdOptions& o) {
   if (o.seed >= 0) config->training.seed = o.seed;
   auto plan = MakePlan(*config, o.source);
   if (!plan) return Fail("execute", plan.error());
+  WarnScheduleFile("execute", o.source, *config, plan->schedule);
   // Refuse before allocating anything when the simulator predicts a device
   // will run out of memory (the same plan, the catalogue's capacity).
   if (!o.force) {

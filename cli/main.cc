@@ -1,4 +1,7 @@
 // twinpipe: plan, predict and run GPipe-style pipeline-parallel training.
+#include <new>
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 #include "cli/commands.h"
@@ -31,6 +34,18 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return twinpipe::cli::kExitBadInput;
+  } catch (const std::bad_alloc&) {
+    // A legal but enormous config (millions of layers or micro-batches)
+    // can ask for more memory than the machine has: a runtime failure.
+    const auto used = app.get_subcommands();
+    fmt::print(stderr, "twinpipe {}: out of memory: the plan needs more memory than this machine can give\n",
+               used.empty() ? "" : used.front()->get_name());
+    return twinpipe::cli::kExitRuntime;
+  } catch (const std::length_error&) {
+    const auto used = app.get_subcommands();
+    fmt::print(stderr, "twinpipe {}: out of memory: the plan is larger than a container can hold\n",
+               used.empty() ? "" : used.front()->get_name());
+    return twinpipe::cli::kExitRuntime;
   }
   return exit_code;
 }

@@ -13,6 +13,8 @@
 
 #include "api/plan_source.h"
 #include "api/schedule_io.h"
+#include "cost_models/config.h"
+#include "ir/schedule.h"
 
 namespace twinpipe::cli {
 
@@ -32,6 +34,13 @@ CLI::Validator BytesValidator();
 // was fitted on runs that do not cover <what>:" and then each of `lines`,
 // indented (simulate, validate and search with a calibration that records
 // its coverage); nothing when `lines` is empty.
+// With --schedule-file, what the file does not take from the config, on
+// stderr as "twinpipe <command>: warning: ...": GPUs of the cluster no
+// replica uses (a torch CSV describes one replica), and a recompute mode the
+// config asks for while the file has no recompute op (it runs as written).
+void WarnScheduleFile(std::string_view command, const PlanSource& source, const cost::Config& config,
+                      const ir::Schedule& schedule);
+
 void WarnExtrapolation(std::string_view command, const std::string& path, std::string_view what,
                        const std::vector<std::string>& lines);
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "api/commands.h"
 #include "cli/commands.h"
@@ -37,6 +38,7 @@ int Run(const SimulateOptions& o) {
   const simulate::Calibration* cal = *calibration ? &**calibration : nullptr;
   auto sim = api::RunSimulation(std::move(*config), o.source, cal);
   if (!sim) return Fail("simulate", sim.error());
+  WarnScheduleFile("simulate", o.source, sim->config, sim->plan.schedule);
   if (sim->extrapolation) {
     WarnExtrapolation("simulate", o.calibration, "this config; its prediction extrapolates", *sim->extrapolation);
   }
@@ -51,11 +53,25 @@ int Run(const SimulateOptions& o) {
   const cost::Config& planned = sim->config;
   fmt::print("{}", o.json ? api::SimulateJson(*sim)
                           : simulate::SummaryTable(sim->plan.schedule, sim->result, sim->samples_per_step));
-  if (!o.json && planned.pipeline.tensor_parallel > 1) {
-    // Megatron's placement: tensor-parallel groups inside a node, then stages, then replicas.
-    const int t = planned.pipeline.tensor_parallel, D = sim->plan.schedule.num_devices;
-    fmt::print("tensor parallel: each device is a group of {} GPUs{} (device d of replica r: GPUs {} x (d + {} r) .. +{}); "
-               "nodes of {} GPUs\n", t, planned.pipeline.sequence_parallel ? ", sequence parallel" : "", t, D, t - 1,
+  if (!o.json && planned.GpusPerDevice() > 1) {
+    // Which GPUs form each device, by the config's placement
+    // (/cluster/placement): the first GPU of each device of the first
+    // replica (and of the second), its tensor-parallel GPUs after it, its
+    // context-parallel ranks t GPUs apart.
+    const int t = planned.pipeline.tensor_parallel, c = planned.pipeline.context_parallel;
+    const int D = sim->plan.schedule.num_devices, R = sim->plan.schedule.replicas;
+    auto firsts = [&](int replica) {
+      std::vector<int64_t> gpus;
+      for (int d = 0; d < std::min(D, 8); ++d) gpus.push_back(planned.GpuOf(0, d, replica));
+      return fmt::format("{}{}", fmt::join(gpus, ", "), D > 8 ? ", ..." : "");
+    };
+    const std::string group = c > 1 ? fmt::format("{} context-parallel ranks of {} consecutive GPUs each", c, t)
+                                    : fmt::format("{} consecutive GPUs", t);
+    const std::string second = R > 1 ? fmt::format("; replica 1's at GPUs {}", firsts(1)) : std::string();
+    fmt::print("{}: each device is a group of {} GPUs{} ({}); replica 0's devices start at GPUs {}{}; nodes of {} "
+               "GPUs\n",
+               t > 1 ? "tensor parallel" : "context parallel", t * c,
+               planned.pipeline.sequence_parallel ? ", sequence parallel" : "", group, firsts(0), second,
                planned.cluster.gpus_per_node);
   }
   if (auto over = api::OverflowMessage(*sim)) return Fail("simulate", {*over, ErrorKind::kRuntime});

@@ -176,9 +176,16 @@ Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const i
 
 Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule, std::string_view source,
                              const cost::Calibration* calibration) {
-  if (schedule.num_devices > config.cluster.NumDevices()) {
-    return Fail(fmt::format("{}: /cluster/devices: the schedule uses {} devices, the cluster has {}", config.source,
-                            schedule.num_devices, config.cluster.NumDevices()));
+  // Every replica of every pipeline device is a group of t x c GPUs of the
+  // cluster: a schedule that needs more than it has is refused.
+  const int64_t gpus =
+      int64_t{schedule.num_devices} * std::max(1, schedule.replicas) * config.GpusPerDevice();
+  if (gpus > config.cluster.NumDevices()) {
+    return Fail(fmt::format("{}: /cluster/devices: the schedule ({}) runs {} replica{} of {} devices of {} GPU{} "
+                            "({} GPUs), the cluster has {}",
+                            config.source, source, std::max(1, schedule.replicas), schedule.replicas > 1 ? "s" : "",
+                            schedule.num_devices, config.GpusPerDevice(), config.GpusPerDevice() > 1 ? "s" : "", gpus,
+                            config.cluster.NumDevices()));
   }
   if (schedule.num_stages > static_cast<int>(config.model.layers.size())) {
     return Fail(fmt::format("{}: the schedule has {} stages but the model only {} layers", config.source,

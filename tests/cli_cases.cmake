@@ -411,6 +411,28 @@ cli_case(coverage_search_gpus 0 "search: warned once: GPUs 16 outside the fitted
          ${CMAKE_CURRENT_BINARY_DIR}/coverage_search)
 
 # Tensor and sequence parallelism (issue 18): planned and simulated, refused by execute.
+# A schedule file is held to the cluster: more GPUs than it has are refused,
+# fewer (a torch CSV describes one replica) and a recompute mode the file
+# does not carry are warned of.
+cli_case(simulate_schedule_file_too_many_replicas 2
+         "/cluster/devices: the schedule (${CMAKE_CURRENT_BINARY_DIR}/replicas3.txt) runs 3 replicas of 2 devices of 1 GPU (6 GPUs), the cluster has 2"
+         bash -c "${TP} schedule -k 2 -m 8 -s 1f1b --replicas 3 -o \"$0\" && ${TP} simulate ${SRC}/examples/quickstart.json --schedule-file \"$0\""
+         ${CMAKE_CURRENT_BINARY_DIR}/replicas3.txt)
+cli_case(execute_schedule_file_too_many_replicas 2 "runs 3 replicas of 2 devices of 1 GPU (6 GPUs), the cluster has 2"
+         bash -c "${TP} schedule -k 2 -m 8 -s 1f1b --replicas 3 -o \"$0\" && ${TP} execute ${SRC}/examples/quickstart.json --schedule-file \"$0\""
+         ${CMAKE_CURRENT_BINARY_DIR}/replicas3_execute.txt)
+cli_case(simulate_schedule_file_idle_gpus 0 "${IN}/today_h100.json has 16: the other 12 stay idle"
+         bash -c "${TP} schedule ${IN}/today_h100.json --format torch-csv -o \"$0\" && ${TP} simulate ${IN}/today_h100.json --schedule-file \"$0\""
+         ${CMAKE_CURRENT_BINARY_DIR}/one_replica.csv)
+cli_case(simulate_schedule_file_without_recompute 0
+         "transformer_h100.json: /pipeline/recompute is full, but ${CMAKE_CURRENT_BINARY_DIR}/no_recompute.csv has no recompute op"
+         bash -c "${TP} schedule ${SRC}/examples/transformer_h100.json --format torch-csv -o \"$0\" && ${TP} simulate ${SRC}/examples/transformer_h100.json --schedule-file \"$0\""
+         ${CMAKE_CURRENT_BINARY_DIR}/no_recompute.csv)
+# Which GPUs form a device, with context parallelism and by the placement.
+cli_case(simulate_context_parallel_groups 0
+         "replica 0's devices start at GPUs 0, 8"
+         ${TP} simulate ${IN}/today_h100.json)
+
 cli_case(simulate_tensor_parallel 0 "tensor parallel: each device is a group of 4 GPUs, sequence parallel"
          ${TP} simulate ${IN}/tp_h100.json)
 cli_case(execute_tensor_parallel_refused 2 "tensor (and sequence) parallelism is planned and simulated, not executed"
@@ -519,7 +541,15 @@ cli_case(export_torchtitan_schedule_needs_csv 2 "zb_h1.json: /pipeline/schedule:
 cli_case(export_torchtitan_gpipe_order_note 0 "gpipe_k2.json: torch's GPipe runs its backwards first micro-batch first"
          ${TP} export torchtitan ${EXPORT}/gpipe_k2.json)
 cli_case(export_torchtitan_schedule_csv 0 "pipeline_parallel_schedule_csv = \"zb_h1.csv\""
-         ${TP} export torchtitan ${EXPORT}/zb_h1.json --schedule-csv zb_h1.csv)
+         bash -c "cd \"$0\" && ${TP} schedule ${EXPORT}/zb_h1.json --format torch-csv -o zb_h1.csv && ${TP} export torchtitan ${EXPORT}/zb_h1.json --schedule-csv zb_h1.csv"
+         ${CMAKE_CURRENT_BINARY_DIR})
+# The file torchtitan will read is read first: it must exist and be of the plan.
+cli_case(export_torchtitan_schedule_csv_missing 2 "twinpipe export: missing.csv"
+         ${TP} export torchtitan ${EXPORT}/zb_h1.json --schedule-csv missing.csv)
+cli_case(export_torchtitan_schedule_csv_other_plan 2
+         "${EXPORT}/zb_h1.json plans 2 devices, 2 stages and 4 micro-batches"
+         bash -c "${TP} schedule -k 2 -m 8 -s zb-h1 --format torch-csv -o \"$0\" && ${TP} export torchtitan ${EXPORT}/zb_h1.json --schedule-csv \"$0\""
+         ${CMAKE_CURRENT_BINARY_DIR}/export_other_plan.csv)
 cli_case(export_torchtitan_model_refused 2 "h100_gpt175b_run1.json: /model/mlp: torchtitan's llama3 model has a SwiGLU MLP"
          ${TP} export torchtitan ${EXPORT}/h100_gpt175b_run1.json)
 # The kept gradients' precision where it is not Megatron-LM's default for the training's.
@@ -557,6 +587,14 @@ cli_case(import_trace_gpu_zero_bubble 0 "4 launched no GPU work: no time"
          -o ${CMAKE_CURRENT_BINARY_DIR}/torch_profile_h100_zbv.json)
 cli_case(import_trace_one_rank_missing 2 "1 profiles for a schedule of 2 devices: give one per rank"
          ${TP} import-trace ${TPROF}/w2/interleaved.rank0.json.gz --schedule-file ${TPROF}/w2/interleaved.csv)
+# A rank's profile with no label of its program, and a time no trace can hold, are refused.
+cli_case(import_trace_rank_unlabelled 2 "unlabelled.rank0.json: no op of rank 0's program is labelled"
+         ${TP} import-trace ${TPROF}/unlabelled.rank0.json ${TPROF}/w2/interleaved.rank1.json.gz
+         --schedule-file ${TPROF}/w2/interleaved.csv -o ${CMAKE_CURRENT_BINARY_DIR}/torch_profile_unlabelled.json)
+cli_case(import_trace_duration_too_long 2
+         "huge_duration.rank0.json: /traceEvents/0/dur: expected a number of microseconds, 0 or more, at most 3e14"
+         ${TP} import-trace ${TPROF}/huge_duration.rank0.json ${TPROF}/w2/interleaved.rank1.json.gz
+         --schedule-file ${TPROF}/w2/interleaved.csv -o ${CMAKE_CURRENT_BINARY_DIR}/torch_profile_huge.json)
 # torch's ScheduleGPipe runs its backwards first micro-batch first, twinpipe's last first.
 cli_case(import_trace_other_schedule 2 "rank 0 ran 0B0 (/traceEvents/141) before 0B1"
          bash -c "${TP} schedule -k 2 -m 4 -s gpipe -o \"$0\" && ${TP} import-trace ${TPROF}/w2/gpipe.rank0.json.gz ${TPROF}/w2/gpipe.rank1.json.gz --schedule-file \"$0\""

@@ -56,10 +56,14 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 // A number field of a trace event, or a message naming its JSON path.
 Result<double> Microseconds(const Json& e, const char* field, const std::string& name, size_t i) {
   auto it = e.find(field);
+  // At most 3e14 us (about 9.5 years) each: start - t0 + dur stays inside
+  // the 1e9 s a twinpipe trace holds.
+  constexpr double kMostMicroseconds = 3e14;
   if (it == e.end() || !it->is_number() || !std::isfinite(it->get<double>()) ||
+      std::abs(it->get<double>()) > kMostMicroseconds ||
       (std::string_view(field) == "dur" && it->get<double>() < 0)) {
-    return Fail(fmt::format("{}: /traceEvents/{}/{}: expected a number of microseconds{}", name, i, field,
-                            std::string_view(field) == "dur" ? ", 0 or more" : ""));
+    return Fail(fmt::format("{}: /traceEvents/{}/{}: expected a number of microseconds{}, at most 3e14", name, i,
+                            field, std::string_view(field) == "dur" ? ", 0 or more" : ""));
   }
   return it->get<double>();
 }
@@ -263,6 +267,11 @@ Result<TorchProfileImport> ImportTorchProfiles(const std::vector<std::pair<std::
                                 "one step; profile one", name, path, label, it->second));
       }
       labelled[rank].push_back(Labelled{key, *ts, *dur, i, *ts, *dur});
+    }
+    if (labelled[rank].empty() && !ops[rank].empty()) {
+      return Fail(fmt::format("{}: no op of rank {}'s program is labelled (torch.distributed.pipelining labels its "
+                              "actions 'PP:<action>' or 'Forward <i>' / 'Backward <i>' in user_annotation events)",
+                              name, rank));
     }
     auto gpu = GpuSpans(events, name, labelled[rank]);
     if (!gpu) return tl::unexpected(gpu.error());
