@@ -10,6 +10,7 @@
 #include "cli/fail.h"
 #include "cli/schedule_io.h"
 #include "cost_models/config.h"
+#include "ir/builders.h"
 #include "ir/units.h"
 #include "partition/pipeline_plan.h"
 #include "partition/plan.h"
@@ -44,9 +45,11 @@ int Run(const PartitionOptions& o) {
   // device is the one its stage runs on. The cut's own algorithm is
   // printed: a manual list of one first layer a device, not a stage, is
   // cut by minmax there.
+  // The auto schedule is planned too: its cells' peaks are those of the
+  // order its builder chooses, not of its shape's.
   Result<partition::PartitionReport> report = partition::PartitionReport{};
   const bool staged = config->pipeline.Chunks() > 1;
-  if (staged) {
+  if (staged || config->pipeline.schedule == ir::kAutoSchedule) {
     cost::Config use = *config;
     use.pipeline.partition = algorithm;
     auto plan = partition::PlanFromConfig(use);

@@ -92,6 +92,13 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
     *report = std::move(skeleton.partition);
     s = std::move(*scheduled);
     s.replicas = config.Replicas();
+    // The cut was sized on the shape's micro-batches in flight; the cells'
+    // peaks are those of the order the builder chose (what simulate shows).
+    std::vector<int> firsts;
+    for (const auto& cell : report->cells) firsts.push_back(cell.first_layer);
+    const auto peaks = cost::StagePeaks(s, recompute);
+    const PartitionReport built = DescribePartition(use, firsts, &peaks, nullptr, o.calibration);
+    for (size_t k = 0; k < report->cells.size(); ++k) report->cells[k].peak_memory_bytes = built.cells[k].peak_memory_bytes;
   }
   ir::PipelineOptions pipeline = Bytes(*report, cost::DtypeBytes(config.training.gradient_dtype));
   pipeline.recompute = recompute;
