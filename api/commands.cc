@@ -62,7 +62,14 @@ Result<ir::Schedule> BuildSchedule(const cost::Config* config, ScheduleRequest r
     if (!plan) return tl::unexpected(plan.error());
     return std::move(plan->schedule);
   }
-  if (r.stages == 0 || r.micro_batches == 0) return Fail("give a CONFIG, or both --stages and --microbatches");
+  if (r.stages == 0 && r.micro_batches == 0) return Fail("give a CONFIG, or both --stages and --microbatches");
+  // What the command line's ranges hold, for callers without them (the Python module).
+  if (r.stages < 1) return Fail(fmt::format("stages: expected at least 1, got {}", r.stages));
+  if (r.micro_batches < 1) return Fail(fmt::format("micro-batches: expected at least 1, got {}", r.micro_batches));
+  if (r.activation_bytes < 0) {
+    return Fail(fmt::format("activation bytes: expected 0 or more, got {}", r.activation_bytes));
+  }
+  if (r.replicas < 1) return Fail(fmt::format("replicas: expected at least 1, got {}", r.replicas));
   if (r.schedule.empty()) r.schedule = "gpipe";
   if (r.recompute.empty()) r.recompute = "none";
   if (r.schedule == ir::kAutoSchedule) return Fail("auto needs a CONFIG: its order comes from the model's op costs");

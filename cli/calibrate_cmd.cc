@@ -146,8 +146,9 @@ void AddCalibrate(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("calibrate", "Fit compute, link and step coefficients to measured traces");
   cmd->add_option("measured", o->measured, "measured traces (execute --trace), of the config's plan");
   cmd->add_option("--config", o->configs,
-                  "the config the traces were measured with: once for all, or once per trace in order (runs of "
-                  "several micro-batch sizes tell a fixed cost per op from a cost per sample)")
+                  "the config the traces were measured with: once for all, or once per trace in order, the option "
+                  "repeated (--config A --config B; runs of several micro-batch sizes tell a fixed cost per op "
+                  "from a cost per sample)")
       ->allow_extra_args(false);
   cmd->add_option("--runs", o->runs,
                   "instead of traces: a table of runs (JSONL, {\"config\": {...}, \"step_time_s\": t} per line) "

@@ -411,6 +411,10 @@ cli_case(coverage_search_gpus 0 "search: warned once: GPUs 16 outside the fitted
          ${CMAKE_CURRENT_BINARY_DIR}/coverage_search)
 
 # Tensor and sequence parallelism (issue 18): planned and simulated, refused by execute.
+# README: the search's best plan, unsharded, is run as searched.
+cli_case(search_then_execute 0 "parameter norm"
+         bash -c "${TP} search ${SRC}/examples/quickstart.json --sharding none -o \"$0\" >/dev/null && ${TP} execute \"$0\" --steps 2"
+         ${CMAKE_CURRENT_BINARY_DIR}/search_best_unsharded.json)
 # A schedule file is held to the cluster: more GPUs than it has are refused,
 # fewer (a torch CSV describes one replica) and a recompute mode the file
 # does not carry are warned of.

@@ -156,6 +156,18 @@ def test_schedule_refuses_what_the_program_refuses_with_a_config():
         twinpipe.schedule(path, recompute_timing="in-backward")
 
 
+def test_schedule_refuses_bad_numbers_as_bad_input():
+    # The program's option ranges, held for the module too: bad input, not a runtime failure.
+    for kwargs, message in [(dict(activation_bytes=-1), "activation bytes: expected 0 or more, got -1"),
+                            (dict(replicas=0), "replicas: expected at least 1, got 0")]:
+        with pytest.raises(twinpipe.ScheduleError, match=message):
+            twinpipe.schedule(stages=4, micro_batches=8, **kwargs)
+    with pytest.raises(twinpipe.ScheduleError, match="stages: expected at least 1, got -2"):
+        twinpipe.schedule(stages=-2, micro_batches=8)
+    with pytest.raises(twinpipe.ScheduleError, match="micro-batches: expected at least 1, got 0"):
+        twinpipe.schedule(stages=4, micro_batches=0)
+
+
 def test_recompute_timing_is_the_programs(cli):
     args = dict(stages=2, micro_batches=4, recompute="full", recompute_timing="in-backward")
     run = cli("schedule", "-k", 2, "-m", 4, "--recompute", "full", "--recompute-timing", "in-backward")
