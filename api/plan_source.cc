@@ -10,6 +10,13 @@
 namespace twinpipe::api {
 
 Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& s, const simulate::Calibration* cal) {
+  // As /pipeline/memory_cap: only the auto schedule's builder plans to a cap.
+  const std::string& schedule = s.schedule.empty() ? config.pipeline.schedule : s.schedule;
+  if (s.memory_cap_bytes > 0 && (!s.schedule_file.empty() || schedule != ir::kAutoSchedule)) {
+    return Fail(fmt::format("--memory-cap: only the auto schedule plans to a memory cap, {}",
+                            !s.schedule_file.empty() ? fmt::format("{} runs as written", s.schedule_file)
+                                                     : fmt::format("the schedule is {}", schedule)));
+  }
   if (!s.schedule_file.empty()) {
     auto loaded = LoadSchedule(s.schedule_file, s.format, s.dialect);
     if (!loaded) return tl::unexpected(loaded.error());

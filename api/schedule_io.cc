@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -16,6 +17,8 @@
 namespace twinpipe::api {
 
 Result<std::string> ReadFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return Fail(fmt::format("{}: is a directory, not a file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) return Fail(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   std::ostringstream buffer;

@@ -127,6 +127,11 @@ int Run(const SearchCmdOptions& o) {
                result->configs_evaluated, result->wall_s,
                result->wall_s > 0 ? static_cast<double>(result->configs_evaluated) / result->wall_s : 0.0,
                result->configs_simulated, result->configs_bounded, result->over_cap);
+    if (!result->best) {
+      // A runtime failure: its sentence on stderr, and no empty table.
+      fmt::print(stderr, "twinpipe search: nothing fits: every configuration exceeds the memory cap\n");
+      return kExitRuntime;
+    }
     fmt::print("Pareto front, throughput against peak memory:\n");
     // e: expert-parallel GPUs, a column only for a mixture of experts.
     const bool moe = config->transformer && config->transformer->experts > 0;
@@ -144,9 +149,7 @@ int Run(const SearchCmdOptions& o) {
                  ir::NameOf(cost::kDataParallelShardingNames, c.sharding));
       fmt::print("{}\n", moe ? fmt::format(" {:>4}", c.expert_parallel) : "");
     }
-    if (!result->best) {
-      fmt::print("nothing fits: every configuration exceeds the memory cap\n");
-    } else {
+    {
       const auto& b = *result->best;
       fmt::print("best for {}: {}{}K={} R={} M={} {}{} recompute {} partition {}{}{}\n", o.objective,
                  b.tensor_parallel > 1 ? fmt::format("t={}{} ", b.tensor_parallel,

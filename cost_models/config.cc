@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -787,6 +788,8 @@ Result<Config> LoadConfig(const nlohmann::json& document, std::string_view sourc
 }
 
 Result<Config> LoadConfigFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return Fail(fmt::format("{}: is a directory, not a config", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) return Fail(fmt::format("{}: cannot open config", path));
   std::stringstream buffer;

@@ -312,6 +312,8 @@ TEST(Execute, ANonFiniteLossStopsTheRunNamingStepAndStage) {
   // Steps count from 1, on both backends (the walker checks the step's loss).
   EXPECT_NE(r.error().message.find("step 2: the loss is"), std::string::npos) << r.error().message;
   EXPECT_NE(r.error().message.find("(stage 1)"), std::string::npos) << r.error().message;
+  // And the finite loss before it, as the step ended.
+  EXPECT_NE(r.error().message.find("; before it: step 1 "), std::string::npos) << r.error().message;
 }
 
 cost::Config Transformer(int stages, int micro_batches, const std::string& schedule, const std::string& recompute,

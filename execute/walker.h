@@ -63,6 +63,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cost_models/config.h"
 #include "cost_models/plan.h"
@@ -487,8 +488,13 @@ Result<ExecuteResult> Walker<B>::Run() {
     for (double l : loss_sum) loss += l;
     result.losses.push_back(loss / labels);
     if (!std::isfinite(result.losses.back())) {
-      return FailRuntime(fmt::format("step {}: the loss is {} (stage {})", step + 1, result.losses.back(),
-                                     s_.num_stages - 1));
+      // The steps before it show how it diverged (the last five).
+      const size_t before = result.losses.size() - 1, from = before > 5 ? before - 5 : 0;
+      std::vector<std::string> earlier;
+      for (size_t i = from; i < before; ++i) earlier.push_back(fmt::format("step {} {:.6g}", i + 1, result.losses[i]));
+      return FailRuntime(fmt::format("step {}: the loss is {} (stage {}){}", step + 1, result.losses.back(),
+                                     s_.num_stages - 1,
+                                     earlier.empty() ? "" : fmt::format("; before it: {}", fmt::join(earlier, ", "))));
     }
     for (int id = 0; id < workers; ++id) result.peak_memory_bytes[id] = std::max(result.peak_memory_bytes[id], peaks[id]);
     step_events.push_back(events_);

@@ -523,6 +523,11 @@ Result<void> Check(const AutoProblem& p) {
       return !p.boundary_bytes.empty() && st + 1 < S && device(st) != device(st + 1) ? p.boundary_bytes[st] : 0.0;
     };
     const double buffers = (s > 0 ? crosses(s - 1) : 0.0) + crosses(s), one = p.activation_bytes[s] + buffers;
+    if (p.limit_bytes[d] < 0) {
+      return Fail(fmt::format("stage {}: its device's weights, gradients and optimizer state alone take {:.4g} GiB "
+                              "more than the memory limit, before any activation",
+                              s, -p.limit_bytes[d] / (1 << 30)));
+    }
     if (one > p.limit_bytes[d] * (1 + 1e-12)) {  // beyond rounding, as Greedy::Over
       return Fail(fmt::format("stage {}: one micro-batch's activations {}take {:.4g} GiB, more than the {:.4g} GiB the "
                               "memory limit leaves it",

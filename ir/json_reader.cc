@@ -108,7 +108,8 @@ std::string Reader::String(const Json& obj, const std::string& key, const std::s
   auto it = obj.find(key);
   if (it == obj.end()) {
     if (fallback) return *fallback;
-    Fail(path, fmt::format("missing key '{}' (one of {})", key, fmt::join(choices, ", ")));
+    Fail(path, choices.empty() ? fmt::format("missing key '{}' (a string)", key)
+                               : fmt::format("missing key '{}' (one of {})", key, fmt::join(choices, ", ")));
   }
   const std::string p = path + "/" + key;
   if (!it->is_string()) Fail(p, fmt::format("expected a string, got {}", it->dump()));

@@ -158,8 +158,8 @@ class Row:
 
     def integer(self, column, least=1):
         value = self.text(column)
-        if not re.fullmatch(r"[0-9]+", value) or int(value) < least:
-            self.fail(column, f"expected an integer of at least {least}, got {value!r}")
+        if not re.fullmatch(r"[0-9]+", value) or not least <= int(value) <= MOST_INTEGER:
+            self.fail(column, f"expected an integer from {least} to {MOST_INTEGER}, got {value!r}")
         return int(value)
 
     def choice(self, column, choices):
@@ -320,14 +320,19 @@ GPU_NAMES = (("H100-SXM", "H100-SXM"), ("H100 SXM", "H100-SXM"), ("H200", "H200"
              ("A100-80GB", "A100-80GB"))
 
 
+# The largest count a config holds (a 32-bit integer, as its loader reads them).
+MOST_INTEGER = 2**31 - 1
+
+
 def leading_int(row, column, least=1, empty=None):
     """The integer a free-text field starts with ("128256 (Llama-3 tokenizer as proxy)"); `empty` if blank."""
     value = row.text(column)
     if not value and empty is not None:
         return empty
     m = re.match(r"\s*([0-9]+)\b", value)
-    if not m or int(m.group(1)) < least:
-        row.fail(column, f"expected an integer of at least {least} (possibly followed by a note), got {value!r}")
+    if not m or not least <= int(m.group(1)) <= MOST_INTEGER:
+        row.fail(column, f"expected an integer from {least} to {MOST_INTEGER} (possibly followed by a note), "
+                         f"got {value!r}")
     return int(m.group(1))
 
 
@@ -529,6 +534,8 @@ def convert(path, schema, bias, layers_kept, tp_kept, overlap_unknown="on"):
             raise BadInput(f"{path}:{reader.line_num}: not a readable CSV: {e}") from None
     if problems:
         raise BadInput("\n".join(problems))
+    if not out and not skipped:
+        raise BadInput(f"{path}:2: expected a row of a run below the header, got none")
     summary = f"{path}: {len(out)} runs ({skipped} rows left out by --layers / --tensor-parallel)"
     if schema == "moe":
         summary += f"; moe schema: grouped_gemm unknown read as Megatron-Core's default (off) in {counts.grouped_unknown}"

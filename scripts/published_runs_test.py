@@ -327,6 +327,10 @@ class BadInput(unittest.TestCase):
             with self.subTest(column=column):
                 self.assertRefused(Table(self, [{column: value}]), 2, column, "expected an integer", repr(value))
 
+    def test_integers_beyond_what_a_config_holds(self):
+        self.assertRefused(Table(self, [{"layers": "99999999999999999999"}]), 2, "layers",
+                           "expected an integer from 1 to 2147483647", "'99999999999999999999'")
+
     def test_step_times(self):
         for value in ("0", "-1.5", "nan", "inf", "1.5 s", ""):
             with self.subTest(value=value):
@@ -365,6 +369,10 @@ class BadInput(unittest.TestCase):
         code, out, err = convert(empty.path)
         self.assertEqual((code, out), (2, ""))
         self.assertIn(f"{empty.path}:1: expected a header", err)
+        header_only = Table(self, [], text=",".join(BASE) + "\n")
+        code, out, err = convert(header_only.path)
+        self.assertEqual((code, out), (2, ""))
+        self.assertIn(f"{header_only.path}:2: expected a row of a run below the header, got none", err)
         code, out, err = convert(Path(empty.dir.name) / "absent.csv")
         self.assertEqual((code, out), (2, ""))
         self.assertIn("absent.csv: cannot read it", err)

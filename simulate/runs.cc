@@ -96,8 +96,9 @@ Run ReadRun(const ir::json::Reader& r, std::string_view row, int line, const Pla
   ir::json::Json j = r.Parse(row);
   if (!j.is_object()) r.Fail("", R"(expected an object {"config": ..., "step_time_s": ...})");
   auto t = j.find("step_time_s");
-  if (t == j.end() || !t->is_number() || !(t->get<double>() > 0) || !std::isfinite(t->get<double>())) {
-    r.Fail("/step_time_s", "expected a positive number of seconds");
+  // A training step of at most 1e6 s (11.6 days).
+  if (t == j.end() || !t->is_number() || !(t->get<double>() > 0) || !(t->get<double>() <= 1e6)) {
+    r.Fail("/step_time_s", "expected a positive number of seconds, at most 1e6");
   }
   auto c = j.find("config");
   if (c == j.end() || !c->is_object()) r.Fail("/config", "expected a twinpipe config object");

@@ -606,7 +606,11 @@ TEST(Runs, BadLinesNameTheLineAndThePath) {
   const std::string good = RunLine(2, 512, 1, 1, 4, 1, 0.1);
   auto missing = ReadRuns(good + "\n{\"config\": {}}\n", "r.jsonl");
   ASSERT_FALSE(missing);
-  EXPECT_EQ(missing.error().message, "r.jsonl:2: /step_time_s: expected a positive number of seconds");
+  EXPECT_EQ(missing.error().message, "r.jsonl:2: /step_time_s: expected a positive number of seconds, at most 1e6");
+  // A step longer than any training step (1e300 s) is no measurement.
+  auto huge = ReadRuns(good + "\n{\"config\": {}, \"step_time_s\": 1e300}\n", "r.jsonl");
+  ASSERT_FALSE(huge);
+  EXPECT_EQ(huge.error().message, "r.jsonl:2: /step_time_s: expected a positive number of seconds, at most 1e6");
   auto bad_config = ReadRuns(good + "\n{\"config\": {\"model\": 3}, \"step_time_s\": 1}\n", "r.jsonl");
   ASSERT_FALSE(bad_config);
   EXPECT_EQ(bad_config.error().message, "r.jsonl:2: /config/model: expected an object, got number");

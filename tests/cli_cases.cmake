@@ -494,6 +494,14 @@ cli_case(simulate_auto_cap_too_small 1 "the auto schedule: stage 0: one micro-ba
          ${TP} simulate ${SRC}/examples/transformer_h100.json --schedule auto --memory-cap 3e9)
 cli_case(simulate_auto_bad_cap 2 "--memory-cap: expected bytes"
          ${TP} simulate ${SRC}/examples/transformer_h100.json --schedule auto --memory-cap -5)
+cli_case(simulate_auto_cap_below_static 1 "stage 0: its device's weights, gradients and optimizer state alone take 1.216 GiB more than the memory limit"
+         ${TP} simulate ${SRC}/examples/transformer_h100.json --schedule auto --memory-cap 1e6)
+# As /pipeline/memory_cap: --memory-cap bounds only the auto schedule.
+# A directory where a file was expected says so.
+cli_case(simulate_directory 2 "twinpipe simulate: ${IN}: is a directory, not a config" ${TP} simulate ${IN})
+cli_case(validate_directory 2 "twinpipe validate: ${IN}: is a directory, not a file" ${TP} validate ${IN})
+cli_case(simulate_memory_cap_not_auto 2 "--memory-cap: only the auto schedule plans to a memory cap, the schedule is gpipe"
+         ${TP} simulate ${SRC}/examples/transformer_h100.json --memory-cap 1e9)
 cli_case(config_memory_cap_not_auto 2 "memory_cap_not_auto.json: /pipeline/memory_cap: only the auto schedule plans to a memory cap"
          ${TP} simulate ${IN}/memory_cap_not_auto.json)
 cli_case(execute_auto 0 "parameter norm" ${TP} execute ${SRC}/examples/mlp_cpu.json --schedule auto --steps 2)

@@ -74,6 +74,7 @@ Result<Trace> ReadTraceJson(std::string_view text, std::string_view source) {
     const ir::json::Reader r{std::string(source)};
     const Json doc = r.Parse(text);
     r.Format(doc, "twinpipe-trace");
+    r.Int(doc, "version", "", 1, 1);  // the one version written
     r.Keys(doc, "", {"format", "version", "source", "stages", "microbatches", "devices", "replicas", "tensor_parallel",
                      "partial", "placement", "events", "memory"});
     constexpr int64_t kMostCount = std::numeric_limits<int32_t>::max();
