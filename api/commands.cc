@@ -62,10 +62,11 @@ Result<ir::Schedule> BuildSchedule(const cost::Config* config, ScheduleRequest r
     if (!plan) return tl::unexpected(plan.error());
     return std::move(plan->schedule);
   }
-  if (r.stages == 0 && r.micro_batches == 0) return Fail("give a CONFIG, or both --stages and --microbatches");
-  // What the command line's ranges hold, for callers without them (the Python module).
-  if (r.stages < 1) return Fail(fmt::format("stages: expected at least 1, got {}", r.stages));
-  if (r.micro_batches < 1) return Fail(fmt::format("micro-batches: expected at least 1, got {}", r.micro_batches));
+  // What the command line's ranges hold, for callers without them (the
+  // Python module); 0 is the command line's "not given".
+  if (r.stages < 0) return Fail(fmt::format("stages: expected at least 1, got {}", r.stages));
+  if (r.micro_batches < 0) return Fail(fmt::format("micro-batches: expected at least 1, got {}", r.micro_batches));
+  if (r.stages == 0 || r.micro_batches == 0) return Fail("give a CONFIG, or both --stages and --microbatches");
   if (r.activation_bytes < 0) {
     return Fail(fmt::format("activation bytes: expected 0 or more, got {}", r.activation_bytes));
   }

@@ -1,10 +1,13 @@
 #include "api/plan_source.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "api/schedule_io.h"
 #include "ir/builders.h"
+#include "ir/passes.h"
 #include "cost_models/plan_costs.h"
 
 namespace twinpipe::api {
@@ -36,6 +39,37 @@ Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& s, const sim
     cost::SetParallelism(config, config.pipeline.tensor_parallel, config.pipeline.sequence_parallel, mode);
   }
   return partition::PlanFromConfig(config, overrides);
+}
+
+std::vector<std::string> ScheduleFileWarnings(const PlanSource& s, const cost::Config& config,
+                                              const ir::Schedule& schedule) {
+  std::vector<std::string> warnings;
+  if (s.schedule_file.empty()) return warnings;
+  const int64_t per_device = config.GpusPerDevice();
+  const int64_t used = int64_t{schedule.num_devices} * std::max(1, schedule.replicas) * per_device;
+  const int64_t cluster = config.cluster.NumDevices();
+  if (used < cluster) {
+    const bool csv = s.format == "torch-csv" || (s.format == "auto" && s.schedule_file.ends_with(".csv"));
+    warnings.push_back(fmt::format(
+        "{} runs {} replica{} of {} devices{} ({} cluster devices); {} has {}: the other {} stay idle{}",
+        s.schedule_file, std::max(1, schedule.replicas), schedule.replicas > 1 ? "s" : "", schedule.num_devices,
+        per_device > 1 ? fmt::format(" of {} GPUs", per_device) : "", used, config.source, cluster, cluster - used,
+        csv ? " (a torch CSV describes one replica)" : ""));
+  }
+  const bool recomputes = std::any_of(schedule.programs.begin(), schedule.programs.end(), [](const auto& program) {
+    return std::any_of(program.begin(), program.end(), [](const ir::Op& op) { return op.kind == ir::OpKind::kRecompute; });
+  });
+  const ir::RecomputeMode mode = s.recompute.empty() ? config.pipeline.recompute : *ir::RecomputeModeFromName(s.recompute);
+  if (!recomputes && ir::InsertsRecompute(mode)) {
+    warnings.push_back(fmt::format("{} is {}, but {} has no recompute op: it runs as written, every activation kept",
+                                   s.recompute.empty() ? config.source + ": /pipeline/recompute" : "--recompute",
+                                   ir::RecomputeModeName(mode), s.schedule_file));
+  }
+  for (const auto& [given, option] : {std::pair{!s.schedule.empty(), "--schedule"},
+                                      std::pair{s.chunks > 0, "--chunks"}}) {
+    if (given) warnings.push_back(fmt::format("{} is not used: {} runs as written", option, s.schedule_file));
+  }
+  return warnings;
 }
 
 Result<std::vector<simulate::Run>> LoadRuns(const std::string& path) {

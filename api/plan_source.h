@@ -36,6 +36,16 @@ struct PlanSource {
 Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& source,
                             const simulate::Calibration* calibration = nullptr);
 
+// With a schedule file, what it does not take from the config or the
+// overrides, a sentence each (the command line prints them as warnings,
+// the Python module as Python warnings): cluster devices no replica uses
+// (a torch CSV describes one replica), a recompute mode the config asks for
+// while the file has no recompute op (it runs as written), and the
+// overrides of the schedule, its chunks and its recompute, which a file
+// replaces. Nothing without a schedule file.
+std::vector<std::string> ScheduleFileWarnings(const PlanSource& source, const cost::Config& config,
+                                              const ir::Schedule& schedule);
+
 // A calibration file for the config (`--calibration` of simulate and
 // search): none for an empty path; bad input when it cannot be read, is
 // malformed, or was fitted on another device than the config's.

@@ -123,6 +123,7 @@ int Run(const CalibrateOptions& o) {
       if (!config) return Fail("calibrate", config.error());
       auto plan = MakePlan(*config, o.source);
       if (!plan) return Fail("calibrate", plan.error());
+      WarnScheduleFile("calibrate", o.source, *config, plan->schedule);
       seen.push_back(path);
       configs.push_back(std::move(*config));
       plans.push_back(std::move(*plan));

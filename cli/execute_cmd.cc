@@ -65,7 +65,6 @@ int Run(const ExecuteCmdOptions& o) {
   if (o.seed >= 0) config->training.seed = o.seed;
   auto plan = MakePlan(*config, o.source);
   if (!plan) return Fail("execute", plan.error());
-  WarnScheduleFile("execute", o.source, *config, plan->schedule);
   // Refuse before allocating anything when the simulator predicts a device
   // will run out of memory (the same plan, the catalogue's capacity).
   if (!o.force) {
@@ -106,6 +105,7 @@ int Run(const ExecuteCmdOptions& o) {
     options.local_rank = world->local_rank;
     rank = world->rank;
   }
+  if (rank == 0) WarnScheduleFile("execute", o.source, *config, plan->schedule);
   auto result = o.backend == "cuda" ? execute::ExecuteCuda(*config, *plan, options)
                                     : execute::ExecuteCpu(*config, *plan, options);
   if (!result) {

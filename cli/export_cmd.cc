@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "cli/commands.h"
 #include "api/schedule_io.h"
+#include "cli/commands.h"
 #include "cli/fail.h"
 #include "cli/schedule_io.h"
 #include "cost_models/config.h"

@@ -38,13 +38,13 @@ int main(int argc, char** argv) {
     // A legal but enormous config (millions of layers or micro-batches)
     // can ask for more memory than the machine has: a runtime failure.
     const auto used = app.get_subcommands();
-    fmt::print(stderr, "twinpipe {}: out of memory: the plan needs more memory than this machine can give\n",
-               used.empty() ? "" : used.front()->get_name());
+    fmt::print(stderr, "twinpipe{}: out of memory: the plan needs more memory than this machine can give\n",
+               used.empty() ? "" : " " + used.front()->get_name());
     return twinpipe::cli::kExitRuntime;
   } catch (const std::length_error&) {
     const auto used = app.get_subcommands();
-    fmt::print(stderr, "twinpipe {}: out of memory: the plan is larger than a container can hold\n",
-               used.empty() ? "" : used.front()->get_name());
+    fmt::print(stderr, "twinpipe{}: out of memory: the plan is larger than a container can hold\n",
+               used.empty() ? "" : " " + used.front()->get_name());
     return twinpipe::cli::kExitRuntime;
   }
   return exit_code;

@@ -3,10 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <algorithm>
-
 #include "ir/builders.h"
-#include "ir/passes.h"
 
 namespace twinpipe::cli {
 
@@ -35,24 +32,8 @@ CLI::Validator BytesValidator() {
 
 void WarnScheduleFile(std::string_view command, const PlanSource& source, const cost::Config& config,
                       const ir::Schedule& schedule) {
-  if (source.schedule_file.empty()) return;
-  const int64_t gpus = int64_t{schedule.num_devices} * std::max(1, schedule.replicas) * config.GpusPerDevice();
-  if (gpus < config.cluster.NumDevices()) {
-    fmt::print(stderr,
-               "twinpipe {}: warning: {} runs {} replica{} of {} devices of {} GPU{} ({} GPUs); {} has {}: the other "
-               "{} stay idle (a torch CSV describes one replica)\n",
-               command, source.schedule_file, std::max(1, schedule.replicas), schedule.replicas > 1 ? "s" : "",
-               schedule.num_devices, config.GpusPerDevice(), config.GpusPerDevice() > 1 ? "s" : "", gpus,
-               config.source, config.cluster.NumDevices(), config.cluster.NumDevices() - gpus);
-  }
-  const bool recomputes = std::any_of(schedule.programs.begin(), schedule.programs.end(), [](const auto& program) {
-    return std::any_of(program.begin(), program.end(), [](const ir::Op& op) { return op.kind == ir::OpKind::kRecompute; });
-  });
-  if (!recomputes && ir::InsertsRecompute(config.pipeline.recompute)) {
-    fmt::print(stderr,
-               "twinpipe {}: warning: {}: /pipeline/recompute is {}, but {} has no recompute op: it runs as written, "
-               "every activation kept\n",
-               command, config.source, ir::RecomputeModeName(config.pipeline.recompute), source.schedule_file);
+  for (const std::string& w : api::ScheduleFileWarnings(source, config, schedule)) {
+    fmt::print(stderr, "twinpipe {}: warning: {}\n", command, w);
   }
 }
 

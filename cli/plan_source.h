@@ -1,5 +1,5 @@
 // The command-line side of a plan's source (api/plan_source.h): the options
-// that fill a PlanSource, and the warning a calibration's coverage gives.
+// that fill a PlanSource, and the warnings a calibration's coverage and a schedule file give.
 //
 //   PlanSource src;  AddPlanOptions(*cmd, src);
 //   Result<cost::Plan> plan = MakePlan(config, src);
@@ -34,14 +34,12 @@ CLI::Validator BytesValidator();
 // was fitted on runs that do not cover <what>:" and then each of `lines`,
 // indented (simulate, validate and search with a calibration that records
 // its coverage); nothing when `lines` is empty.
-// With --schedule-file, what the file does not take from the config, on
-// stderr as "twinpipe <command>: warning: ...": GPUs of the cluster no
-// replica uses (a torch CSV describes one replica), and a recompute mode the
-// config asks for while the file has no recompute op (it runs as written).
-void WarnScheduleFile(std::string_view command, const PlanSource& source, const cost::Config& config,
-                      const ir::Schedule& schedule);
-
 void WarnExtrapolation(std::string_view command, const std::string& path, std::string_view what,
                        const std::vector<std::string>& lines);
+
+// Prints api::ScheduleFileWarnings on stderr, each as "twinpipe <command>:
+// warning: ..." (simulate, execute on rank 0, calibrate).
+void WarnScheduleFile(std::string_view command, const PlanSource& source, const cost::Config& config,
+                      const ir::Schedule& schedule);
 
 }  // namespace twinpipe::cli

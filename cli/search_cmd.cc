@@ -121,6 +121,7 @@ int Run(const SearchCmdOptions& o) {
   }
   if (o.json) {
     fmt::print("{}", api::SearchJson(*result, best_config));
+    if (!result->best) fmt::print(stderr, "twinpipe search: nothing fits: every configuration exceeds the memory cap\n");
   } else {
     fmt::print("{} configs in {:.3f} s ({:.0f} per second): {} simulated, {} skipped on their bounds, "
                "{} over the memory cap\n",
@@ -149,8 +150,8 @@ int Run(const SearchCmdOptions& o) {
                  ir::NameOf(cost::kDataParallelShardingNames, c.sharding));
       fmt::print("{}\n", moe ? fmt::format(" {:>4}", c.expert_parallel) : "");
     }
+    const auto& b = *result->best;
     {
-      const auto& b = *result->best;
       fmt::print("best for {}: {}{}K={} R={} M={} {}{} recompute {} partition {}{}{}\n", o.objective,
                  b.tensor_parallel > 1 ? fmt::format("t={}{} ", b.tensor_parallel,
                                                      b.tp_comm_overlap     ? " (sequence parallel, overlapped)"
@@ -190,7 +191,8 @@ void AddSearch(CLI::App& app, int& exit_code) {
   cmd->add_option("--calibration", o->calibration, "cost-model coefficients fitted by `twinpipe calibrate` (the "
                                                    "config's device) in place of the catalogue's");
   cmd->add_option("--max-context-parallel", o->max_context_parallel,
-                  "most context-parallel GPUs c to try (fused attention; default: no limit but --min-context-tokens)")
+                  "most context-parallel GPUs c to try (fused attention; default and 0: no limit but "
+                  "--min-context-tokens)")
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--min-context-tokens", o->min_context_tokens,
                   "least tokens of a sample each context-parallel GPU keeps, seq / c (default 4096; 0: any)")
@@ -202,8 +204,8 @@ void AddSearch(CLI::App& app, int& exit_code) {
   cmd->add_option("--tp-comm-overlap", o->tp_comm_overlap,
                   "tensor-parallel overlap with sequence parallelism: off, on or both (default)")
       ->check(CLI::IsMember({"off", "on", "both"}));
-  cmd->add_option("--max-chunks", o->max_chunks, "most chunks per device of the interleaved schedule (default: "
-                                                 "every v dividing the blocks per device)")
+  cmd->add_option("--max-chunks", o->max_chunks, "most chunks per device of the interleaved schedule (default and "
+                                                 "0: every v dividing the blocks per device)")
       ->check(CLI::Range(0, 1 << 16));
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });
 }

@@ -65,12 +65,13 @@ int Run(const SimulateOptions& o) {
       for (int d = 0; d < std::min(D, 8); ++d) gpus.push_back(planned.GpuOf(0, d, replica));
       return fmt::format("{}{}", fmt::join(gpus, ", "), D > 8 ? ", ..." : "");
     };
-    const std::string group = c > 1 ? fmt::format("{} context-parallel ranks of {} consecutive GPUs each", c, t)
-                                    : fmt::format("{} consecutive GPUs", t);
+    const std::string group = c == 1   ? fmt::format("{} consecutive GPUs", t)
+                              : t == 1 ? fmt::format("{} consecutive GPUs, one per context-parallel rank", c)
+                                       : fmt::format("{} context-parallel ranks of {} consecutive GPUs each", c, t);
     const std::string second = R > 1 ? fmt::format("; replica 1's at GPUs {}", firsts(1)) : std::string();
     fmt::print("{}: each device is a group of {} GPUs{} ({}); replica 0's devices start at GPUs {}{}; nodes of {} "
                "GPUs\n",
-               t > 1 ? "tensor parallel" : "context parallel", t * c,
+               t > 1 && c > 1 ? "tensor and context parallel" : t > 1 ? "tensor parallel" : "context parallel", t * c,
                planned.pipeline.sequence_parallel ? ", sequence parallel" : "", group, firsts(0), second,
                planned.cluster.gpus_per_node);
   }

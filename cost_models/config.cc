@@ -1,9 +1,9 @@
 #include "cost_models/config.h"
 
 #include <algorithm>
-#include <numeric>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 
 #include <boost/graph/adjacency_list.hpp>

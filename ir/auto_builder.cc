@@ -525,7 +525,8 @@ Result<void> Check(const AutoProblem& p) {
     const double buffers = (s > 0 ? crosses(s - 1) : 0.0) + crosses(s), one = p.activation_bytes[s] + buffers;
     if (p.limit_bytes[d] < 0) {
       return Fail(fmt::format("stage {}: its device's weights, gradients and optimizer state alone take {:.4g} GiB "
-                              "more than the memory limit, before any activation",
+                              "more than the memory limit, before any activation (raise --memory-cap or "
+                              "/pipeline/memory_cap)",
                               s, -p.limit_bytes[d] / (1 << 30)));
     }
     if (one > p.limit_bytes[d] * (1 + 1e-12)) {  // beyond rounding, as Greedy::Over

@@ -97,8 +97,10 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
     std::vector<int> firsts;
     for (const auto& cell : report->cells) firsts.push_back(cell.first_layer);
     const auto peaks = cost::StagePeaks(s, recompute);
-    const PartitionReport built = DescribePartition(use, firsts, &peaks, nullptr, o.calibration);
-    for (size_t k = 0; k < report->cells.size(); ++k) report->cells[k].peak_memory_bytes = built.cells[k].peak_memory_bytes;
+    const PartitionReport described = DescribePartition(use, firsts, &peaks, nullptr, o.calibration);
+    for (size_t k = 0; k < report->cells.size(); ++k) {
+      report->cells[k].peak_memory_bytes = described.cells[k].peak_memory_bytes;
+    }
   }
   ir::PipelineOptions pipeline = Bytes(*report, cost::DtypeBytes(config.training.gradient_dtype));
   pipeline.recompute = recompute;
@@ -188,11 +190,22 @@ Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule, 
   const int64_t gpus =
       int64_t{schedule.num_devices} * std::max(1, schedule.replicas) * config.GpusPerDevice();
   if (gpus > config.cluster.NumDevices()) {
-    return Fail(fmt::format("{}: /cluster/devices: the schedule ({}) runs {} replica{} of {} devices of {} GPU{} "
-                            "({} GPUs), the cluster has {}",
+    return Fail(fmt::format("{}: /cluster/devices: the schedule ({}) runs {} replica{} of {} devices{} ({} cluster "
+                            "devices), the cluster has {}",
                             config.source, source, std::max(1, schedule.replicas), schedule.replicas > 1 ? "s" : "",
-                            schedule.num_devices, config.GpusPerDevice(), config.GpusPerDevice() > 1 ? "s" : "", gpus,
-                            config.cluster.NumDevices()));
+                            schedule.num_devices,
+                            config.GpusPerDevice() > 1 ? fmt::format(" of {} GPUs", config.GpusPerDevice()) : "",
+                            gpus, config.cluster.NumDevices()));
+  }
+  // A device's GPUs (and so its node and links) follow /pipeline/stages and
+  // the replicas it leaves: a file of another device count is placed
+  // only where every device is one GPU of one node.
+  const bool placed = config.GpusPerDevice() > 1 || config.cluster.gpus_per_node < config.cluster.NumDevices();
+  if (placed && schedule.num_devices != config.pipeline.stages) {
+    return Fail(fmt::format("{}: /pipeline/stages: is {}, the schedule ({}) has {} devices: with tensor or context "
+                            "parallelism or several nodes, a device's GPUs follow /pipeline/stages; set it to {}",
+                            config.source, config.pipeline.stages, source, schedule.num_devices,
+                            schedule.num_devices));
   }
   if (schedule.num_stages > static_cast<int>(config.model.layers.size())) {
     return Fail(fmt::format("{}: the schedule has {} stages but the model only {} layers", config.source,

@@ -134,9 +134,14 @@ py::list Diagnostics(const ir::Schedule& s) {
 api::Simulation Simulate(const LoadedConfig& loaded, const ir::Schedule* schedule, const api::PlanSource& source,
                          const std::string& calibration_path) {
   auto calibration = CalibrationFor(calibration_path, loaded.config);
-  return Take(api::RunSimulation(loaded.config, source, calibration ? &*calibration : nullptr, schedule,
-                                 "the schedule given"),
-              schedule || !source.schedule_file.empty() ? kScheduleError : kConfigError);
+  api::Simulation sim = Take(api::RunSimulation(loaded.config, source, calibration ? &*calibration : nullptr, schedule,
+                                                "the schedule given"),
+                             schedule || !source.schedule_file.empty() ? kScheduleError : kConfigError);
+  // What a schedule file leaves of the config, as the program's warnings.
+  for (const std::string& w : api::ScheduleFileWarnings(source, sim.config, sim.plan.schedule)) {
+    if (PyErr_WarnEx(PyExc_UserWarning, w.c_str(), 1) != 0) throw py::error_already_set();
+  }
+  return sim;
 }
 
 std::vector<simulate::Run> Runs(const std::string& text, const std::string& source) {

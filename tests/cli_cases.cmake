@@ -419,12 +419,23 @@ cli_case(search_then_execute 0 "parameter norm"
 # fewer (a torch CSV describes one replica) and a recompute mode the file
 # does not carry are warned of.
 cli_case(simulate_schedule_file_too_many_replicas 2
-         "/cluster/devices: the schedule (${CMAKE_CURRENT_BINARY_DIR}/replicas3.txt) runs 3 replicas of 2 devices of 1 GPU (6 GPUs), the cluster has 2"
+         "/cluster/devices: the schedule (${CMAKE_CURRENT_BINARY_DIR}/replicas3.txt) runs 3 replicas of 2 devices (6 cluster devices), the cluster has 2"
          bash -c "${TP} schedule -k 2 -m 8 -s 1f1b --replicas 3 -o \"$0\" && ${TP} simulate ${SRC}/examples/quickstart.json --schedule-file \"$0\""
          ${CMAKE_CURRENT_BINARY_DIR}/replicas3.txt)
-cli_case(execute_schedule_file_too_many_replicas 2 "runs 3 replicas of 2 devices of 1 GPU (6 GPUs), the cluster has 2"
+cli_case(execute_schedule_file_too_many_replicas 2 "runs 3 replicas of 2 devices (6 cluster devices), the cluster has 2"
          bash -c "${TP} schedule -k 2 -m 8 -s 1f1b --replicas 3 -o \"$0\" && ${TP} execute ${SRC}/examples/quickstart.json --schedule-file \"$0\""
          ${CMAKE_CURRENT_BINARY_DIR}/replicas3_execute.txt)
+cli_case(simulate_schedule_file_too_many_gpus 2 "runs 1 replica of 4 devices of 4 GPUs (16 cluster devices), the cluster has 8"
+         bash -c "${TP} schedule -k 4 -m 16 -s 1f1b -o \"$0\" && ${TP} simulate ${IN}/tp_h100.json --schedule-file \"$0\""
+         ${CMAKE_CURRENT_BINARY_DIR}/four_devices.txt)
+# Where a device's GPUs follow /pipeline/stages, a file of another device count is refused.
+cli_case(simulate_schedule_file_other_stages 2
+         "today_h100.json: /pipeline/stages: is 2, the schedule (${CMAKE_CURRENT_BINARY_DIR}/four_devices_cp.txt) has 4 devices"
+         bash -c "${TP} schedule -k 4 -m 4 -s 1f1b -o \"$0\" && ${TP} simulate ${IN}/today_h100.json --schedule-file \"$0\""
+         ${CMAKE_CURRENT_BINARY_DIR}/four_devices_cp.txt)
+cli_case(simulate_schedule_file_overrides_unused 0 "warning: --chunks is not used"
+         bash -c "${TP} schedule -k 2 -m 8 -s 1f1b -o \"$0\" && ${TP} simulate ${SRC}/examples/quickstart.json --schedule-file \"$0\" --chunks 2"
+         ${CMAKE_CURRENT_BINARY_DIR}/quickstart_file.txt)
 cli_case(simulate_schedule_file_idle_gpus 0 "${IN}/today_h100.json has 16: the other 12 stay idle"
          bash -c "${TP} schedule ${IN}/today_h100.json --format torch-csv -o \"$0\" && ${TP} simulate ${IN}/today_h100.json --schedule-file \"$0\""
          ${CMAKE_CURRENT_BINARY_DIR}/one_replica.csv)
@@ -604,9 +615,12 @@ cli_case(import_trace_rank_unlabelled 2 "unlabelled.rank0.json: no op of rank 0'
          ${TP} import-trace ${TPROF}/unlabelled.rank0.json ${TPROF}/w2/interleaved.rank1.json.gz
          --schedule-file ${TPROF}/w2/interleaved.csv -o ${CMAKE_CURRENT_BINARY_DIR}/torch_profile_unlabelled.json)
 cli_case(import_trace_duration_too_long 2
-         "huge_duration.rank0.json: /traceEvents/0/dur: expected a number of microseconds, 0 or more, at most 3e14"
+         "huge_duration.rank0.json: /traceEvents/0/dur: expected a number of microseconds from 0 to 1e15"
          ${TP} import-trace ${TPROF}/huge_duration.rank0.json ${TPROF}/w2/interleaved.rank1.json.gz
          --schedule-file ${TPROF}/w2/interleaved.csv -o ${CMAKE_CURRENT_BINARY_DIR}/torch_profile_huge.json)
+cli_case(import_trace_span_too_long 2 "huge_span.rank0.json: /traceEvents/1: ends 2e+09 s after the profile's first op starts"
+         ${TP} import-trace ${TPROF}/huge_span.rank0.json ${TPROF}/w2/interleaved.rank1.json.gz
+         --schedule-file ${TPROF}/w2/interleaved.csv -o ${CMAKE_CURRENT_BINARY_DIR}/torch_profile_span.json)
 # torch's ScheduleGPipe runs its backwards first micro-batch first, twinpipe's last first.
 cli_case(import_trace_other_schedule 2 "rank 0 ran 0B0 (/traceEvents/141) before 0B1"
          bash -c "${TP} schedule -k 2 -m 4 -s gpipe -o \"$0\" && ${TP} import-trace ${TPROF}/w2/gpipe.rank0.json.gz ${TPROF}/w2/gpipe.rank1.json.gz --schedule-file \"$0\""

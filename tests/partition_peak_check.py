@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""partition_peak_check.py TWINPIPE CONFIG [SIMULATE OPTIONS...]
+"""partition_peak_check.py TWINPIPE CONFIG
 
 `twinpipe partition` and `twinpipe simulate` plan the same schedule: each
 device's peak memory in partition's cells (the largest of its cells) is

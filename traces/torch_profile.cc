@@ -52,18 +52,20 @@ std::string StringField(const Json& e, const char* key) {
 }
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
+// The longest time a twinpipe trace holds (traces/trace.cc: 1e9 s).
+constexpr double kMostTraceMicroseconds = 1e15;
 
 // A number field of a trace event, or a message naming its JSON path.
 Result<double> Microseconds(const Json& e, const char* field, const std::string& name, size_t i) {
   auto it = e.find(field);
-  // At most 3e14 us (about 9.5 years) each: start - t0 + dur stays inside
-  // the 1e9 s a twinpipe trace holds.
-  constexpr double kMostMicroseconds = 3e14;
+  // Timestamps may be absolute (Kineto before 2024: Unix-epoch
+  // microseconds); a duration is at most 1e15 us, the 1e9 s a twinpipe
+  // trace holds (the op's end after the step's start is held to it below).
+  const bool duration = std::string_view(field) == "dur";
   if (it == e.end() || !it->is_number() || !std::isfinite(it->get<double>()) ||
-      std::abs(it->get<double>()) > kMostMicroseconds ||
-      (std::string_view(field) == "dur" && it->get<double>() < 0)) {
-    return Fail(fmt::format("{}: /traceEvents/{}/{}: expected a number of microseconds{}, at most 3e14", name, i,
-                            field, std::string_view(field) == "dur" ? ", 0 or more" : ""));
+      (duration && !(it->get<double>() >= 0 && it->get<double>() <= kMostTraceMicroseconds))) {
+    return Fail(fmt::format("{}: /traceEvents/{}/{}: expected a number of microseconds{}", name, i, field,
+                            duration ? " from 0 to 1e15" : ""));
   }
   return it->get<double>();
 }
@@ -300,6 +302,10 @@ Result<TorchProfileImport> ImportTorchProfiles(const std::vector<std::pair<std::
   std::vector<char> measured(all.events.size(), 0);
   for (int32_t d = 0; d < D; ++d) {
     for (const Labelled& l : labelled[d]) {
+      if (l.start_us + l.dur_us - t0 > kMostTraceMicroseconds) {
+        return Fail(fmt::format("{}: /traceEvents/{}: ends {:.4g} s after the profile's first op starts, beyond the "
+                                "1e9 s a trace holds", file_of[d], l.index, (l.start_us + l.dur_us - t0) * 1e-6));
+      }
       Event& e = all.events[ops[d].at(l.key)];
       e.start_s = (l.start_us - t0) * 1e-6;
       e.end_s = (l.start_us + l.dur_us - t0) * 1e-6;

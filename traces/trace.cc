@@ -74,7 +74,10 @@ Result<Trace> ReadTraceJson(std::string_view text, std::string_view source) {
     const ir::json::Reader r{std::string(source)};
     const Json doc = r.Parse(text);
     r.Format(doc, "twinpipe-trace");
-    r.Int(doc, "version", "", 1, 1);  // the one version written
+    if (doc.contains("version") && doc["version"] != 1) {
+      r.Fail("/version", fmt::format("this twinpipe reads trace version 1, got {}", doc["version"].dump()));
+    }
+    r.Int(doc, "version", "", 1, 1);
     r.Keys(doc, "", {"format", "version", "source", "stages", "microbatches", "devices", "replicas", "tensor_parallel",
                      "partial", "placement", "events", "memory"});
     constexpr int64_t kMostCount = std::numeric_limits<int32_t>::max();
@@ -104,6 +107,7 @@ Result<Trace> ReadTraceJson(std::string_view text, std::string_view source) {
       ev.device = static_cast<int32_t>(r.Int(e, "device", path, 0, t.devices - 1));
       const std::string stream = r.String(e, "stream", path, {"compute", "send", "recv", "allreduce"}, std::nullopt);
       ev.stream = *StreamFromName(stream);
+      if (!e.contains("kind")) r.Fail(path, "missing key 'kind' (an op kind such as F, B or SEND_F)");
       const std::string kind = r.String(e, "kind", path, {}, std::nullopt);
       const auto op_kind = ir::OpKindFromName(kind);
       if (!op_kind) r.Fail(path + "/kind", fmt::format("expected an op kind such as F, B or SEND_F, got '{}'", kind));

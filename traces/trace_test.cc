@@ -111,8 +111,9 @@ TEST(Trace, BadTracesNameThePath) {
             "replicas, source, stages, tensor_parallel, version)");
   // A version this reader does not know; a missing op kind says what it is.
   EXPECT_EQ(message(small, "\"version\": 1,", "\"version\": 2,"),
-            "t.json: /version: expected an integer from 1 to 1, got 2");
-  EXPECT_EQ(message(small, "\"kind\": \"F\", ", ""), "t.json: /events/0: missing key 'kind' (a string)");
+            "t.json: /version: this twinpipe reads trace version 1, got 2");
+  EXPECT_EQ(message(small, "\"kind\": \"F\", ", ""),
+            "t.json: /events/0: missing key 'kind' (an op kind such as F, B or SEND_F)");
   std::string swapped = WriteTraceJson(Small());
   swapped.replace(swapped.find("\"end_s\": 0.001"), 14, "\"end_s\": -1");
   EXPECT_EQ(ReadTraceJson(swapped, "t.json").error().message, "t.json: /events/0/end_s: ends before it starts");

@@ -164,8 +164,22 @@ def test_schedule_refuses_bad_numbers_as_bad_input():
             twinpipe.schedule(stages=4, micro_batches=8, **kwargs)
     with pytest.raises(twinpipe.ScheduleError, match="stages: expected at least 1, got -2"):
         twinpipe.schedule(stages=-2, micro_batches=8)
-    with pytest.raises(twinpipe.ScheduleError, match="micro-batches: expected at least 1, got 0"):
-        twinpipe.schedule(stages=4, micro_batches=0)
+    with pytest.raises(twinpipe.ScheduleError, match="micro-batches: expected at least 1, got -1"):
+        twinpipe.schedule(stages=4, micro_batches=-1)
+
+
+def test_a_schedule_file_warns_as_the_program_does(cli, tmp_path):
+    # A torch CSV of one replica on a config of four: the program's warning, as a Python warning.
+    config = str(SOURCE_DIR / "tests" / "inputs" / "today_h100.json")
+    csv = tmp_path / "one_replica.csv"
+    assert cli("schedule", config, "--format", "torch-csv", "-o", csv).returncode == 0
+    run = cli("simulate", config, "--schedule-file", csv)
+    assert run.returncode == 0
+    with pytest.warns(UserWarning) as caught:
+        twinpipe.simulate(config, str(csv))
+    said = [line.split("warning: ", 1)[1] for line in run.stderr.splitlines() if "warning: " in line]
+    assert [str(w.message) for w in caught] == said
+    assert "the other 12 stay idle (a torch CSV describes one replica)" in said[0]
 
 
 def test_recompute_timing_is_the_programs(cli):
