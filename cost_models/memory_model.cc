@@ -243,6 +243,8 @@ CellMemoryTable::CellMemoryTable(const Model& model, std::vector<double> cut_byt
     stash_[i + 1] = stash_[i] + model.layers[i].stash_bytes;
     last_remat_[i + 1] = model.layers[i].rematerialized ? static_cast<int>(i) : last_remat_[i];
   }
+  least_input_ = input_bytes_;
+  for (size_t j = 0; j + 1 < L; ++j) least_input_ = std::min(least_input_, cut_[j]);
   for (size_t span = 2; span <= L; span *= 2) {
     const std::vector<double>& half = largest_.back();
     std::vector<double> next(L - span + 1);
@@ -296,6 +298,18 @@ CellMemory CellMemoryTable::Peak(int first, int last, const MemoryInputs& in) co
                           .fp8_params = fp8_params_[last + 1] - fp8_params_[first],
                           .largest_layer = MostParams(first, last + 1)};
   return FromSums(params, held, input, output, in);
+}
+
+double CellMemoryTable::Floor(int first, int last, const MemoryInputs& in) const {
+  const double stash = stash_[last + 1] - stash_[first];
+  const CellParams params{.params = params_[last + 1] - params_[first],
+                          .expert_params = expert_params_[last + 1] - expert_params_[first],
+                          .fp8_params = fp8_params_[last + 1] - fp8_params_[first],
+                          .largest_layer = MostParams(first, last + 1)};
+  // Every cell's input is a boundary or the model's input: at least the
+  // least of them, which per cell is what recompute keeps at least.
+  const CellActivations held{stash, per_layer_ ? 0 : std::min(stash, least_input_), per_layer_ ? 0 : stash};
+  return FromSums(params, held, least_input_, 0, in).total_bytes;
 }
 
 std::vector<int> InFlightPerStage(const ir::Schedule& s) {

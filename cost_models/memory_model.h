@@ -161,12 +161,19 @@ class CellMemoryTable {
  public:
   CellMemoryTable(const Model& model, std::vector<double> cut_bytes, const Checkpointing& checkpointing);
   CellMemory Peak(int first, int last, const MemoryInputs& in) const;
+  // A floor under Peak's total that never grows as the cell shrinks: its
+  // parameters without the copies of shared weights, its stash (per cell,
+  // the same rebuilt and what recompute keeps at least), and the buffers of
+  // the least input any cell can have. (The static bytes rule grows with
+  // each of CellParams' fields.)
+  double Floor(int first, int last, const MemoryInputs& in) const;
 
  private:
   double MostWork(int first, int end) const;  // the most of work_[0][first..end-1]
 
   bool per_layer_;
   double input_bytes_;
+  double least_input_ = 0;  // the least of the model's input and the boundaries' bytes
   std::vector<double> cut_;
   double MostParams(int first, int end) const;  // the largest of layers first..end-1
 

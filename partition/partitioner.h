@@ -32,6 +32,11 @@ struct PartitionProblem {
   // capacity of cell k's device.
   std::function<double(int a, int b, int k)> memory;
   std::vector<double> capacity;
+  // Optional, with `memory`: a floor under it that never grows as a cell
+  // shrinks (floor(a, b, k) <= memory(a, b, k), and no more for any
+  // [a', b'] inside [a, b]). With it, MinMaxUnderMemory finds in L + K
+  // tests that no partition fits where the floor alone allows none.
+  std::function<double(int a, int b, int k)> memory_floor;
   std::vector<std::string> layer_names;  // for messages
   // Where nothing fits in memory, MinMaxUnderMemory says why (the layer that
   // fits nowhere, or the cell that overflows most in the fastest cut), at

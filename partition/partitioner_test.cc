@@ -223,12 +223,27 @@ TEST(Partitioners, PrunedSearchesChooseWhatTheFullTablesChoose) {
     p.capacity.assign(K, room);
     const std::vector<int> full = FullTableMinMaxUnderMemory(p);
     auto got = MinMaxUnderMemory(p);
+    // With a floor that never grows as a cell shrinks, where it binds and
+    // where it does not, alike.
+    PartitionProblem floored = p;
+    // With `binding`, the least input of any layer in place of the cell's
+    // own; else less the first layer's weights too.
+    const double least_input = *std::min_element(input.begin(), input.end());
+    floored.memory_floor = [weights, least_input, binding = trial % 4 != 0](int a, int b, int k) {
+      double m = (binding ? least_input : 0.0) + k % 3;
+      for (int i = a + (binding ? 0 : 1); i <= b; ++i) m += weights[i];
+      return m;
+    };
+    auto with_floor = MinMaxUnderMemory(floored);
     if (full.empty()) {
       ASSERT_FALSE(got);
+      ASSERT_FALSE(with_floor);
       ++infeasible;
     } else {
       ASSERT_TRUE(got) << got.error().message;
       ASSERT_EQ(got->first_layers, full);
+      ASSERT_TRUE(with_floor) << with_floor.error().message;
+      ASSERT_EQ(with_floor->first_layers, full);
       ++feasible;
     }
   }

@@ -138,13 +138,19 @@ PartitionProblem BuildProblem(const Config& c, const std::vector<cost::StagePeak
   }
   for (int k = 0; k < K; ++k) p.cut_class.push_back(CutLinkOf(c, k, placement));
   // Everything by value: the problem may outlive the config.
-  p.memory = [table = std::make_shared<const cost::CellMemoryTable>(c.model, cut, c.pipeline.checkpointing),
-              peaks = Peaks(c, given_peaks),
-              bytes_per_param = c.training.bytes_per_param,
-              static_bytes = cost::StaticBytesOf(c, c.GradientRanks()),
-              micro_batch = static_cast<double>(c.training.MicroBatchSize())](int a, int b, int k) {
-    return table->Peak(a, b, cost::MemoryInputs{bytes_per_param, micro_batch, &peaks[k], &static_bytes}).total_bytes;
+  struct Memory {
+    cost::CellMemoryTable table;
+    std::vector<cost::StagePeak> peaks;
+    double bytes_per_param, micro_batch;
+    cost::StaticBytesRule static_bytes;
+    cost::MemoryInputs In(int k) const { return {bytes_per_param, micro_batch, &peaks[k], &static_bytes}; }
   };
+  auto memory = std::make_shared<const Memory>(Memory{cost::CellMemoryTable(c.model, cut, c.pipeline.checkpointing),
+                                                      Peaks(c, given_peaks), c.training.bytes_per_param,
+                                                      static_cast<double>(c.training.MicroBatchSize()),
+                                                      cost::StaticBytesOf(c, c.GradientRanks())});
+  p.memory = [memory](int a, int b, int k) { return memory->table.Peak(a, b, memory->In(k)).total_bytes; };
+  p.memory_floor = [memory](int a, int b, int k) { return memory->table.Floor(a, b, memory->In(k)); };
   for (int k = 0; k < K; ++k) p.capacity.push_back(c.cluster.devices[k].memory_bytes);
   for (const auto& l : c.model.layers) p.layer_names.push_back(l.name);
   return p;

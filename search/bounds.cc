@@ -149,7 +149,7 @@ double LowerBounds::Peak(const Candidate& c, double enough) {
         cost::AutoProblemFor(evaluator_.work(), cut->skeleton, cut->costs,
                                  cost::AutoMemoryCap(evaluator_.work(), evaluator_.cap));
     const int64_t ops = 3 * int64_t{s.num_stages} * s.num_micro_batches;
-    it->second = ir::AutoLeastPeak(problem, cut->costs.static_bytes, std::max<int64_t>(1, ops / 10), enough);
+    it->second = ir::AutoLeastPeak(problem, cut->costs.static_bytes, std::max<int64_t>(1, ops / 2), enough);
   } else {
     it->second = cost::ComputeStreamPeak(s, c.recompute, cut->costs);
   }

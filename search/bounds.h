@@ -43,7 +43,7 @@ class LowerBounds {
   // A lower bound on the peak of the point's plan, finer than Of's (and
   // dearer: a fraction of a plan), by plan; infinity where no plan exists.
   // `auto`, from the start of each variant of its greedy builder
-  // (ir::AutoLeastPeak: a tenth of its ops, stopping at `enough`): Of
+  // (ir::AutoLeastPeak: half its ops, stopping at `enough`): Of
   // gives it one micro-batch in flight, far below what the builder holds as
   // it plans to the cap. Other schedules, from their compute stream's own
   // memory walked in program order (Of counts only the stash at its most

@@ -93,8 +93,9 @@ const Shape* Evaluator::ShapeOf(const Candidate& c) {
 
 const Cut* Evaluator::CutOf(const Candidate& c, const Shape& shape) {
   const ModelKey model = ModelOf(c);
-  const FirstsKey firsts_key{model, static_cast<int>(c.recompute), c.batch, c.micro_batches, c.partition,
-                             shape.cut_class};
+  const FirstsKey firsts_key{model,         static_cast<int>(c.recompute), c.batch, c.micro_batches, c.partition,
+                             shape.cut_class,
+                             c.partition == cost::PartitionAlgorithm::kMemory ? static_cast<int>(c.sharding) : -1};
   auto [it, fresh] = cuts_.try_emplace(CutKey{firsts_key, static_cast<int>(c.sharding)});
   if (!fresh) return it->second.get();
   const ir::Schedule& s = shape.schedule;

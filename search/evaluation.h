@@ -112,10 +112,11 @@ class Evaluator {
  private:
   // Where a partition cuts depends on the model (tensor, sequence and
   // context parallelism, overlap), recompute, the replica's batch and
-  // micro-batches, the algorithm, and the shape's class (its placement and
-  // activation peaks: see Shape); not on sharding, which the partitioner
-  // does not read.
-  using FirstsKey = std::tuple<ModelKey, int, int64_t, int, cost::PartitionAlgorithm, int>;
+  // micro-batches (with the model, the gradient's ranks), the algorithm,
+  // the shape's class (its placement and activation peaks: see Shape) and,
+  // for the memory partition, the sharding (the static bytes it fits);
+  // -1 for the others, which read no memory.
+  using FirstsKey = std::tuple<ModelKey, int, int64_t, int, cost::PartitionAlgorithm, int, int>;
   // What a cut (its partition and costs) depends on: a FirstsKey's and the
   // sharding (the costs' static bytes, step and FSDP's gathers).
   using CutKey = std::tuple<FirstsKey, int>;

@@ -9,6 +9,7 @@
 #include "ir/builders.h"
 #include "partition/pipeline_plan.h"
 #include "cost_models/plan_costs.h"
+#include "search/evaluation.h"
 #include "search/grid.h"
 #include "simulate/engine.h"
 
@@ -303,6 +304,64 @@ TEST(Grid, ExpertParallelDegreesDivideTheExpertsAndTheStage) {
 }
 
 // The grid of kLlamaFp8 holds every new knob, and each restriction takes it out.
+// The evaluator shares partitions, costs and simulations between points
+// whose keys are equal: every memory-partitioned point it plans, in the
+// grid's order, equals its config planned and simulated alone. Here the
+// weights fill the GPUs (4.8 G parameters on 40 GB A100s), so whether a
+// memory partition exists, and where it cuts, turns on the sharding: a key
+// without it shares one sharding's cut with another's.
+TEST(Evaluator, EveryMemoryPartitionedPointEqualsItsConfigAlone) {
+  const char* text = R"({
+    "model": {"generator": "transformer", "layers": 6, "d_model": 8192, "heads": 64, "seq": 128, "vocab": 1024},
+    "training": {"batch": 16, "microbatches": 4, "bytes_per_param": 16},
+    "pipeline": {"stages": 2, "schedule": "1f1b", "partition": "memory"},
+    "cluster": {"device": "A100-40GB", "devices": 4, "gpus_per_node": 4, "link": "nvlink3"}
+  })";
+  const auto original = nlohmann::ordered_json::parse(text);
+  const cost::Config c = Load(text);
+  const int devices = c.cluster.NumDevices();
+  Evaluator evaluator(c, 0, nullptr);
+  int fitting = 0, none = 0, shardings_differ = 0;
+  std::map<std::string, std::pair<bool, bool>> by_sharding;  // the point but its sharding: {none fits, sharded fits}
+  for (const Candidate& point : Grid(evaluator.work(), devices, c.training.batch * c.Replicas(), SearchOptions{})) {
+    if (point.partition != cost::PartitionAlgorithm::kMemory) continue;
+    const std::optional<Candidate> got = evaluator.Simulate(point);
+    const auto written = CandidateConfig(original, point, devices, 0);
+    const cost::Config alone = Load(written.dump());
+    auto plan = partition::PlanFromConfig(alone);
+    SCOPED_TRACE(written.dump());
+    bool fits = false;
+    if (!plan) {
+      EXPECT_FALSE(got);
+      ++none;
+    } else {
+      auto sim = simulate::Simulate(plan->schedule, cost::CostsFromPlan(alone, *plan));
+      ASSERT_TRUE(sim);
+      ASSERT_TRUE(got);
+      double peak = 0;
+      fits = true;
+      for (size_t d = 0; d < sim->devices.size(); ++d) {
+        peak = std::max(peak, sim->devices[d].peak_memory_bytes);
+        fits = fits && sim->devices[d].peak_memory_bytes <= alone.cluster.devices[d].memory_bytes;
+      }
+      EXPECT_EQ(got->fits, fits);
+      EXPECT_NEAR(got->step_time_s, sim->step_time_s, 1e-12 * sim->step_time_s);
+      EXPECT_EQ(got->peak_memory_bytes, peak);
+      fitting += fits;
+    }
+    auto key = written;
+    key["training"].erase("data_parallel_sharding");
+    auto& seen = by_sharding[key.dump()];
+    (point.sharding == cost::DataParallelSharding::kNone ? seen.first : seen.second) |= fits;
+    if (HasFailure()) return;
+  }
+  for (const auto& [key, fit] : by_sharding) shardings_differ += fit.first != fit.second;
+  // The case the test is for: points that fit sharded and not unsharded.
+  EXPECT_GT(shardings_differ, 0);
+  EXPECT_GT(fitting, 0);
+  EXPECT_GT(none, 0);
+}
+
 TEST(Grid, SpansTheNewKnobsAndTheOptionsNarrowThem) {
   const cost::Config c = Load(kLlamaFp8);
   auto count = [&](const SearchOptions& o, auto&& pred) {
