@@ -45,16 +45,13 @@ std::vector<std::string> ScheduleFileWarnings(const PlanSource& s, const cost::C
                                               const ir::Schedule& schedule) {
   std::vector<std::string> warnings;
   if (s.schedule_file.empty()) return warnings;
-  const int64_t per_device = config.GpusPerDevice();
-  const int64_t used = int64_t{schedule.num_devices} * std::max(1, schedule.replicas) * per_device;
+  const partition::ScheduleGpus used = partition::GpusOfSchedule(config, schedule);
   const int64_t cluster = config.cluster.NumDevices();
-  if (used < cluster) {
+  if (used.gpus < cluster) {
     const bool csv = s.format == "torch-csv" || (s.format == "auto" && s.schedule_file.ends_with(".csv"));
-    warnings.push_back(fmt::format(
-        "{} runs {} replica{} of {} devices{} ({} cluster devices); {} has {}: the other {} stay idle{}",
-        s.schedule_file, std::max(1, schedule.replicas), schedule.replicas > 1 ? "s" : "", schedule.num_devices,
-        per_device > 1 ? fmt::format(" of {} GPUs", per_device) : "", used, config.source, cluster, cluster - used,
-        csv ? " (a torch CSV describes one replica)" : ""));
+    warnings.push_back(fmt::format("{} runs {} ({} cluster devices); {} has {}: the other {} stay idle{}",
+                                   s.schedule_file, used.runs, used.gpus, config.source, cluster, cluster - used.gpus,
+                                   csv ? " (a torch CSV describes one replica)" : ""));
   }
   const bool recomputes = std::any_of(schedule.programs.begin(), schedule.programs.end(), [](const auto& program) {
     return std::any_of(program.begin(), program.end(), [](const ir::Op& op) { return op.kind == ir::OpKind::kRecompute; });

@@ -1,6 +1,7 @@
 // twinpipe: plan, predict and run GPipe-style pipeline-parallel training.
 #include <new>
 #include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -25,6 +26,13 @@ int main(int argc, char** argv) {
   twinpipe::cli::AddSearch(app, exit_code);
   twinpipe::cli::AddExport(app, exit_code);
   twinpipe::cli::AddImportTrace(app, exit_code);
+  // A legal but enormous config (millions of layers or micro-batches) can
+  // ask for more memory than the machine has: a runtime failure.
+  auto out_of_memory = [&app](std::string_view why) {
+    const auto used = app.get_subcommands();
+    fmt::print(stderr, "twinpipe{}: out of memory: {}\n", used.empty() ? "" : " " + used.front()->get_name(), why);
+    return twinpipe::cli::kExitRuntime;
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -35,17 +43,9 @@ int main(int argc, char** argv) {
     app.exit(e);
     return twinpipe::cli::kExitBadInput;
   } catch (const std::bad_alloc&) {
-    // A legal but enormous config (millions of layers or micro-batches)
-    // can ask for more memory than the machine has: a runtime failure.
-    const auto used = app.get_subcommands();
-    fmt::print(stderr, "twinpipe{}: out of memory: the plan needs more memory than this machine can give\n",
-               used.empty() ? "" : " " + used.front()->get_name());
-    return twinpipe::cli::kExitRuntime;
+    return out_of_memory("the plan needs more memory than this machine can give");
   } catch (const std::length_error&) {
-    const auto used = app.get_subcommands();
-    fmt::print(stderr, "twinpipe{}: out of memory: the plan is larger than a container can hold\n",
-               used.empty() ? "" : " " + used.front()->get_name());
-    return twinpipe::cli::kExitRuntime;
+    return out_of_memory("the plan is larger than a container can hold");
   }
   return exit_code;
 }

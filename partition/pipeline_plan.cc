@@ -183,19 +183,21 @@ Result<PartitionReport> PartitionForSchedule(const cost::Config& config, const i
   return DescribeStaged(config, staged, schedule, peaks, *firsts, calibration);
 }
 
+ScheduleGpus GpusOfSchedule(const cost::Config& config, const ir::Schedule& schedule) {
+  const int replicas = std::max(1, schedule.replicas), per_device = config.GpusPerDevice();
+  return {int64_t{schedule.num_devices} * replicas * per_device,
+          fmt::format("{} replica{} of {} devices{}", replicas, replicas > 1 ? "s" : "", schedule.num_devices,
+                      per_device > 1 ? fmt::format(" of {} GPUs", per_device) : "")};
+}
+
 Result<Plan> PlanForSchedule(const cost::Config& config, ir::Schedule schedule, std::string_view source,
                              const cost::Calibration* calibration) {
   // Every replica of every pipeline device is a group of t x c GPUs of the
   // cluster: a schedule that needs more than it has is refused.
-  const int64_t gpus =
-      int64_t{schedule.num_devices} * std::max(1, schedule.replicas) * config.GpusPerDevice();
-  if (gpus > config.cluster.NumDevices()) {
-    return Fail(fmt::format("{}: /cluster/devices: the schedule ({}) runs {} replica{} of {} devices{} ({} cluster "
-                            "devices), the cluster has {}",
-                            config.source, source, std::max(1, schedule.replicas), schedule.replicas > 1 ? "s" : "",
-                            schedule.num_devices,
-                            config.GpusPerDevice() > 1 ? fmt::format(" of {} GPUs", config.GpusPerDevice()) : "",
-                            gpus, config.cluster.NumDevices()));
+  const ScheduleGpus used = GpusOfSchedule(config, schedule);
+  if (used.gpus > config.cluster.NumDevices()) {
+    return Fail(fmt::format("{}: /cluster/devices: the schedule ({}) runs {} ({} cluster devices), the cluster has {}",
+                            config.source, source, used.runs, used.gpus, config.cluster.NumDevices()));
   }
   // A device's GPUs (and so its node and links) follow /pipeline/stages and
   // the replicas it leaves: a file of another device count is placed

@@ -64,6 +64,14 @@ PartitionReport DescribeForSchedule(const cost::Config& config, const ir::Schedu
                                     const std::vector<cost::StagePeak>& peaks, const std::vector<int>& first_layers,
                                     const cost::Calibration* calibration = nullptr);
 
+// The cluster GPUs a schedule's replicas take (its devices x replicas x the
+// t x c GPUs of each), and those words ("2 replicas of 4 devices of 8 GPUs").
+struct ScheduleGpus {
+  int64_t gpus = 0;
+  std::string runs;
+};
+ScheduleGpus GpusOfSchedule(const cost::Config& config, const ir::Schedule& schedule);
+
 // For a schedule read from a file: partitions the config's model into the
 // schedule's stages (placing stage s on cluster device placement[s]) and
 // fills every comm and all-reduce op whose bytes are unknown (0). `source`
