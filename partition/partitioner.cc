@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <optional>
-#include <utility>
 
 #include <fmt/format.h>
 
@@ -242,76 +240,6 @@ bool FloorCovers(const PartitionProblem& p) {
   return next == L;
 }
 
-// MinMaxUnderMemory's table: the least bottleneck over the partitions
-// whose cells all `fits`, below `cap` (nothing where none is), the first
-// cell start a, from b down, of the least value on a tie.
-template <typename Fits>
-std::optional<Partition> LeastBottleneck(const PartitionProblem& p, double cap, bool best_first, const Fits& fits) {
-  const int L = p.num_layers, K = p.num_cells;
-  // g[k][b]: least bottleneck covering layers 0..b with cells 0..k that all
-  // fit, or `cap` where that is no less.
-  std::vector<std::vector<double>> g(K, std::vector<double>(L, cap));
-  std::vector<std::vector<int>> from(K, std::vector<int>(L, -1));
-  for (int b = 0; b <= L - K; ++b) {  // only ends that leave a layer for each later cell
-    const double c = p.CellCost(0, 0, b);
-    if ((cap == kInf || c < cap) && fits(0, b, 0)) g[0][b] = c;  // (a NaN cost only with no bound)
-  }
-  // Cell k starts after an end of cell k - 1 that some fitting prefix
-  // reaches (`ends`, ascending): only those are tried, from b down, as
-  // before; where there is none, nothing fits.
-  // With `best_first` (a finite cap, and costs of no sign below zero, so
-  // that a cell only gets costlier as a moves left) the starts below the
-  // cap are tried best first (the least value, the later start on a tie)
-  // and the first that fits wins: the scan's answer, with one memory test
-  // where the best fits; else the scan, from b down, as the full table does.
-  std::vector<int> ends;
-  std::vector<std::pair<double, int>> starts;  // (value, -a)
-  for (int k = 1; k < K; ++k) {
-    ends.clear();
-    for (int j = k - 1; j <= L - K + k - 1; ++j) {
-      if (g[k - 1][j] < cap) ends.push_back(j);
-    }
-    if (ends.empty()) break;
-    size_t below = 0;  // ends[0, below) end before b
-    for (int b = k; b <= L - K + k; ++b) {
-      while (below < ends.size() && ends[below] < b) ++below;
-      if (!best_first) {  // the scan itself, from b down
-        for (size_t i = below; i-- > 0;) {
-          const int a = ends[i] + 1;
-          const double c = p.CellCost(k, a, b);
-          if (c >= g[k][b]) break;
-          if (g[k - 1][a - 1] >= g[k][b] || !fits(a, b, k)) continue;
-          const double v = std::max(g[k - 1][a - 1], c);
-          if (v < g[k][b]) g[k][b] = v, from[k][b] = a;
-        }
-        continue;
-      }
-      starts.clear();
-      for (size_t i = below; i-- > 0;) {
-        const int a = ends[i] + 1;
-        const double c = p.CellCost(k, a, b);
-        if (c >= cap) break;  // cells only get costlier as a moves left
-        const double v = std::max(g[k - 1][a - 1], c);
-        if (v < cap) starts.emplace_back(v, -a);
-      }
-      std::sort(starts.begin(), starts.end());
-      for (const auto& [v, minus_a] : starts) {
-        if (!fits(-minus_a, b, k)) continue;
-        g[k][b] = v;
-        from[k][b] = -minus_a;
-        break;
-      }
-    }
-  }
-  if (g[K - 1][L - 1] >= cap) return std::nullopt;  // (a NaN bottleneck only with no bound)
-  std::vector<int> firsts(K, 0);
-  for (int k = K - 1, b = L - 1; k > 0; --k) {
-    firsts[k] = from[k][b];
-    b = firsts[k] - 1;
-  }
-  return Partition{firsts, g[K - 1][L - 1]};
-}
-
 }  // namespace
 
 PartitionProblem UniformProblem(const std::vector<double>& costs, int cells) {
@@ -409,56 +337,95 @@ Result<Partition> MinMaxUnderMemory(const PartitionProblem& p) {
   if (!p.memory) return MinMax(p);
   const int L = p.num_layers, K = p.num_cells;
   auto fits = [&](int a, int b, int k) { return p.memory(a, b, k) <= p.capacity[k]; };
-  // Nothing fits where not even the floor does (the search's cuts most often).
-  const bool hopeless = p.memory_floor && !FloorCovers(p);
-  const bool monotone = NoCostBelowZero(p);
   // A partition that fits bounds the answer: prefixes that cost as much are
   // no way to it, nor are cells that do. The bound sits just above that
   // partition's bottleneck, so the optimum, and the choice among equal ones
   // (the first a, from b down, of the least value), stay the unbounded
   // search's; the search only skips what cannot beat the bound.
   // (Costs below zero or NaN: no bound, the whole table.)
-  if (!hopeless) {
-    const double feasible = monotone ? FeasibleBottleneckUnderMemory(p, fits) : kInf;
-    const double cap = feasible == kInf ? kInf : feasible + std::abs(feasible) * 1e-9 + 1e-300;
-    if (auto found = LeastBottleneck(p, cap, monotone && cap < kInf, fits)) return *found;
+  // Nothing fits where not even the floor does (most of the search's
+  // hopeless cuts): no table.
+  const bool hopeless = p.memory_floor && !FloorCovers(p);
+  const double feasible = !hopeless && NoCostBelowZero(p) ? FeasibleBottleneckUnderMemory(p, fits) : kInf;
+  const double cap = feasible == kInf ? kInf : feasible + std::abs(feasible) * 1e-9 + 1e-300;
+  // g[k][b]: least bottleneck covering layers 0..b with cells 0..k that all
+  // fit, or `cap` where that is no less.
+  std::vector<std::vector<double>> g(K, std::vector<double>(L, cap));
+  std::vector<std::vector<int>> from(K, std::vector<int>(L, -1));
+  for (int b = 0; !hopeless && b <= L - K; ++b) {  // only ends that leave a layer for each later cell
+    const double c = p.CellCost(0, 0, b);
+    if ((cap == kInf || c < cap) && fits(0, b, 0)) g[0][b] = c;  // (a NaN cost only with no bound)
   }
-  // Nothing fits (with a bound there is always a partition below it).
-  if (!p.explain) return FailRuntime(fmt::format("no partition into {} cells fits in memory", K));
-  // Say why: a layer that fits nowhere, or the cell that overflows most in
-  // the unconstrained minmax partition.
-  for (int i = 0; i < L; ++i) {
-    double best_over = kInf;
-    int best_k = 0;
-    for (int k = 0; k < K; ++k) {
-      const double over = p.memory(i, i, k) - p.capacity[k];
-      if (over < best_over) {
-        best_over = over;
-        best_k = k;
+  // Cell k starts after an end of cell k - 1 that some fitting prefix
+  // reaches (`ends`, ascending): only those are tried, from b down, as
+  // before; where there is none, nothing fits.
+  std::vector<int> ends;
+  for (int k = 1; k < K && !hopeless; ++k) {
+    ends.clear();
+    for (int j = k - 1; j <= L - K + k - 1; ++j) {
+      if (g[k - 1][j] < cap) ends.push_back(j);
+    }
+    if (ends.empty()) break;
+    size_t below = 0;  // ends[0, below) end before b
+    for (int b = k; b <= L - K + k; ++b) {
+      while (below < ends.size() && ends[below] < b) ++below;
+      for (size_t i = below; i-- > 0;) {
+        const int a = ends[i] + 1;
+        const double c = p.CellCost(k, a, b);
+        if (c >= g[k][b]) break;  // cells only get costlier as a moves left
+        // Nothing to gain: spare the memory test.
+        if (g[k - 1][a - 1] >= g[k][b] || !fits(a, b, k)) continue;
+        const double v = std::max(g[k - 1][a - 1], c);
+        if (v < g[k][b]) {
+          g[k][b] = v;
+          from[k][b] = a;
+        }
       }
     }
-    if (best_over > 0) {
-      return FailRuntime(fmt::format("{} alone needs {} but device {} holds {}: {} over", LayerName(p, i),
-                              GiB(p.memory(i, i, best_k)), best_k, GiB(p.capacity[best_k]),
-                              GiB(best_over)));
-    }
   }
-  auto mm = MinMax(p);
-  int worst = 0;
-  double worst_over = -kInf;
-  for (int k = 0; k < K; ++k) {
-    const int a = mm->first_layers[k], b = k + 1 < K ? mm->first_layers[k + 1] - 1 : L - 1;
-    const double over = p.memory(a, b, k) - p.capacity[k];
-    if (over > worst_over) {
-      worst_over = over;
-      worst = k;
+  if (g[K - 1][L - 1] >= cap) {  // only with no bound: any partition that fits is below it
+    if (!p.explain) return FailRuntime(fmt::format("no partition into {} cells fits in memory", K));
+    // Say why: a layer that fits nowhere, or the cell that overflows most in
+    // the unconstrained minmax partition.
+    for (int i = 0; i < L; ++i) {
+      double best_over = kInf;
+      int best_k = 0;
+      for (int k = 0; k < K; ++k) {
+        const double over = p.memory(i, i, k) - p.capacity[k];
+        if (over < best_over) {
+          best_over = over;
+          best_k = k;
+        }
+      }
+      if (best_over > 0) {
+        return FailRuntime(fmt::format("{} alone needs {} but device {} holds {}: {} over", LayerName(p, i),
+                                GiB(p.memory(i, i, best_k)), best_k, GiB(p.capacity[best_k]),
+                                GiB(best_over)));
+      }
     }
+    auto mm = MinMax(p);
+    int worst = 0;
+    double worst_over = -kInf;
+    for (int k = 0; k < K; ++k) {
+      const int a = mm->first_layers[k], b = k + 1 < K ? mm->first_layers[k + 1] - 1 : L - 1;
+      const double over = p.memory(a, b, k) - p.capacity[k];
+      if (over > worst_over) {
+        worst_over = over;
+        worst = k;
+      }
+    }
+    const int a = mm->first_layers[worst], b = worst + 1 < K ? mm->first_layers[worst + 1] - 1 : L - 1;
+    return FailRuntime(fmt::format("no partition into {} cells fits in memory; in the fastest partition cell {} "
+                            "(layers {}..{}) needs {} on device {}, which holds {}: {} over",
+                            K, worst, a, b, GiB(p.memory(a, b, worst)), worst, GiB(p.capacity[worst]),
+                            GiB(worst_over)));
   }
-  const int a = mm->first_layers[worst], b = worst + 1 < K ? mm->first_layers[worst + 1] - 1 : L - 1;
-  return FailRuntime(fmt::format("no partition into {} cells fits in memory; in the fastest partition cell {} "
-                          "(layers {}..{}) needs {} on device {}, which holds {}: {} over",
-                          K, worst, a, b, GiB(p.memory(a, b, worst)), worst, GiB(p.capacity[worst]),
-                          GiB(worst_over)));
+  std::vector<int> firsts(K, 0);
+  for (int k = K - 1, b = L - 1; k > 0; --k) {
+    firsts[k] = from[k][b];
+    b = firsts[k] - 1;
+  }
+  return Partition{firsts, g[K - 1][L - 1]};
 }
 
 Result<Partition> Manual(const PartitionProblem& p, const std::vector<int>& firsts) {
