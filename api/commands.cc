@@ -11,6 +11,7 @@
 #include "ir/pipeline.h"
 #include "ir/units.h"
 #include "partition/pipeline_plan.h"
+#include "api/schedule_io.h"
 #include "simulate/report.h"
 
 namespace twinpipe::api {
@@ -192,6 +193,32 @@ std::string MaxLayersJson(const cost::Config& config, const std::vector<search::
                          {"peak_memory_bytes", r.peak_memory_bytes}});
   }
   return j.dump(2) + "\n";
+}
+
+Result<partition::LaunchSettings> ExportSettings(const cost::Config& config, const std::string& config_source,
+                                                 const std::string& framework, const std::string& schedule_csv) {
+  if (framework != "megatron" && framework != "torchtitan") {
+    return Fail(fmt::format("framework '{}': expected megatron or torchtitan", framework));
+  }
+  if (framework == "megatron") {
+    if (!schedule_csv.empty()) return Fail("--schedule-csv is for torchtitan (Megatron-LM runs its own schedules)");
+    return partition::MegatronSettings(config);
+  }
+  if (!schedule_csv.empty()) {
+    auto loaded = LoadSchedule(schedule_csv, "torch-csv", "auto");
+    if (!loaded) return tl::unexpected(loaded.error());
+    const ir::Schedule& s = loaded->schedule;
+    const int stages = config.pipeline.stages * config.pipeline.Chunks();
+    if (s.num_devices != config.pipeline.stages || s.num_stages != stages ||
+        s.num_micro_batches != config.training.micro_batches) {
+      return Fail(fmt::format("--schedule-csv {}: has {} ranks, {} stages and {} micro-batches; {} plans {} devices, "
+                               "{} stages and {} micro-batches (/pipeline/stages, /pipeline/chunks, "
+                               "/training/microbatches)",
+                               schedule_csv, s.num_devices, s.num_stages, s.num_micro_batches, config_source,
+                               config.pipeline.stages, stages, config.training.micro_batches));
+    }
+  }
+  return partition::TorchtitanSettings(config, {.schedule_csv = schedule_csv});
 }
 
 }  // namespace twinpipe::api

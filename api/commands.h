@@ -17,6 +17,7 @@
 #include "cost_models/config.h"
 #include "ir/result.h"
 #include "ir/schedule.h"
+#include "partition/launch_settings.h"
 #include "search/search.h"
 #include "simulate/calibration.h"
 #include "simulate/engine.h"
@@ -78,5 +79,12 @@ nlohmann::ordered_json CandidateJson(const search::Candidate& candidate);
 std::string SearchJson(const search::SearchResult& result, const nlohmann::ordered_json& best_config);
 // `search --max-layers --json`.
 std::string MaxLayersJson(const cost::Config& config, const std::vector<search::MaxLayersRow>& rows);
+
+// `export`: the launch settings of `config` (read from `config_source`) for
+// `framework` (megatron or torchtitan). `schedule_csv`, for torchtitan, is a
+// torch schedule CSV that must be this config's pipeline (its ranks, stages
+// and micro-batches), since torchtitan reads it at launch.
+Result<partition::LaunchSettings> ExportSettings(const cost::Config& config, const std::string& config_source,
+                                                 const std::string& framework, const std::string& schedule_csv);
 
 }  // namespace twinpipe::api

@@ -5,10 +5,9 @@
 
 #include <fmt/format.h>
 
-#include "api/schedule_io.h"
+#include "api/commands.h"
 #include "cli/commands.h"
 #include "cli/fail.h"
-#include "cli/schedule_io.h"
 #include "cost_models/config.h"
 #include "partition/launch_settings.h"
 
@@ -24,28 +23,7 @@ struct ExportOptions {
 int Run(const ExportOptions& o) {
   auto config = cost::LoadConfigFile(o.config);
   if (!config) return Fail("export", config.error());
-  if (o.framework == "megatron" && !o.schedule_csv.empty()) {
-    return Fail("export", {"--schedule-csv is for torchtitan (Megatron-LM runs its own schedules)"});
-  }
-  if (!o.schedule_csv.empty()) {
-    // torchtitan reads the file at launch: it must be a torch CSV of this
-    // config's pipeline (its ranks, stages and micro-batches).
-    auto loaded = api::LoadSchedule(o.schedule_csv, "torch-csv", "auto");
-    if (!loaded) return Fail("export", loaded.error());
-    const ir::Schedule& s = loaded->schedule;
-    const int stages = config->pipeline.stages * config->pipeline.Chunks();
-    if (s.num_devices != config->pipeline.stages || s.num_stages != stages ||
-        s.num_micro_batches != config->training.micro_batches) {
-      return Fail("export", {fmt::format("--schedule-csv {}: has {} ranks, {} stages and {} micro-batches; {} plans "
-                                         "{} devices, {} stages and {} micro-batches (/pipeline/stages, "
-                                         "/pipeline/chunks, /training/microbatches)",
-                                         o.schedule_csv, s.num_devices, s.num_stages, s.num_micro_batches, o.config,
-                                         config->pipeline.stages, stages, config->training.micro_batches)});
-    }
-  }
-  auto settings = o.framework == "megatron"
-                      ? partition::MegatronSettings(*config)
-                      : partition::TorchtitanSettings(*config, {.schedule_csv = o.schedule_csv});
+  auto settings = api::ExportSettings(*config, o.config, o.framework, o.schedule_csv);
   if (!settings) return Fail("export", settings.error());
   for (const std::string& note : settings->notes) fmt::print(stderr, "twinpipe export: note: {}\n", note);
   fmt::print("{}", settings->text);

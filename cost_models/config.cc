@@ -754,7 +754,8 @@ Config CopyWithoutDevices(const Config& c) {
                             .gpus_per_node = c.cluster.gpus_per_node,
                             .gpus = c.cluster.gpus,
                             .rank_order = c.cluster.rank_order,
-                            .efficiency = c.cluster.efficiency}};
+                            .efficiency = c.cluster.efficiency},
+                .gpu_layout = c.gpu_layout};
 }
 
 bool Regenerate(Config& c, int layers) {

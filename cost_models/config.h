@@ -154,11 +154,24 @@ struct Config {
   TrainingConfig training;
   PipelineConfig pipeline;
   ClusterConfig cluster;
+  // Set on a copy whose pipeline.stages and cluster.devices describe cells
+  // rather than the run's GPUs (the partitioner's copy for a schedule of
+  // several stages a device: a device per stage): the pipeline devices and
+  // GPUs the run lays out, which the replicas and the GPU placement below
+  // read. Unset: pipeline.stages and the cluster's devices.
+  struct GpuLayout {
+    int pipeline_devices = 0;
+    int gpus = 0;
+  };
+  std::optional<GpuLayout> gpu_layout;
 
+  // Pipeline devices and GPUs of the run (gpu_layout, else the config's).
+  int PipelineDevices() const { return gpu_layout ? gpu_layout->pipeline_devices : pipeline.stages; }
+  int Gpus() const { return gpu_layout ? gpu_layout->gpus : cluster.NumDevices(); }
   // GPUs of one pipeline device: t x c.
   int GpusPerDevice() const { return pipeline.tensor_parallel * pipeline.context_parallel; }
   // Data-parallel replicas: the GPUs over t x c x K.
-  int Replicas() const { return cluster.NumDevices() / (pipeline.stages * GpusPerDevice()); }
+  int Replicas() const { return Gpus() / (PipelineDevices() * GpusPerDevice()); }
   // The GPUs that reduce each gradient: the replicas' and the context-
   // parallel group's (each holds the same weights).
   int GradientRanks() const { return Replicas() * pipeline.context_parallel; }
@@ -167,7 +180,7 @@ struct Config {
   int64_t GpuOf(int context, int device, int replica) const {
     const int64_t t = pipeline.tensor_parallel, c = pipeline.context_parallel;
     const int64_t outer = cluster.rank_order == RankOrder::kPipelineFirst
-                              ? device + int64_t{pipeline.stages} * replica
+                              ? device + int64_t{PipelineDevices()} * replica
                               : replica + int64_t{Replicas()} * device;
     return t * (context + c * outer);
   }

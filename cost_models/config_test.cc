@@ -51,7 +51,8 @@ TEST(Config, CopyWithoutDevicesKeepsEverythingElse) {
   ASSERT_TRUE(c) << c.error().message;
   Config copy = CopyWithoutDevices(*c);
   {
-    [[maybe_unused]] const auto& [source, generator, transformer, mlp, cnn, model, training, pipeline, cluster] = copy;
+    [[maybe_unused]] const auto& [source, generator, transformer, mlp, cnn, model, training, pipeline, cluster,
+                                     gpu_layout] = copy;
     [[maybe_unused]] const auto& [devices, link, inter_node_link, gpus_per_node, gpus, rank_order, efficiency] =
         copy.cluster;
   }

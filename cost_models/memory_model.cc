@@ -279,6 +279,13 @@ double CellMemoryTable::MostWork(int first, int end) const {
   return std::max(work_[k][first], work_[k][end - (1 << k)]);
 }
 
+CellParams CellMemoryTable::ParamsOf(int first, int last) const {
+  return {.params = params_[last + 1] - params_[first],
+          .expert_params = expert_params_[last + 1] - expert_params_[first],
+          .fp8_params = fp8_params_[last + 1] - fp8_params_[first],
+          .largest_layer = MostParams(first, last + 1)};
+}
+
 CellMemory CellMemoryTable::Peak(int first, int last, const MemoryInputs& in) const {
   // RematerializedEnd: past the cell's last rematerialized layer, or its first.
   const int end = std::max(first, last_remat_[last + 1] + 1);
@@ -293,19 +300,14 @@ CellMemory CellMemoryTable::Peak(int first, int last, const MemoryInputs& in) co
   for (const Shared& sh : shared_) {
     if (HoldsSharedCopy(sh.layer, sh.of, first, last)) copies += sh.params;
   }
-  const CellParams params{.params = params_[last + 1] - params_[first] + copies,
-                          .expert_params = expert_params_[last + 1] - expert_params_[first],
-                          .fp8_params = fp8_params_[last + 1] - fp8_params_[first],
-                          .largest_layer = MostParams(first, last + 1)};
+  CellParams params = ParamsOf(first, last);
+  params.params += copies;
   return FromSums(params, held, input, output, in);
 }
 
 double CellMemoryTable::Floor(int first, int last, const MemoryInputs& in) const {
   const double stash = stash_[last + 1] - stash_[first];
-  const CellParams params{.params = params_[last + 1] - params_[first],
-                          .expert_params = expert_params_[last + 1] - expert_params_[first],
-                          .fp8_params = fp8_params_[last + 1] - fp8_params_[first],
-                          .largest_layer = MostParams(first, last + 1)};
+  const CellParams params = ParamsOf(first, last);
   // Every cell's input is a boundary or the model's input: at least the
   // least of them, which per cell is what recompute keeps at least.
   const CellActivations held{stash, per_layer_ ? 0 : std::min(stash, least_input_), per_layer_ ? 0 : stash};

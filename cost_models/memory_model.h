@@ -176,6 +176,8 @@ class CellMemoryTable {
   double least_input_ = 0;  // the least of the model's input and the boundaries' bytes
   std::vector<double> cut_;
   double MostParams(int first, int end) const;  // the largest of layers first..end-1
+  // Layers first..last's parameters, without the copies of shared weights.
+  CellParams ParamsOf(int first, int last) const;
 
   struct Shared {
     int layer, of;

@@ -121,6 +121,8 @@ std::optional<cost::Config> Staged(const cost::Config& config, const ir::Schedul
   for (int st = 0; own && st < schedule.num_stages; ++st) own = schedule.placement[st] == st;
   if (own) return std::nullopt;
   cost::Config staged = cost::CopyWithoutDevices(config);
+  // Its GPUs (replicas, nodes, gradient groups) stay the run's.
+  staged.gpu_layout = cost::Config::GpuLayout{config.PipelineDevices(), config.Gpus()};
   staged.pipeline.stages = schedule.num_stages;
   std::vector<int> held(schedule.num_devices, 0);
   for (int device : schedule.placement) ++held[device];

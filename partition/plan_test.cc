@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numbers>
 #include <random>
 #include <set>
@@ -13,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "cost_models/memory_model.h"
 #include "cost_models/plan_costs.h"
 #include "partition/pipeline_plan.h"
 
@@ -104,6 +106,65 @@ TEST(PlanPartition, MemoryPartitionRespectsCapacityOrSaysWhatDoesNotFit) {
   auto ok = PlanNamed(fits, "memory");
   ASSERT_TRUE(ok) << ok.error().message;
   for (const auto& cell : ok->cells) EXPECT_LE(cell.peak_memory_bytes, fits.cluster.devices[0].memory_bytes);
+}
+
+// A schedule of several stages a device (interleaved) is cut on a copy of
+// the config with a device per stage; its GPUs stay the run's: the cells'
+// static bytes shard over the run's replicas, and a cut between two nodes
+// crosses them, as the simulator charges (before, the copy had 0 or 1
+// replicas: sharded cells held unsharded state, and every device sat in
+// node 0 under Megatron's order).
+TEST(PlanPartition, CellsOfSeveralStagesADeviceKeepTheRunsGpus) {
+  auto config = [](std::string_view sharding, int gpus_per_node) {
+    return Load(fmt::format(R"({{
+      "model": {{"generator": "transformer", "layers": 8, "d_model": 2048, "ffn": 8192, "heads": 16, "seq": 2048,
+                "vocab": 32000, "dtype": "bf16", "attention": "fused"}},
+      "training": {{"batch": 16, "microbatches": 8, "optimizer": "adam", "bytes_per_param": 18,
+                   "data_parallel_sharding": "{}"}},
+      "pipeline": {{"stages": 2, "schedule": "interleaved", "chunks": 2, "recompute": "none", "tensor_parallel": 2,
+                   "sequence_parallel": true, "partition": "megatron"}},
+      "cluster": {{"device": "H100-SXM", "devices": 16, "gpus_per_node": {}, "link": "nvlink4",
+                  "inter_node_link": "ib-ndr", "placement": "tp-cp-dp-pp"}}}})",
+                            sharding, gpus_per_node));
+  };
+  std::map<std::string, std::vector<double>> peaks_of;
+  for (const char* sharding : {"none", "optimizer", "full"}) {
+    SCOPED_TRACE(sharding);
+    const cost::Config c = config(sharding, 4);
+    ASSERT_EQ(c.Replicas(), 4);
+    auto plan = PlanFromConfig(c);
+    ASSERT_TRUE(plan) << plan.error().message;
+    ASSERT_EQ(plan->partition.cells.size(), 4u);
+    // Each cell's peak, computed on the config itself.
+    const auto peaks = cost::StagePeaks(plan->schedule, c.pipeline.recompute);
+    const auto cut = cost::CutBytes(c.model);
+    const cost::StaticBytesRule rule = cost::StaticBytesOf(c, c.GradientRanks());
+    for (size_t st = 0; st < plan->partition.cells.size(); ++st) {
+      const auto& cell = plan->partition.cells[st];
+      const cost::MemoryInputs in{c.training.bytes_per_param, static_cast<double>(c.training.MicroBatchSize()),
+                                  &peaks[st], &rule};
+      const double expected =
+          cost::CellPeakMemory(c.model, cut, cell.first_layer, cell.last_layer, c.pipeline.checkpointing, in)
+              .total_bytes;
+      EXPECT_NEAR(cell.peak_memory_bytes, expected, 1e-9 * expected) << "cell " << st;
+      peaks_of[sharding].push_back(cell.peak_memory_bytes);
+    }
+  }
+  for (size_t st = 0; st < peaks_of["none"].size(); ++st) {
+    EXPECT_LT(peaks_of["optimizer"][st], peaks_of["none"][st]) << "cell " << st;
+    EXPECT_LT(peaks_of["full"][st], peaks_of["optimizer"][st]) << "cell " << st;
+  }
+  // Nodes of 4 GPUs: device 0's GPUs (2 x 4 replicas) fill nodes 0 and 1,
+  // device 1's nodes 2 and 3, so every cut between devices crosses nodes;
+  // in one node of 16 it does not. Without sharding nothing else changes.
+  auto split = PlanFromConfig(config("none", 4)), together = PlanFromConfig(config("none", 16));
+  ASSERT_TRUE(split && together);
+  for (size_t st = 0; st + 1 < split->partition.cells.size(); ++st) {
+    const auto &a = split->partition.cells[st], &b = together->partition.cells[st];
+    ASSERT_EQ(a.first_layer, b.first_layer);
+    ASSERT_NE(split->schedule.placement[st], split->schedule.placement[st + 1]);
+    EXPECT_GT(a.time_s, b.time_s) << "cell " << st;
+  }
 }
 
 TEST(PlanPartition, ManualErrorsNameTheJsonPath) {

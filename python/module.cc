@@ -188,6 +188,13 @@ std::string Search(const LoadedConfig& loaded, int devices, double memory_cap_by
   return api::SearchJson(result, best);
 }
 
+py::tuple Export(const LoadedConfig& loaded, const std::string& framework, const std::string& schedule_csv) {
+  partition::LaunchSettings settings =
+      Take(api::ExportSettings(loaded.config, loaded.config.source, framework, schedule_csv),
+           schedule_csv.empty() ? kConfigError : kScheduleError);
+  return py::make_tuple(settings.text, settings.notes);
+}
+
 }  // namespace
 }  // namespace twinpipe::python
 
@@ -247,4 +254,5 @@ PYBIND11_MODULE(_twinpipe, m) {
   m.def("validate", &Validate);
   m.def("calibrate_runs", &CalibrateRuns);
   m.def("search", &Search);
+  m.def("export_settings", &Export);
 }

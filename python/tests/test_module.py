@@ -265,3 +265,44 @@ def test_search_is_the_programs(cli):
     assert result == expected
     run = cli("search", path, "--max-layers", "--json")
     assert twinpipe.search(str(path), max_layers=True).json == run.stdout
+
+
+@pytest.mark.parametrize("framework", ["megatron", "torchtitan"])
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_export_is_the_programs(cli, path, framework):
+    run = cli("export", framework, path)
+    if run.returncode != 0:  # a plan the framework cannot run: the same error
+        assert run.returncode == 2, run.stderr
+        with pytest.raises(twinpipe.ConfigError) as e:
+            twinpipe.export(str(path), framework)
+        assert e.value.message == cli_error(run, "export")
+        return
+    text, notes = twinpipe.export(str(path), framework)
+    assert text == run.stdout
+    prefix = "twinpipe export: note: "
+    assert notes == [line[len(prefix):] for line in run.stderr.splitlines() if line.startswith(prefix)]
+
+
+def test_export_runs_a_schedule_csv_of_the_configs_pipeline_only(cli, tmp_path):
+    path = SOURCE_DIR / "examples" / "llama3_8b_h100.json"
+    config = twinpipe.load_config(str(path))
+    csv = tmp_path / "pipe.csv"
+    csv.write_text(twinpipe.schedule(config).to_torch_csv())
+    run = cli("export", "torchtitan", path, "--schedule-csv", csv)
+    assert run.returncode == 0, run.stderr
+    text, _ = twinpipe.export(config, "torchtitan", schedule_csv=csv)
+    assert text == run.stdout and str(csv) in text
+    # One more micro-batch than the config plans: refused by both, alike.
+    other = tmp_path / "other.csv"
+    stages = json.loads(path.read_text())["pipeline"]["stages"]
+    micro_batches = twinpipe.schedule(config).num_micro_batches
+    other.write_text(twinpipe.schedule(stages=stages, micro_batches=micro_batches + 1).to_torch_csv())
+    run = cli("export", "torchtitan", path, "--schedule-csv", other)
+    assert run.returncode == 2
+    with pytest.raises(twinpipe.ScheduleError) as e:
+        twinpipe.export(config, "torchtitan", schedule_csv=other)
+    assert e.value.message == cli_error(run, "export")
+    assert "micro-batches" in e.value.message
+    with pytest.raises(twinpipe.ConfigError) as e:
+        twinpipe.export(config, "deepspeed")
+    assert "expected megatron or torchtitan" in str(e.value)

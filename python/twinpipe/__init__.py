@@ -34,7 +34,7 @@ else:
 
 __all__ = ["ConfigError", "ScheduleError", "RuntimeFailure", "Config", "Schedule", "JsonResult",
            "SimulationResult", "load_config", "simulate", "schedule", "read_schedule", "parse_schedule",
-           "verify", "validate", "calibrate_runs", "search", "layers_from_torch", "available"]
+           "verify", "validate", "calibrate_runs", "search", "export", "layers_from_torch", "available"]
 
 
 def available():
@@ -191,3 +191,18 @@ def search(config, *, devices=0, memory_cap=0, objective="throughput", max_layer
     config = load_config(config)
     return JsonResult(_with_file(calibration, "search: calibration", lambda path: lib.search(
         config, devices, float(memory_cap), objective, max_layers, path)))
+
+
+def export(config, framework, schedule_csv=None):
+    """`twinpipe export`: the launch settings that run a config's plan, as
+    (text, notes). framework: "megatron" (Megatron-LM's command-line flags)
+    or "torchtitan" (its TOML sections); schedule_csv: for torchtitan, the
+    path of a torch schedule CSV of this config's pipeline (what
+    `Schedule.to_torch_csv()` writes) to run instead of a schedule class.
+    text is what the program prints on stdout; notes what it prints after
+    "twinpipe export: note: " on stderr (a framework behaviour the
+    prediction did not assume)."""
+    config = load_config(config)
+    path = "" if schedule_csv is None else _os.fspath(schedule_csv)
+    text, notes = _lib().export_settings(config, framework, path)
+    return text, list(notes)
