@@ -52,8 +52,15 @@ std::optional<std::string> OverflowMessage(const Simulation& s) {
 }
 
 Result<ir::Schedule> BuildSchedule(const cost::Config* config, ScheduleRequest r) {
-  auto recompute_error = [&] { return Fail(fmt::format("recompute '{}': expected none, full or except-last", r.recompute)); };
+  auto recompute_error = [&] {
+    return Fail(fmt::format("recompute '{}': expected none, full, except-last or selective", r.recompute));
+  };
   if (config) {
+    // The config's plan sizes the transfers and counts the replicas.
+    if (r.activation_bytes != 0 || r.replicas != 1) {
+      return Fail("activation bytes and replicas are for a schedule built without a CONFIG: the config's plan "
+                  "sizes each transfer from its model and takes its replicas from /cluster/devices");
+    }
     partition::PlanOverrides overrides{r.schedule, std::nullopt, r.chunks};
     if (!r.recompute.empty()) {
       overrides.recompute = ir::RecomputeModeFromName(r.recompute);

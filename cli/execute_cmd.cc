@@ -178,7 +178,7 @@ void AddExecute(CLI::App& app, int& exit_code) {
   cmd->add_option("--precision", o->precision, "cuda: GEMM arithmetic")->check(CLI::IsMember(Names(execute::kPrecisionNames)));
   cmd->add_option("--steps", o->steps, "training steps (default: training.steps)")->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--seed", o->seed, "seed for weights and data (default: training.seed)")->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
-  cmd->add_option("--timeout", o->timeout_s, "seconds a receive may wait before the run fails")->check(CLI::Range(0.001, 1e6));
+  cmd->add_option("--timeout", o->timeout_s, "seconds a receive may wait before the run fails")->check(SecondsValidator(0.001, 1e6));
   AddPlanOptions(*cmd, o->source);
   cmd->add_flag("--force", o->force, "run even when the simulator predicts a device will run out of memory");
   cmd->add_flag("--json", o->json, "print losses[], final_loss, param_norm, and the kept step's step_time_s, "

@@ -30,6 +30,18 @@ CLI::Validator BytesValidator() {
       "BYTES");
 }
 
+CLI::Validator SecondsValidator(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](const std::string& text) -> std::string {
+        double v = 0;
+        // Written so that NaN fails too (CLI::Range lets it through).
+        return CLI::detail::lexical_cast(text, v) && v >= lo && v <= hi
+                   ? ""
+                   : fmt::format("expected seconds, a number in [{}, {}]", lo, hi);
+      },
+      "SECONDS");
+}
+
 void WarnScheduleFile(std::string_view command, const PlanSource& source, const cost::Config& config,
                       const ir::Schedule& schedule) {
   for (const std::string& w : api::ScheduleFileWarnings(source, config, schedule)) {

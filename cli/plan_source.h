@@ -29,6 +29,8 @@ void AddPlanOptions(CLI::App& cmd, PlanSource& source);
 // A memory cap in bytes (`--memory-cap` of simulate, execute, calibrate and
 // search): a number in [1, 1e18], as /pipeline/memory_cap.
 CLI::Validator BytesValidator();
+// Seconds in [lo, hi] (NaN refused).
+CLI::Validator SecondsValidator(double lo, double hi);
 
 // Prints on stderr "twinpipe <command>: warning: the calibration (<path>)
 // was fitted on runs that do not cover <what>:" and then each of `lines`,

@@ -81,6 +81,10 @@ int RunMaxLayers(const SearchCmdOptions& o, const cost::Config& config, const se
 }
 
 int Run(const SearchCmdOptions& o) {
+  if (o.max_layers && !o.output.empty()) {
+    return Fail("search", {"--max-layers prints the deepest model each pipeline fits, not one configuration: give "
+                           "it without -o (--json writes the table)"});
+  }
   auto config = cost::LoadConfigFile(o.config);
   if (!config) return Fail("search", config.error());
   auto calibration = LoadCalibration(o.calibration, *config);

@@ -294,6 +294,7 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
     r.Format(j, "twinpipe-calibration");
     r.Keys(j, "", {"format", "version", "device", "commit", "command", "compute", "link", "step", "profile",
                    "coverage"});
+    r.Int(j, "version", "", 1, 1, 1);  // the only version written so far
     Calibration cal;
     cal.device = r.String(j, "device", "", {}, "");
     cal.commit = r.String(j, "commit", "", {}, "");
@@ -406,6 +407,12 @@ Result<Calibration> ReadCalibration(std::string_view text, std::string_view sour
     }
     // Calibrations written before the coverage was recorded have none.
     if (j.contains("coverage")) cal.coverage = ReadCoverage(r, r.Object(j, "coverage", ""));
+    // Fitted figures are a device kind's: a file without its kind would
+    // apply them to any device.
+    if (cal.device.empty() && (!cal.compute.empty() || cal.profile)) {
+      r.Fail("/device", "missing or empty: the device kind the fits were measured on (as the catalogue names it, "
+                        "e.g. \"H100-SXM\"), which every file `twinpipe calibrate` writes records");
+    }
     return cal;
   });
 }

@@ -309,10 +309,26 @@ void LoadCluster(const Reader& r, const json& root, Config& c) {
     if (!cl[key].is_array()) r.Fail(p + "/" + key, "expected an array of objects");
     for (size_t i = 0; i < cl[key].size(); ++i) {
       const std::string ip = fmt::format("{}/{}/{}", p, key, i);
+      // A name is looked up custom first, then in the catalogue (which
+      // ignores case): one that is a catalogue's, or given twice, would
+      // shadow or be shadowed silently.
+      auto unique = [&](const std::string& name, bool taken_in_catalogue, const auto& earlier, const char* what) {
+        if (taken_in_catalogue) {
+          r.Fail(ip + "/name", fmt::format("'{}' is the catalogue's {}: give the custom one a name of its own", name,
+                                           what));
+        }
+        for (const auto& e : earlier) {
+          if (e.name == name) r.Fail(ip + "/name", fmt::format("'{}' names an earlier custom {} too", name, what));
+        }
+      };
       if (std::string_view(key) == "custom_devices") {
-        custom_devices.push_back(ReadCustomDevice(r, cl[key][i], ip));
+        Device d = ReadCustomDevice(r, cl[key][i], ip);
+        unique(d.name, FindDevice(d.name) != nullptr, custom_devices, "device");
+        custom_devices.push_back(std::move(d));
       } else {
-        custom_links.push_back(ReadCustomLink(r, cl[key][i], ip));
+        Link l = ReadCustomLink(r, cl[key][i], ip);
+        unique(l.name, FindLink(l.name) != nullptr, custom_links, "link");
+        custom_links.push_back(std::move(l));
       }
     }
   }
@@ -556,6 +572,11 @@ Config Load(const Reader& r, const json& root, std::string source) {
   if (c.pipeline.partition == PartitionAlgorithm::kMegatron && !c.transformer) {
     r.Fail("/pipeline/partition", "the megatron partition splits a generated transformer's blocks (an explicit layer "
                                   "list, an MLP or a CNN: use minmax, gpipe, memory or manual)");
+  }
+  if (pl.contains("first_layers") && c.pipeline.partition != PartitionAlgorithm::kManual) {
+    r.Fail("/pipeline/first_layers", fmt::format("only the manual partition cuts at the layers given; this config's "
+                                                 "partition is '{}' (set /pipeline/partition to \"manual\")",
+                                                 PartitionAlgorithmName(c.pipeline.partition)));
   }
   if (c.pipeline.partition == PartitionAlgorithm::kManual && c.pipeline.first_layers.empty()) {
     r.Fail("/pipeline/first_layers", "partition 'manual' needs the first layer of each cell");

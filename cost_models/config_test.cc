@@ -298,6 +298,22 @@ INSTANTIATE_TEST_SUITE_P(
                   "\"d\", \"custom_devices\": [{\"name\": \"d\", \"fp32_flops\": 1e12, \"memory_bandwidth\": 1e11, "
                   "\"memory_bytes\": 1e10, \"overlap_interference\": 1.5}]",
                   "q.json: /cluster/custom_devices/0/overlap_interference: expected a number >= 0 and at most 1, got 1.5"},
+        BadConfig{"\"schedule\": \"gpipe\"", "\"schedule\": \"gpipe\", \"first_layers\": [0, 2]",
+                  "q.json: /pipeline/first_layers: only the manual partition cuts at the layers given; this config's "
+                  "partition is 'minmax' (set /pipeline/partition to \"manual\")"},
+        BadConfig{"\"H100-SXM\"",
+                  "\"h100-sxm\", \"custom_devices\": [{\"name\": \"H100-SXM\", \"fp32_flops\": 1e12, "
+                  "\"memory_bandwidth\": 1e11, \"memory_bytes\": 1e10}]",
+                  "q.json: /cluster/custom_devices/0/name: 'H100-SXM' is the catalogue's device: give the custom one a "
+                  "name of its own"},
+        BadConfig{"\"nvlink4\"",
+                  "\"x\", \"custom_links\": [{\"name\": \"x\", \"latency_s\": 0, \"bandwidth\": 1e9}, "
+                  "{\"name\": \"x\", \"latency_s\": 1, \"bandwidth\": 1e9}]",
+                  "q.json: /cluster/custom_links/1/name: 'x' names an earlier custom link too"},
+        BadConfig{"\"nvlink4\"",
+                  "\"NVLink4\", \"custom_links\": [{\"name\": \"NVLink4\", \"latency_s\": 0, \"bandwidth\": 1e9}]",
+                  "q.json: /cluster/custom_links/0/name: 'NVLink4' is the catalogue's link: give the custom one a name "
+                  "of its own"},
         BadConfig{"\"bytes_per_param\": 12", "\"bytes_per_param\": -12",
                   "q.json: /training/bytes_per_param: expected a number >= 0 and at most 1024, got -12"},
         BadConfig{"\"partition\": \"minmax\"", "\"partition\": \"manual\"",

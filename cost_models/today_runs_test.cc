@@ -5,6 +5,7 @@
 // inequality that must hold (an overlap never makes an op longer), and the
 // config's validation of each key.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <string>
@@ -364,13 +365,15 @@ TEST(Sharding, TheDistributedOptimizersCollectivesShowOnlyWhatTheyCannotHide) {
 
 Result<Config> Load(const std::string& model, const std::string& training, const std::string& pipeline,
                     const std::string& cluster, int devices = 32) {
-  return LoadConfig(fmt::format(R"({{"model": {{"generator": "transformer", "layers": 4, "d_model": 1024,
+  // The extras override the base's keys (nlohmann keeps the last of a key
+  // given twice; the config reader would refuse it).
+  return LoadConfig(nlohmann::json::parse(fmt::format(R"({{"model": {{"generator": "transformer", "layers": 4, "d_model": 1024,
       "heads": 16, "kv_heads": 8, "seq": 4096, "vocab": 32000, "dtype": "bf16", "causal": true,
       "attention": "fused"{}}},
     "training": {{"batch": 8, "microbatches": 4{}}},
     "pipeline": {{"stages": 2, "schedule": "1f1b"{}}},
     "cluster": {{"device": "H100-SXM", "devices": {}, "gpus_per_node": 8{}}}}})",
-                                model, training, pipeline, devices, cluster),
+                                model, training, pipeline, devices, cluster)).dump(),
                     "today.json");
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,9 +17,76 @@ void Reader::Fail(std::string_view path, std::string_view what) const {
   throw ReadError{fmt::format("{}: {}: {}", source_, full.empty() ? "/" : full, what)};
 }
 
+namespace {
+
+// Where the parser is: per open object its keys so far, per open array the
+// index of its element; a key given twice in one object is refused (the
+// parser would keep the last silently).
+class Nesting {
+ public:
+  // The JSON path of the member or element being read.
+  std::string Path() const {
+    std::string path;
+    for (const Level& level : levels_) {
+      if (level.object) {
+        if (!level.keys.empty()) path += "/" + level.keys.back();
+      } else if (level.index >= 0) {
+        path += "/" + std::to_string(level.index);
+      }
+    }
+    return path;
+  }
+  // Before a value (or an object or array) starts: the next element of an array.
+  void Element() {
+    if (!levels_.empty() && !levels_.back().object) ++levels_.back().index;
+  }
+  void Open(bool object) { levels_.push_back({object, {}, -1}); }
+  void Close() { levels_.pop_back(); }
+  // False when the open object has the key already.
+  bool Key(const std::string& key) {
+    std::vector<std::string>& keys = levels_.back().keys;
+    const bool fresh = std::find(keys.begin(), keys.end(), key) == keys.end();
+    keys.push_back(key);
+    return fresh;
+  }
+
+ private:
+  struct Level {
+    bool object;
+    std::vector<std::string> keys;  // an object's, in order (the last is the member being read)
+    int64_t index;                  // an array's element being read
+  };
+  std::vector<Level> levels_;
+};
+
+}  // namespace
+
 Json Reader::Parse(std::string_view text) const {
+  Nesting at;
+  auto check = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start:
+        at.Element();
+        at.Open(event == Json::parse_event_t::object_start);
+        break;
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end:
+        at.Close();
+        break;
+      case Json::parse_event_t::key:
+        if (!at.Key(parsed.get<std::string>())) {
+          Fail(at.Path(), "this key is given twice in its object (expected each key once)");
+        }
+        break;
+      case Json::parse_event_t::value:
+        at.Element();
+        break;
+    }
+    return true;
+  };
   try {
-    return Json::parse(text);
+    return Json::parse(text, check);
   } catch (const Json::exception& e) {
     throw ReadError{fmt::format("{}: not valid JSON: {}", source_, e.what())};
   }

@@ -75,6 +75,27 @@ TEST(Reader, ABasePathPrefixesEveryPath) {
   EXPECT_EQ(Problem([&] { r.Fail("", "expected a config object"); }), "runs.jsonl:3: /config: expected a config object");
 }
 
+// A key given twice in one object is refused at its path (the parser
+// would keep the last silently); the same key in two objects is not.
+TEST(Reader, ParseRefusesAKeyGivenTwiceInOneObject) {
+  const Reader r("d.json", "/config");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"a": 1, "a": 2})", "d.json: /config/a: this key is given twice in its object (expected each key once)"},
+      {R"({"p": {"stages": 2, "k": [1, {}], "stages": 3}})", "d.json: /config/p/stages: this key"},
+      {R"({"x": [0, [1, 2], {"y": {"z": 1}, "w": 2, "w": 3}]})", "d.json: /config/x/2/w: this key"},
+      {R"([{"a": 1}, 5, {"b": [], "b": 1}])", "d.json: /config/2/b: this key"},
+      {R"({"o": {}, "o": {}})", "d.json: /config/o: this key"},
+  };
+  for (const auto& [text, message] : cases) {
+    const std::string problem = Problem([&] { r.Parse(text); });
+    EXPECT_EQ(problem.substr(0, message.size()), message) << text;
+  }
+  const Json fine = r.Parse(R"({"a": {"k": 1}, "b": {"k": 2}, "c": [{"k": 1}, {"k": 2}], "k": 0})");
+  EXPECT_EQ(fine.at("b").at("k"), 2);
+  EXPECT_EQ(fine.at("c").at(1).at("k"), 2);
+  EXPECT_EQ(Problem([&] { r.Parse("{\"a\": 1,}"); }).substr(0, 23), "d.json: not valid JSON:");
+}
+
 TEST(TryRead, ReturnsTheValueOrTheProblemAsBadInput) {
   auto three = TryRead([] { return Reader("d.json").Int(kDoc, "n", "", 0, 9); });
   ASSERT_TRUE(three);

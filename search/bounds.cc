@@ -21,6 +21,12 @@ bool LowerBounds::OverCapWhateverTheCut(const Candidate& c) const {
   const int ranks = c.replicas * c.context_parallel;
   const auto sharding = ranks > 1 ? c.sharding : cost::DataParallelSharding::kNone;
   const double held = cost::StaticBytesPerGpu(work.training, work.model.dtype, sharding, ranks, params, 0, 0);
+  // Each stage holds its stash for some micro-batch at once: whole, or
+  // rebuilt by R where a cell is recomputed whole. Recomputed layer by
+  // layer it holds only its kept inputs and one layer's work: counted none.
+  const bool rebuilt_by_layer = ir::InsertsRecompute(c.recompute) &&
+                                work.pipeline.checkpointing.granularity == cost::RecomputeGranularity::kLayer;
+  if (rebuilt_by_layer) stash = 0;
   const double least = (held + stash * micro_batch / c.chunks) / c.stages;
   double limit = 0;
   for (int d = 0; d < c.stages; ++d) limit = std::max(limit, evaluator_.Limit(d));

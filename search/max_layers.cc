@@ -37,11 +37,16 @@ Result<std::vector<MaxLayersRow>> MaxLayers(const cost::Config& config, const Se
   auto fits = [&](int K, ir::RecomputeMode mode, int layers, MaxLayersRow& row) {
     cost::Regenerate(work, layers);
     if (static_cast<int>(work.model.layers.size()) < K) return false;
+    // Everything but K, the recompute mode and the cut as the config has it.
     Candidate c;
     c.tensor_parallel = config.pipeline.tensor_parallel;
     c.sequence_parallel = config.pipeline.sequence_parallel;
+    c.tp_comm_overlap = config.pipeline.tp_comm_overlap;
+    c.context_parallel = config.pipeline.context_parallel;
+    c.expert_parallel = config.pipeline.expert_parallel;
+    c.sharding = config.training.sharding;
     c.stages = K;
-    c.replicas = devices / (K * c.tensor_parallel);
+    c.replicas = devices / (K * config.GpusPerDevice());
     c.micro_batches = config.training.micro_batches;
     c.schedule = config.pipeline.schedule;
     c.chunks = config.pipeline.Chunks();
@@ -80,7 +85,7 @@ Result<std::vector<MaxLayersRow>> MaxLayers(const cost::Config& config, const Se
     }
   };
   std::vector<MaxLayersRow> rows;
-  const int groups = devices / config.pipeline.tensor_parallel;  // the config's t holds; K x R groups
+  const int groups = devices / config.GpusPerDevice();  // the config's t and c hold; K x R groups
   std::map<ir::RecomputeMode, std::vector<std::pair<int, int>>> found;  // (K, max layers) so far, by mode
   for (int K = 1; K <= groups; ++K) {
     if (groups % K != 0) continue;

@@ -429,6 +429,22 @@ TEST(Search, BoundsHoldForEveryPoint) {
     EXPECT_EQ(r->configs_bounded, 0);
     EXPECT_GT(r->configs_simulated, 100);
   }
+  // Recompute per layer under caps that bite: a recomputed stage holds its
+  // kept inputs and one layer's work, never its whole stash, and the
+  // totals' shortcut must not count the stash there.
+  for (const std::string& config : {layered, distributed}) {
+    std::vector<double> peaks;
+    for (const auto& p : SimulateEveryPoint(config, 1e18)) peaks.push_back(p.peak);
+    std::sort(peaks.begin(), peaks.end());
+    for (size_t q : {peaks.size() / 20, peaks.size() / 4}) {
+      SearchOptions o;
+      o.check_bounds = true;
+      o.memory_cap_bytes = peaks[q];
+      auto r = Search(Load(config), o);
+      ASSERT_TRUE(r) << r.error().message;
+      EXPECT_GT(r->over_cap, 0);
+    }
+  }
   // FP8, context parallelism, overlap and sharding (the sharded static
   // bytes, the sharded step, FSDP's gathers beside compute).
   {
@@ -563,6 +579,49 @@ TEST(MaxLayers, ReportedDepthFitsAndOneMoreDoesNot) {
     EXPECT_GT((*rows)[i + 2].max_layers, (*rows)[i].max_layers);
     EXPECT_GT((*rows)[i + 1].max_layers, (*rows)[i].max_layers);
   }
+}
+
+// --max-layers keeps the config's other knobs: with the optimizer sharded
+// over the replicas the devices left by K are, each row is the depth that
+// config fits simulated alone (before, every row was of an unsharded run).
+TEST(MaxLayers, KeepsTheConfigsSharding) {
+  const std::string text = R"({
+    "model": {"generator": "transformer", "layers": 4, "d_model": 1024, "heads": 8, "seq": 256, "vocab": 1000},
+    "training": {"batch": 8, "microbatches": 4, "bytes_per_param": 18, "data_parallel_sharding": "optimizer"},
+    "pipeline": {"stages": 1, "schedule": "1f1b"},
+    "cluster": {"device": "A100-40GB", "devices": 4, "link": "nvlink3"}})";
+  const cost::Config base = Load(text);
+  const double cap = 2e9;
+  auto rows = MaxLayers(base, {.memory_cap_bytes = cap});
+  ASSERT_TRUE(rows) << rows.error().message;
+  auto fits = [&](const cost::Config& from, int K, ir::RecomputeMode mode, int layers) {
+    cost::Config c = from;
+    cost::Regenerate(c, layers);
+    c.pipeline.stages = K;
+    c.pipeline.recompute = mode;
+    for (auto cut : {cost::PartitionAlgorithm::kMinMax, cost::PartitionAlgorithm::kMemory}) {
+      c.pipeline.partition = cut;
+      auto plan = partition::PlanFromConfig(c);
+      if (!plan) continue;
+      auto sim = simulate::Simulate(plan->schedule, cost::CostsFromPlan(c, *plan));
+      bool ok = true;
+      for (const auto& d : sim->devices) ok = ok && d.peak_memory_bytes <= cap;
+      if (ok) return true;
+    }
+    return false;
+  };
+  cost::Config unsharded = base;
+  unsharded.training.sharding = cost::DataParallelSharding::kNone;
+  int deeper = 0;
+  for (const auto& row : *rows) {
+    SCOPED_TRACE(fmt::format("K={} recompute {}", row.stages, ir::RecomputeModeName(row.recompute)));
+    ASSERT_GT(row.max_layers, 0);
+    EXPECT_TRUE(fits(base, row.stages, row.recompute, row.max_layers));
+    EXPECT_FALSE(fits(base, row.stages, row.recompute, row.max_layers + 1));
+    // Where replicas share the optimizer, the sharded run holds more layers.
+    if (!fits(unsharded, row.stages, row.recompute, row.max_layers)) ++deeper;
+  }
+  EXPECT_GT(deeper, 0);
 }
 
 TEST(MaxLayers, NeedsAGeneratorModel) {

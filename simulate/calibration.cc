@@ -114,6 +114,10 @@ Result<Calibration> FitCalibration(const std::vector<MeasuredRuns>& runs) {
       }
     }
     if (X.empty()) continue;
+    if (*std::max_element(y.begin(), y.end()) <= 0) {
+      return Fail(fmt::format("every {} op of the traces lasts 0 s (end_s = start_s): a trace of no measured time "
+                              "fits no cost model", ir::OpKindName(kind)));
+    }
     // Scales are pulled towards the mean measured/predicted ratio.
     double measured_sum = 0, predicted_sum = 0;
     for (size_t r = 0; r < X.size(); ++r) {

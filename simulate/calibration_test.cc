@@ -70,6 +70,15 @@ TEST(Calibration, RecoversTheCoefficientsThatMadeATrace) {
   // Uncalibrated, the same simulation is far off: the fit did the work.
   auto plain = Simulate(plan->schedule, CostsFromPlan(c, *plan));
   EXPECT_GT(std::abs(plain->step_time_s - measured->step_time_s), 0.2 * measured->step_time_s);
+  // A trace whose ops all last nothing fits nothing (it would calibrate
+  // every scale to 0).
+  traces::Trace frozen = trace;
+  for (auto& e : frozen.events) e.end_s = e.start_s;
+  auto none = FitCalibration(c, *plan, {frozen});
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().kind, ErrorKind::kBadInput);
+  EXPECT_NE(none.error().message.find("every F op of the traces lasts 0 s"), std::string::npos)
+      << none.error().message;
 }
 
 // A fixed cost per op (launches) and a cost per sample: one micro-batch size
@@ -176,8 +185,18 @@ TEST(Calibration, FileRoundTripsAndBadFilesNameThePath) {
   EXPECT_EQ(message(R"({"format": "twinpipe-calibration", "stpe": {}})"),
             "cal.json: /stpe: unknown key (expected one of command, commit, compute, coverage, device, format, link, "
             "profile, step, version)");
+  // A file of another version, and fits of no device kind (they would
+  // apply to any device), are refused.
+  EXPECT_EQ(message(R"({"format": "twinpipe-calibration", "version": 2, "device": "CPU"})"),
+            "cal.json: /version: expected an integer from 1 to 1, got 2");
+  EXPECT_EQ(message(R"({"format": "twinpipe-calibration", "compute": {"F": {"overhead_s": 0, "scale": {}}}})")
+                .substr(0, 49),
+            "cal.json: /device: missing or empty: the device k");
+  EXPECT_EQ(message(R"({"format": "twinpipe-calibration", "device": "", "profile": {"gemm_efficiency": 0.9,
+      "bandwidth_efficiency": 0.8, "launch_overhead_s": 1e-5}})").substr(0, 35),
+            "cal.json: /device: missing or empty");
   // A profile written before the kernel floor was fitted reads as none.
-  const std::string profile = R"({"format": "twinpipe-calibration", "profile": {"gemm_efficiency": 0.9,
+  const std::string profile = R"({"format": "twinpipe-calibration", "device": "H100-SXM", "profile": {"gemm_efficiency": 0.9,
       "bandwidth_efficiency": 0.8, "launch_overhead_s": 1e-5)";
   auto old = cost::ReadCalibration(profile + "}}", "cal.json");
   ASSERT_TRUE(old && old->profile) << old.error().message;

@@ -117,7 +117,7 @@ cli_case(schedule_no_shape 2 "give a CONFIG, or both --stages and --microbatches
 cli_case(schedule_zero_stages 2 "--stages: Value 0 not in range" ${TP} schedule --stages 0 -m 2)
 cli_case(schedule_unknown_name 2 "unknown schedule 'zigzag': expected one of naive, gpipe, 1f1b"
          ${TP} schedule -k 2 -m 2 -s zigzag)
-cli_case(schedule_unknown_recompute 2 "recompute 'some': expected none, full or except-last"
+cli_case(schedule_unknown_recompute 2 "recompute 'some': expected none, full, except-last or selective"
          ${TP} schedule -k 2 -m 2 --recompute some)
 cli_case(schedule_config_type 2 "config_stages_string.json: /pipeline/stages: expected an integer, got \"four\""
          ${TP} schedule ${IN}/config_stages_string.json)
@@ -359,6 +359,8 @@ cli_case(calibrate_runs_bad_line 2 "runs_bad.jsonl:2: /step_time_s"
          ${TP} calibrate --runs ${IN}/runs_bad.jsonl)
 cli_case(calibrate_runs_and_traces 2 "give it without traces or --config"
          ${TP} calibrate --runs ${IN}/runs_bad.jsonl --config ${IN}/exec_two_stages.json)
+cli_case(calibrate_runs_refuses_plan_options 2 "--runs plans every run from its own config"
+         ${TP} calibrate --runs ${IN}/runs_coverage.jsonl -s 1f1b)
 cli_case(calibrate_keep_bounds_needs_runs 2 "--keep-bounds goes with --runs"
          ${TP} calibrate --keep-bounds ${IN}/exec_two_stages.json)
 # A fit that runs a coefficient to its bound says so (issue 37): the GEMM
@@ -625,3 +627,11 @@ cli_case(import_trace_span_too_long 2 "huge_span.rank0.json: /traceEvents/1: end
 cli_case(import_trace_other_schedule 2 "rank 0 ran 0B0 (/traceEvents/141) before 0B1"
          bash -c "${TP} schedule -k 2 -m 4 -s gpipe -o \"$0\" && ${TP} import-trace ${TPROF}/w2/gpipe.rank0.json.gz ${TPROF}/w2/gpipe.rank1.json.gz --schedule-file \"$0\""
          ${CMAKE_CURRENT_BINARY_DIR}/gpipe_k2_m4.txt)
+
+# Numbers CLI11's ranges would let through: NaN seconds are bad input.
+cli_case(execute_timeout_nan 2 "expected seconds, a number in"
+         ${TP} execute ${SRC}/examples/quickstart.json --steps 1 --timeout nan)
+cli_case(search_max_layers_writes_no_config 2 "--max-layers prints the deepest model"
+         ${TP} search ${SRC}/examples/quickstart.json --max-layers -o /dev/null)
+cli_case(schedule_config_refuses_built_options 2 "activation bytes and replicas are for a schedule built without a CONFIG"
+         ${TP} schedule ${SRC}/examples/quickstart.json --replicas 4)

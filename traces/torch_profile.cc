@@ -313,6 +313,18 @@ Result<TorchProfileImport> ImportTorchProfiles(const std::vector<std::pair<std::
     }
   }
   for (size_t i = 0; i < all.events.size(); ++i) {
+    // torch labels every compute action: one without its label is a profile
+    // that does not cover the step, read as partial it would hide that.
+    const Event& e = all.events[i];
+    if (!measured[i] && (e.kind == ir::OpKind::kForward || e.kind == ir::OpKind::kBackward ||
+                         e.kind == ir::OpKind::kBackwardInput || e.kind == ir::OpKind::kBackwardWeight)) {
+      const std::string token =
+          ir::OpToken(ir::Op{.kind = e.kind, .stage = e.stage, .micro_batch = e.micro_batch});
+      return Fail(fmt::format("{}: rank {} has no event labelled for its {} (torch labels every compute action, "
+                              "'PP:{}' or 'Forward <i>' / 'Backward <i>'): the profile does not cover the whole step "
+                              "of this schedule", file_of[e.device].empty() ? files.front().first : file_of[e.device],
+                              e.device, token, token));
+    }
     if (measured[i]) {
       result.trace.events.push_back(all.events[i]);
       ++result.measured;

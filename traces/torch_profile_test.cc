@@ -204,12 +204,19 @@ TEST(TorchProfile, GpuTimeIsTheSpanOfTheWorkEachLabelLaunched) {
   ASSERT_FALSE(m);
   EXPECT_NE(m.error().message.find("g.json: no op of rank 0's program is labelled"), std::string::npos)
       << m.error().message;
-  const std::string stray = ev("user_annotation", 1000, 10, 1, R"(, "name": "Forward 0")") + "," +
-                            ev("cuda_runtime", 1015, 1, 1, corr(1)) + "," + ev("kernel", 1016, 4, 7, corr(1));
+  const std::string stray = both + "," + ev("cuda_runtime", 1015, 1, 1, corr(1)) + "," +
+                            ev("kernel", 1016, 4, 7, corr(1));
   m = import(stray);
   ASSERT_TRUE(m) << m.error().message;
   EXPECT_FALSE(m->gpu_time);
   EXPECT_DOUBLE_EQ(m->trace.events[0].end_s, 10e-6);
+  // A compute action without its label: the profile is not of the whole
+  // step (torch labels every one), refused rather than read as partial.
+  m = import(ev("user_annotation", 1000, 10, 1, R"(, "name": "Forward 0")"));
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.error().kind, ErrorKind::kBadInput);
+  EXPECT_NE(m.error().message.find("g.json: rank 0 has no event labelled for its 0B0"), std::string::npos)
+      << m.error().message;
   // A label that launched nothing takes no time where the op before it
   // ended on the GPU, or keeps its host range where it is the first; bad
   // GPU events name their path.

@@ -128,6 +128,16 @@ Result<Trace> ReadTraceJson(std::string_view text, std::string_view source) {
       const std::string path = fmt::format("/memory/{}", d);
       if (!memory[d].is_object()) r.Fail(path, fmt::format("expected an object, got {}", memory[d].type_name()));
       r.Keys(memory[d], path, {"device", "samples"});
+      // Listed in device order (as written): entry d is device d's.
+      if (memory[d].contains("device") && !(memory[d]["device"].is_number_integer() &&
+                                            memory[d]["device"].get<int64_t>() == static_cast<int64_t>(d))) {
+        r.Fail(path + "/device", fmt::format("expected {}: the memory entries list the devices in order, got {}", d,
+                                             memory[d]["device"].dump()));
+      }
+      if (static_cast<int64_t>(d) >= int64_t{t.devices} * t.replicas) {
+        r.Fail(path, fmt::format("a memory entry for device {} of a trace of {} devices x {} replicas", d, t.devices,
+                                 t.replicas));
+      }
       const Json& samples = r.Array(memory[d], "samples", path);
       for (size_t i = 0; i < samples.size(); ++i) {
         const std::string sample = fmt::format("{}/samples/{}", path, i);

@@ -106,6 +106,13 @@ TEST(Trace, BadTracesNameThePath) {
             "t.json: /events/0/start_s: expected a number, got \"0\"");
   EXPECT_EQ(message(small, "\"samples\": [[", "\"samples\": [[0], ["),
             "t.json: /memory/0/samples/0: expected [time_s, bytes]");
+  // Memory entries are the devices' in order: one naming another device,
+  // or more entries than devices, are refused (they were charged to the
+  // entry's position).
+  EXPECT_EQ(message(small, "{\"device\": 0, ", "{\"device\": 1, "),
+            "t.json: /memory/0/device: expected 0: the memory entries list the devices in order, got 1");
+  EXPECT_EQ(message(small, "]}\n  ]\n}", "]}, {\"device\": 2, \"samples\": []}\n  ]\n}"),
+            "t.json: /memory/2: a memory entry for device 2 of a trace of 2 devices x 1 replicas");
   EXPECT_EQ(message(small, "\"version\": 1,", "\"version\": 1, \"extra\": 0,"),
             "t.json: /extra: unknown key (expected one of devices, events, format, memory, microbatches, partial, placement, "
             "replicas, source, stages, tensor_parallel, version)");
