@@ -432,19 +432,22 @@ TEST(Search, BoundsHoldForEveryPoint) {
   // Recompute per layer under caps that bite: a recomputed stage holds its
   // kept inputs and one layer's work, never its whole stash, and the
   // totals' shortcut must not count the stash there.
-  for (const std::string& config : {layered, distributed}) {
+  // Checks every point's bounds under caps at these shares of the sorted
+  // simulated peaks.
+  auto under_caps = [](const std::string& config, std::initializer_list<int> sixtieths) {
     std::vector<double> peaks;
     for (const auto& p : SimulateEveryPoint(config, 1e18)) peaks.push_back(p.peak);
     std::sort(peaks.begin(), peaks.end());
-    for (size_t q : {peaks.size() / 20, peaks.size() / 4}) {
+    for (int share : sixtieths) {
       SearchOptions o;
       o.check_bounds = true;
-      o.memory_cap_bytes = peaks[q];
+      o.memory_cap_bytes = peaks[peaks.size() * share / 60];
       auto r = Search(Load(config), o);
       ASSERT_TRUE(r) << r.error().message;
       EXPECT_GT(r->over_cap, 0);
     }
-  }
+  };
+  for (const std::string& config : {layered, distributed}) under_caps(config, {3, 15});
   // FP8, context parallelism, overlap and sharding (the sharded static
   // bytes, the sharded step, FSDP's gathers beside compute).
   {
@@ -474,17 +477,7 @@ TEST(Search, BoundsHoldForEveryPoint) {
   }
   // Under caps that bite, where the throughput bound counts on a fitting
   // point holding few micro-batches at once (the auto schedule's case).
-  std::vector<double> peaks;
-  for (const auto& p : SimulateEveryPoint(kConfig, 1e18)) peaks.push_back(p.peak);
-  std::sort(peaks.begin(), peaks.end());
-  for (size_t q : {peaks.size() / 10, peaks.size() / 4, peaks.size() / 2}) {
-    SearchOptions o;
-    o.check_bounds = true;
-    o.memory_cap_bytes = peaks[q];
-    auto r = Search(Load(kConfig), o);
-    ASSERT_TRUE(r) << r.error().message;
-    EXPECT_GT(r->over_cap, 0);
-  }
+  under_caps(kConfig, {6, 15, 30});
 }
 
 // With fitted costs (search --calibration) the bounds still hold, and the
@@ -538,6 +531,28 @@ TEST(Search, DevicesResizeAHomogeneousClusterOnly) {
   EXPECT_NE(bad.error().message.find("/cluster/device lists 2 devices one by one"), std::string::npos);
 }
 
+// Whether `base` regenerated with `layers` on K pipeline devices under
+// `mode` fits `cap` on every device, planned and simulated alone with the
+// time-balanced cut or the memory-aware one (the --max-layers oracle).
+// `devices`: the GPUs kept (K: one replica; 0: the config's, the rest replicas).
+bool FitsAlone(const cost::Config& base, int K, ir::RecomputeMode mode, int layers, double cap, int devices) {
+  cost::Config c = base;
+  cost::Regenerate(c, layers);
+  c.pipeline.stages = K;
+  c.pipeline.recompute = mode;
+  if (devices > 0) c.cluster.devices.resize(devices);
+  for (auto cut : {cost::PartitionAlgorithm::kMinMax, cost::PartitionAlgorithm::kMemory}) {
+    c.pipeline.partition = cut;
+    auto plan = partition::PlanFromConfig(c);
+    if (!plan) continue;
+    auto sim = simulate::Simulate(plan->schedule, cost::CostsFromPlan(c, *plan));
+    bool ok = true;
+    for (const auto& d : sim->devices) ok = ok && d.peak_memory_bytes <= cap;
+    if (ok) return true;
+  }
+  return false;
+}
+
 // The oracle for --max-layers: the reported depth fits, one layer more does not.
 TEST(MaxLayers, ReportedDepthFitsAndOneMoreDoesNot) {
   const std::string text = R"({
@@ -550,23 +565,7 @@ TEST(MaxLayers, ReportedDepthFitsAndOneMoreDoesNot) {
   auto rows = MaxLayers(base, {.memory_cap_bytes = cap});
   ASSERT_TRUE(rows) << rows.error().message;
   ASSERT_EQ(rows->size(), 6u);  // K = 1, 2, 4; recompute none and full
-  auto fits = [&](int K, ir::RecomputeMode mode, int layers) {
-    cost::Config c = base;
-    cost::Regenerate(c, layers);
-    c.pipeline.stages = K;
-    c.pipeline.recompute = mode;
-    c.cluster.devices.resize(K);
-    for (auto cut : {cost::PartitionAlgorithm::kMinMax, cost::PartitionAlgorithm::kMemory}) {
-      c.pipeline.partition = cut;
-      auto plan = partition::PlanFromConfig(c);
-      if (!plan) continue;
-      auto sim = simulate::Simulate(plan->schedule, cost::CostsFromPlan(c, *plan));
-      bool ok = true;
-      for (const auto& d : sim->devices) ok = ok && d.peak_memory_bytes <= cap;
-      if (ok) return true;
-    }
-    return false;
-  };
+  auto fits = [&](int K, ir::RecomputeMode mode, int layers) { return FitsAlone(base, K, mode, layers, cap, K); };
   for (const auto& row : *rows) {
     SCOPED_TRACE(fmt::format("K={} recompute {}", row.stages, ir::RecomputeModeName(row.recompute)));
     ASSERT_GT(row.max_layers, 0);
@@ -595,20 +594,7 @@ TEST(MaxLayers, KeepsTheConfigsSharding) {
   auto rows = MaxLayers(base, {.memory_cap_bytes = cap});
   ASSERT_TRUE(rows) << rows.error().message;
   auto fits = [&](const cost::Config& from, int K, ir::RecomputeMode mode, int layers) {
-    cost::Config c = from;
-    cost::Regenerate(c, layers);
-    c.pipeline.stages = K;
-    c.pipeline.recompute = mode;
-    for (auto cut : {cost::PartitionAlgorithm::kMinMax, cost::PartitionAlgorithm::kMemory}) {
-      c.pipeline.partition = cut;
-      auto plan = partition::PlanFromConfig(c);
-      if (!plan) continue;
-      auto sim = simulate::Simulate(plan->schedule, cost::CostsFromPlan(c, *plan));
-      bool ok = true;
-      for (const auto& d : sim->devices) ok = ok && d.peak_memory_bytes <= cap;
-      if (ok) return true;
-    }
-    return false;
+    return FitsAlone(from, K, mode, layers, cap, 0);
   };
   cost::Config unsharded = base;
   unsharded.training.sharding = cost::DataParallelSharding::kNone;
