@@ -325,16 +325,25 @@ Result<TorchImport> ImportTorchCsv(std::string_view text, std::string_view sourc
     auto& program = s.programs[d];
     program.reserve(rows[d].size() + 1);
     bool computes = false;
+    // The older dialect's B is an input backward where a W of its stage and
+    // micro-batch follows; alone it is the full backward (torch 2.5 writes
+    // both: B with W for zero-bubble schedules, B alone for the others).
+    auto kind_of = [&](const RawAction& a) {
+      if (used == TorchDialect::kOlder && a.name == "B" && !w_pairs.contains({a.stage, a.micro_batch})) {
+        return OpKind::kBackward;
+      }
+      return KindOf(a.name, used);
+    };
     for (size_t i = 0; i < rows[d].size(); ++i) {
       const RawAction& a = rows[d][i];
       if (a.cls == ActionClass::kBookkeeping) continue;
-      const OpKind kind = KindOf(a.name, used);
+      const OpKind kind = kind_of(a);
       result.had_comm = result.had_comm || IsComm(kind);
       computes = computes || !IsComm(kind);
       // An OVERLAP_F_B of a forward and an input backward runs them
       // overlapped (a paired F); other overlapped actions run in turn.
       const bool paired = a.overlaps_next && kind == OpKind::kForward &&
-                          IsInputBackward(KindOf(rows[d][i + 1].name, used));
+                          IsInputBackward(kind_of(rows[d][i + 1]));
       program.push_back(Op{.kind = kind, .stage = a.stage, .micro_batch = a.micro_batch, .paired = paired});
     }
     if (computes) program.push_back(Op{.kind = OpKind::kStep});
