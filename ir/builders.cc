@@ -279,7 +279,15 @@ std::optional<ShapeProblem> FindShapeProblem(std::string_view name, int32_t devi
     return ShapeProblem{ShapeParameter::kSchedule, fmt::format("unknown schedule '{}': expected one of {}", name,
                                                                fmt::join(BuilderNames(), ", "))};
   }
-  return b->rule(PipelineShape{name, devices, micro_batches, chunks == 0 ? b->default_chunks : chunks});
+  const int32_t v = chunks == 0 ? b->default_chunks : chunks;
+  if (auto problem = b->rule(PipelineShape{name, devices, micro_batches, v})) return problem;
+  if (const int64_t cells = int64_t{devices} * micro_batches * v; cells > kMaxScheduleCells) {
+    return ShapeProblem{ShapeParameter::kMicroBatches,
+                        fmt::format("{} stages x {} micro-batches x {} chunks make {} (stage, micro-batch, chunk) "
+                                    "cells; a schedule holds at most {} (about 700 bytes each)",
+                                    devices, micro_batches, v, cells, kMaxScheduleCells)};
+  }
+  return std::nullopt;
 }
 
 Result<void> CheckShape(std::string_view name, int32_t devices, int32_t micro_batches, int32_t chunks) {

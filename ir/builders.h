@@ -190,9 +190,14 @@ int32_t DefaultChunks(std::string_view name);
 Result<Schedule> BuildByName(std::string_view name, int32_t devices, int32_t micro_batches,
                              int32_t chunks = 0);
 
+// The most (stage, micro-batch, chunk) cells a built schedule may have: K x
+// M x chunks. About 700 bytes of ops, dependencies and output each; a
+// larger shape is refused as bad input rather than run out of memory.
+inline constexpr int64_t kMaxScheduleCells = int64_t{1} << 22;
+
 // Why BuildShape would refuse (name, K, M, chunks), without building:
 // nothing when it would build it (interleaved needs M a multiple of K,
-// dualpipev M >= 2K, ...). The config loader names its field for the
+// dualpipev M >= 2K, more than kMaxScheduleCells cells, ...). The config loader names its field for the
 // problem's parameter.
 std::optional<ShapeProblem> FindShapeProblem(std::string_view name, int32_t devices, int32_t micro_batches,
                                              int32_t chunks = 0);

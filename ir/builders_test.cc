@@ -169,6 +169,27 @@ TEST(Builders, RejectsBadArguments) {
   EXPECT_EQ(unknown.error().message, "unknown schedule 'zigzag': expected one of naive, gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v, dualpipev");
 }
 
+// A shape past kMaxScheduleCells is refused before anything is built, for
+// every builder; the largest that fits builds.
+TEST(Builders, RefusesMoreCellsThanAScheduleHolds) {
+  for (const ScheduleBuilder& b : ScheduleBuilders()) {
+    const int32_t v = b.default_chunks;
+    const auto M = static_cast<int32_t>(kMaxScheduleCells / (64 * v));  // 64 x M x v = the cap exactly
+    const auto problem = FindShapeProblem(b.name, 64, M + 64, v);
+    ASSERT_TRUE(problem) << b.name;
+    EXPECT_EQ(problem->parameter, ShapeParameter::kMicroBatches);
+    EXPECT_NE(problem->message.find("a schedule holds at most 4194304"), std::string::npos) << problem->message;
+    EXPECT_FALSE(FindShapeProblem(b.name, 64, M, v)) << b.name;
+  }
+  auto huge = BuildByName("1f1b", 4096, 4096);
+  ASSERT_FALSE(huge);
+  EXPECT_EQ(huge.error().message,
+            "4096 stages x 4096 micro-batches x 1 chunks make 16777216 (stage, micro-batch, chunk) cells; a schedule "
+            "holds at most 4194304 (about 700 bytes each)");
+  EXPECT_FALSE(BuildByName("gpipe", 16777216, 1));
+  EXPECT_TRUE(BuildByName("gpipe", 1024, 4096));  // the cap exactly
+}
+
 }  // namespace
 // CheckShape says what BuildShape would, without building: the same
 // verdict and the same message for every name, K, M and chunk count.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ir/builders.h"
 
@@ -178,6 +179,38 @@ std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_b
   }
   }
   return grid;
+}
+
+std::string WhyNoConfiguration(const cost::Config& c, int devices, int64_t global_batch, const SearchOptions& o) {
+  const int L = static_cast<int>(c.model.layers.size());
+  const std::vector<int> ts = TensorParallelDegrees(c, devices);
+  std::vector<int> cs;
+  int64_t most = 0;  // the most GPUs any allowed t and c can use: L stages of global_batch replicas
+  bool split = false;  // some t x c x K x R equals the GPUs
+  for (int t : ts) {
+    for (int cp : ContextParallelDegrees(c, devices, t, o)) {
+      if (std::find(cs.begin(), cs.end(), cp) == cs.end()) cs.push_back(cp);
+      most = std::max(most, int64_t{t} * cp * L * global_batch);
+      const int groups = devices / (t * cp);
+      for (int K = 1; K <= std::min(groups, L); ++K) {
+        split = split || (groups % K == 0 && global_batch % (groups / K) == 0);
+      }
+    }
+  }
+  std::sort(cs.begin(), cs.end());
+  const std::string rule = fmt::format(
+      "a configuration splits the GPUs as t x c x K x R (tensor-parallel t in {{{}}}, context-parallel c in {{{}}}, "
+      "K <= {} pipeline stages, one layer each at least, and R replicas dividing the global batch of {} samples)",
+      fmt::join(ts, ", "), fmt::join(cs, ", "), L, global_batch);
+  if (!split && devices > most) {
+    return fmt::format("{}: no configuration of {} GPUs for this model: {}, which uses at most {} GPUs", c.source,
+                       devices, rule, most);
+  }
+  if (!split) return fmt::format("{}: no configuration of {} GPUs for this model: {}; no such split makes {}",
+                                 c.source, devices, rule, devices);
+  return fmt::format("{}: no configuration of {} GPUs for this model: {}; every such split breaks a schedule's "
+                     "rules on its stages and micro-batches or leaves the experts no layout",
+                     c.source, devices, rule);
 }
 
 }  // namespace twinpipe::search

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "cost_models/config.h"
@@ -59,5 +60,11 @@ std::vector<int> ChunkChoices(const cost::Config& config, const std::string& sch
 // parallelism.
 std::vector<Candidate> Grid(const cost::Config& config, int devices, int64_t global_batch,
                             const SearchOptions& options);
+
+// Why Grid is empty, as a sentence naming the config: the t x c x K x R
+// splits of the GPUs it allows and the most GPUs those can use, or that
+// no split of `devices` suits the schedules or the experts.
+std::string WhyNoConfiguration(const cost::Config& config, int devices, int64_t global_batch,
+                               const SearchOptions& options);
 
 }  // namespace twinpipe::search

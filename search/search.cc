@@ -116,6 +116,7 @@ Result<SearchResult> Search(const cost::Config& config, const SearchOptions& o) 
   const int devices = evaluator.work().cluster.NumDevices();
   const int64_t global_batch = config.training.batch * config.Replicas();
   const std::vector<Candidate> grid = Grid(evaluator.work(), devices, global_batch, o);
+  if (grid.empty()) return Fail(WhyNoConfiguration(evaluator.work(), devices, global_batch, o));
   const auto total = static_cast<int64_t>(grid.size());
   SearchResult r;
   r.configs_evaluated = total;

@@ -531,6 +531,27 @@ TEST(Search, DevicesResizeAHomogeneousClusterOnly) {
   EXPECT_NE(bad.error().message.find("/cluster/device lists 2 devices one by one"), std::string::npos);
 }
 
+// More GPUs than any split can use is bad input that says how many can be
+// used (8 layers of 256 samples: 2,048 GPUs), not a search that "fits nothing".
+TEST(Search, RefusesAGpuCountNoConfigurationSplits) {
+  const cost::Config mlp = Load(R"({
+    "model": {"generator": "mlp", "layers": 8, "width": 16, "input": 4, "classes": 3},
+    "training": {"batch": 256, "microbatches": 8},
+    "pipeline": {"stages": 2},
+    "cluster": {"device": "H100-SXM", "devices": 2}})");
+  auto too_many = Search(mlp, {.devices = 4096});
+  ASSERT_FALSE(too_many);
+  EXPECT_EQ(too_many.error().kind, ErrorKind::kBadInput);
+  EXPECT_NE(too_many.error().message.find("s.json: no configuration of 4096 GPUs"), std::string::npos)
+      << too_many.error().message;
+  EXPECT_NE(too_many.error().message.find("uses at most 2048 GPUs"), std::string::npos) << too_many.error().message;
+  EXPECT_TRUE(Search(mlp, {.devices = 2048}));  // 8 stages of 256 replicas of one sample
+  // 1,000 GPUs: no K <= 8 stages leaves replicas dividing 256 (8 x 125 at best).
+  auto odd = Search(mlp, {.devices = 1000});
+  ASSERT_FALSE(odd);
+  EXPECT_NE(odd.error().message.find("no such split makes 1000"), std::string::npos) << odd.error().message;
+}
+
 // Whether `base` regenerated with `layers` on K pipeline devices under
 // `mode` fits `cap` on every device, planned and simulated alone with the
 // time-balanced cut or the memory-aware one (the --max-layers oracle).

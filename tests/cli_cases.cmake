@@ -291,6 +291,11 @@ cli_case(execute_torch_zero_bubble 0 "parameter norm"
          ${TP} execute ${SRC}/examples/quickstart.json --schedule-file ${TORCH}/zb1p_2rank_2stagep_compute.csv --steps 2)
 
 # search: the grid, its Pareto front, the best as a runnable config, Table 1.
+# More GPUs than any split of the model can use: bad input saying how many it can.
+cli_case(search_more_gpus_than_any_split 2 "which uses at most 2048 GPUs"
+         ${TP} search ${SRC}/examples/quickstart.json --devices 4096)
+# A shape too large to hold: refused before it is built, not run out of memory.
+cli_case(schedule_more_cells_than_it_holds 2 "a schedule holds at most 4194304" ${TP} schedule -k 4096 -m 4096 -s 1f1b)
 cli_case(search_table 0 "Pareto front, throughput against peak memory" ${TP} search ${SRC}/examples/transformer_h100.json)
 cli_case(search_json 0 "\"configs_evaluated\"" ${TP} search ${SRC}/examples/transformer_h100.json --devices 8 --json)
 # On a CPU cluster the best unsharded point has replicas (K=2 R=2), and execute runs what search wrote
