@@ -19,6 +19,12 @@ namespace twinpipe::api {
 Result<Simulation> RunSimulation(cost::Config config, const PlanSource& source,
                                  const simulate::Calibration* calibration, const ir::Schedule* schedule,
                                  const std::string& schedule_source) {
+  if (schedule && (source.format != "auto" || source.dialect != "auto")) {
+    return Fail(fmt::format("{}: a schedule file's format and dialect, for {}, which is no file",
+                            source.format != "auto" ? fmt::format("format '{}'", source.format)
+                                                    : fmt::format("dialect '{}'", source.dialect),
+                            schedule_source));
+  }
   Result<cost::Plan> plan = schedule ? partition::PlanForSchedule(config, *schedule, schedule_source, calibration)
                                      : MakePlan(config, source, calibration);
   if (!plan) return tl::unexpected(plan.error());

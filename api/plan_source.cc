@@ -20,6 +20,12 @@ Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& s, const sim
                             !s.schedule_file.empty() ? fmt::format("{} runs as written", s.schedule_file)
                                                      : fmt::format("the schedule is {}", schedule)));
   }
+  if (s.schedule_file.empty() && (s.format != "auto" || s.dialect != "auto")) {
+    // They read a schedule file: without one they would be ignored.
+    return Fail(fmt::format("{}: the format and dialect of a schedule file, and no schedule file is given",
+                            s.format != "auto" ? fmt::format("format '{}'", s.format)
+                                               : fmt::format("dialect '{}'", s.dialect)));
+  }
   if (!s.schedule_file.empty()) {
     auto loaded = LoadSchedule(s.schedule_file, s.format, s.dialect);
     if (!loaded) return tl::unexpected(loaded.error());

@@ -28,7 +28,8 @@ struct PlanSource {
   double memory_cap_bytes = 0;  // the auto schedule's limit per device (0: its memory)
 };
 
-// Bad files and configs are bad input; a builder failure or a model that
+// Bad files and configs are bad input (a format or dialect other than auto
+// without a schedule file too); a builder failure or a model that
 // does not fit in memory is a runtime error.
 // The auto schedule plans with `calibration`'s costs when one is given.
 // `--recompute` changes `config` itself (a transformer's costs change with

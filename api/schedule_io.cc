@@ -57,6 +57,13 @@ Result<LoadedSchedule> LoadSchedule(const std::string& path, const std::string& 
     };
     chosen = ends_with(".json") ? "json" : ends_with(".csv") ? "torch-csv" : "text";
   }
+  if (dialect != "auto" && chosen != "torch-csv") {
+    // It would be ignored: only a torch CSV has dialects.
+    return Fail(fmt::format("{}: --dialect {} reads torch CSV files, and this one is read as {}{} (--format torch-csv "
+                            "reads it as torch CSV)",
+                            path, dialect, chosen == "json" ? "twinpipe JSON" : "twinpipe text",
+                            format == "auto" ? " by its extension" : ""));
+  }
   LoadedSchedule loaded;
   loaded.format = chosen;
   if (chosen == "text") {

@@ -26,7 +26,8 @@ struct LoadedSchedule {
 };
 
 // format: auto|text|json|torch-csv (auto: .json -> json, .csv -> torch-csv,
-// else text); dialect: auto|current|older (torch CSV only).
+// else text); dialect: auto|current|older (torch CSV only: another
+// dialect than auto for a file read as text or JSON is bad input).
 Result<LoadedSchedule> LoadSchedule(const std::string& path, const std::string& format,
                                     const std::string& dialect);
 

@@ -59,10 +59,12 @@ void AddCompare(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("compare", "Hold a predicted trace against a measured one, op by op");
   cmd->add_option("predicted", o->predicted, "predicted trace (simulate --trace)")->required();
   cmd->add_option("measured", o->measured, "measured trace (execute --trace)")->required();
-  cmd->add_flag("--json", o->json, "print one JSON object");
+  CLI::Option* json = cmd->add_flag("--json", o->json, "print one JSON object");
+  // One line or one JSON object: asked for both, one would be ignored.
   cmd->add_flag("--summary", o->summary,
                 "print one line: step time predicted, measured (ms), error; bubble predicted, measured; "
-                "peak memory predicted, measured (MiB, largest device), error");
+                "peak memory predicted, measured (MiB, largest device), error")
+      ->excludes(json);
   cmd->add_option("--svg", o->svg, "also draw both timelines, interleaved, to this SVG");
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });
 }

@@ -8,9 +8,15 @@
 namespace twinpipe::cli {
 
 void AddPlanOptions(CLI::App& cmd, PlanSource& s) {
-  cmd.add_option("--schedule-file", s.schedule_file, "run this schedule (text, JSON or torch CSV) instead of building one");
-  cmd.add_option("--format", s.format, "schedule file format")->check(CLI::IsMember({"auto", "text", "json", "torch-csv"}));
-  cmd.add_option("--dialect", s.dialect, "torch CSV dialect")->check(CLI::IsMember({"auto", "current", "older"}));
+  CLI::Option* file =
+      cmd.add_option("--schedule-file", s.schedule_file, "run this schedule (text, JSON or torch CSV) instead of building one");
+  // Both read a schedule file: without one they would be ignored.
+  cmd.add_option("--format", s.format, "schedule file format")
+      ->check(CLI::IsMember({"auto", "text", "json", "torch-csv"}))
+      ->needs(file);
+  cmd.add_option("--dialect", s.dialect, "torch CSV dialect")
+      ->check(CLI::IsMember({"auto", "current", "older"}))
+      ->needs(file);
   cmd.add_option("--schedule,-s", s.schedule,
                  fmt::format("override the config's schedule ({})", fmt::join(ir::ScheduleNames(), ", ")));
   cmd.add_option("--memory-cap", s.memory_cap_bytes,

@@ -296,6 +296,13 @@ cli_case(search_more_gpus_than_any_split 2 "which uses at most 2048 GPUs"
          ${TP} search ${SRC}/examples/quickstart.json --devices 4096)
 # A shape too large to hold: refused before it is built, not run out of memory.
 cli_case(schedule_more_cells_than_it_holds 2 "a schedule holds at most 4194304" ${TP} schedule -k 4096 -m 4096 -s 1f1b)
+# Options that would be ignored are refused: a file's format or dialect with no file,
+# a torch dialect for a text file, both of compare's outputs.
+cli_case(simulate_format_without_a_file 2 "--format requires --schedule-file"
+         ${TP} simulate ${SRC}/examples/quickstart.json --format json)
+cli_case(verify_dialect_of_a_text_file 2 "--dialect older reads torch CSV files, and this one is read as twinpipe text by its extension"
+         ${TP} verify ${EXP}/gpipe_k4_m8.txt --dialect older)
+cli_case(compare_json_and_summary 2 "--json excludes --summary" ${TP} compare a.json b.json --json --summary)
 cli_case(search_table 0 "Pareto front, throughput against peak memory" ${TP} search ${SRC}/examples/transformer_h100.json)
 cli_case(search_json 0 "\"configs_evaluated\"" ${TP} search ${SRC}/examples/transformer_h100.json --devices 8 --json)
 # On a CPU cluster the best unsharded point has replicas (K=2 R=2), and execute runs what search wrote

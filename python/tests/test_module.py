@@ -218,6 +218,27 @@ def test_simulate_a_schedule_object_equals_the_schedule_file(cli, tmp_path):
     assert twinpipe.simulate(str(config), schedule=s)["step_time_s"] == json.loads(run.stdout)["step_time_s"]
 
 
+def test_a_files_format_and_dialect_without_a_file_are_refused(cli, tmp_path):
+    # Ignored they would be: the program refuses them as flags, the module as arguments.
+    config = str(SOURCE_DIR / "examples" / "quickstart.json")
+    s = twinpipe.schedule(config, name="1f1b")
+    for kwargs, message in [(dict(format="json"), "format 'json'"), (dict(dialect="older"), "dialect 'older'")]:
+        with pytest.raises(twinpipe.ConfigError, match=message + ": the format and dialect of a schedule file"):
+            twinpipe.simulate(config, **kwargs)
+        with pytest.raises(twinpipe.ScheduleError, match=message + ": a schedule file's format and dialect"):
+            twinpipe.simulate(config, schedule=s, **kwargs)
+    assert cli("simulate", config, "--dialect", "older").returncode == 2
+    # A dialect for a file read as text.
+    path = tmp_path / "pipe.txt"
+    path.write_text(s.to_text())
+    run = cli("verify", path, "--dialect", "older")
+    assert run.returncode == 2
+    with pytest.raises(twinpipe.ScheduleError) as e:
+        twinpipe.simulate(config, schedule=str(path), dialect="older")
+    assert "--dialect older reads torch CSV files, and this one is read as twinpipe text" in e.value.message
+    assert cli_error(run, "verify") == e.value.message
+
+
 # Tables of runs: validate and calibrate_runs on the published runs.
 
 def test_validate_is_the_programs(cli):
