@@ -13,12 +13,15 @@
 namespace twinpipe::api {
 
 Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& s, const simulate::Calibration* cal) {
-  // As /pipeline/memory_cap: only the auto schedule's builder plans to a cap.
+  // As /pipeline/memory_cap: only the auto schedule's builder and the memory partition plan to a cap.
   const std::string& schedule = s.schedule.empty() ? config.pipeline.schedule : s.schedule;
-  if (s.memory_cap_bytes > 0 && (!s.schedule_file.empty() || schedule != ir::kAutoSchedule)) {
-    return Fail(fmt::format("--memory-cap: only the auto schedule plans to a memory cap, {}",
-                            !s.schedule_file.empty() ? fmt::format("{} runs as written", s.schedule_file)
-                                                     : fmt::format("the schedule is {}", schedule)));
+  const bool memory_cut = config.pipeline.partition == cost::PartitionAlgorithm::kMemory;
+  if (s.memory_cap_bytes > 0 && (!s.schedule_file.empty() || (schedule != ir::kAutoSchedule && !memory_cut))) {
+    return Fail(fmt::format("--memory-cap: only the auto schedule and the memory partition plan to a memory cap, {}",
+                            !s.schedule_file.empty()
+                                ? fmt::format("{} runs as written", s.schedule_file)
+                                : fmt::format("the schedule is {} and the partition {}", schedule,
+                                              cost::PartitionAlgorithmName(config.pipeline.partition))));
   }
   if (s.schedule_file.empty() && (s.format != "auto" || s.dialect != "auto")) {
     // They read a schedule file: without one they would be ignored.

@@ -2,8 +2,12 @@
 // schedule `simulate` predicts, on the CPU or the CUDA backend, and record a
 // measured trace.
 #include <algorithm>
+#include <chrono>
+#include <functional>
 #include <cstdlib>
 #include <memory>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -51,6 +55,19 @@ bool LaunchedByMpi() {
     if (std::getenv(v)) return true;
   }
   return false;
+}
+
+// Progress on stderr once the run has taken a second: a line updated in
+// place on a terminal, a line a step in a log.
+std::function<void(int, double, double)> StepProgress(int steps) {
+  const auto start = std::chrono::steady_clock::now();
+  return [start, steps](int step, double loss, double seconds) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (elapsed < 1) return;
+    const bool terminal = isatty(STDERR_FILENO);
+    fmt::print(stderr, "{}execute: step {}/{}, loss {:.6g}, {:.3f} s ({:.1f} s in all){}", terminal ? "\r" : "",
+               step, steps, loss, seconds, elapsed, terminal && step < steps ? "" : "\n");
+  };
 }
 
 int Run(const ExecuteCmdOptions& o) {
@@ -105,7 +122,20 @@ int Run(const ExecuteCmdOptions& o) {
     options.local_rank = world->local_rank;
     rank = world->rank;
   }
-  if (rank == 0) WarnScheduleFile("execute", o.source, *config, plan->schedule);
+  if (rank == 0) {
+    WarnScheduleFile("execute", o.source, *config, plan->schedule);
+    // The cpu backend trains on this machine's cores whatever the config's devices are.
+    std::vector<std::string> kinds;
+    for (const cost::Device& d : config->cluster.devices) {
+      if (d.name != "CPU" && std::find(kinds.begin(), kinds.end(), d.name) == kinds.end()) kinds.push_back(d.name);
+    }
+    if (o.backend == "cpu" && !kinds.empty()) {
+      fmt::print(stderr, "twinpipe execute: note: the config's devices are {}: the cpu backend runs each as threads "
+                         "on this machine's CPU, so the times it measures are this CPU's (--backend cuda runs on "
+                         "GPUs)\n", fmt::join(kinds, ", "));
+    }
+    options.on_step = StepProgress(options.steps);
+  }
   auto result = o.backend == "cuda" ? execute::ExecuteCuda(*config, *plan, options)
                                     : execute::ExecuteCpu(*config, *plan, options);
   if (!result) {

@@ -111,6 +111,10 @@ void LoadExplicitModel(const Reader& r, const json& m, Config& c) {
     if (from < 0 || from >= L || to < 0 || to >= L || from == to) {
       r.Fail(p, fmt::format("expected two different layer indices 0..{}, got [{}, {}]", L - 1, from, to));
     }
+    // Twice, its bytes would cross a cut twice.
+    if (auto seen = std::find(pairs.begin(), pairs.end(), std::pair<int, int>(from, to)); seen != pairs.end()) {
+      r.Fail(p, fmt::format("[{}, {}] is /model/edges/{} again", from, to, seen - pairs.begin()));
+    }
     boost::add_edge(static_cast<size_t>(from), static_cast<size_t>(to), g);
     pairs.emplace_back(static_cast<int>(from), static_cast<int>(to));
     ordered = ordered && from < to;
@@ -313,6 +317,7 @@ void LoadCluster(const Reader& r, const json& root, Config& c) {
       // ignores case): one that is a catalogue's, or given twice, would
       // shadow or be shadowed silently.
       auto unique = [&](const std::string& name, bool taken_in_catalogue, const auto& earlier, const char* what) {
+        if (name.empty()) r.Fail(ip + "/name", fmt::format("expected a non-empty name for the custom {}", what));
         if (taken_in_catalogue) {
           r.Fail(ip + "/name", fmt::format("'{}' is the catalogue's {}: give the custom one a name of its own", name,
                                            what));
@@ -436,10 +441,6 @@ Config Load(const Reader& r, const json& root, std::string source) {
   c.pipeline.schedule = r.String(pl, "schedule", "/pipeline", ir::ScheduleNames(), "gpipe");
   c.pipeline.chunks = static_cast<int>(r.Int(pl, "chunks", "/pipeline", 1, 1 << 16, 0));
   c.pipeline.memory_cap = r.Number(pl, "memory_cap", "/pipeline", 1, 1e18, 0.0);
-  if (pl.contains("memory_cap") && c.pipeline.schedule != ir::kAutoSchedule) {
-    r.Fail("/pipeline/memory_cap", fmt::format("only the auto schedule plans to a memory cap; this config's schedule "
-                                               "is '{}'", c.pipeline.schedule));
-  }
   const int chunks = c.pipeline.Chunks();
   // The builders' own rules (ir/builders.h), at the field each one is about.
   if (auto problem = ir::FindShapeProblem(c.pipeline.schedule, c.pipeline.stages, c.training.micro_batches, chunks)) {
@@ -552,6 +553,11 @@ Config Load(const Reader& r, const json& root, std::string source) {
     SetParallelism(c, tp, c.pipeline.sequence_parallel, c.pipeline.recompute);
   }
   c.pipeline.partition = r.Enum(pl, "partition", "/pipeline", kPartitionAlgorithmNames, PartitionAlgorithm::kMinMax);
+  if (pl.contains("memory_cap") && !c.pipeline.PlansToMemoryCap()) {
+    r.Fail("/pipeline/memory_cap", fmt::format("only the auto schedule and the memory partition plan to a memory cap; "
+                                               "this config's schedule is '{}' and its partition '{}'",
+                                               c.pipeline.schedule, PartitionAlgorithmName(c.pipeline.partition)));
+  }
   if (pl.contains("first_layers")) {
     const json& f = pl["first_layers"];
     if (!f.is_array()) r.Fail("/pipeline/first_layers", "expected an array with the first layer of each cell");

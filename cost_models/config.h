@@ -119,9 +119,17 @@ struct PipelineConfig {
   // kernel. Default (`"overlapped"`): transfers run beside compute, as
   // twinpipe's GPU executor and asynchronous send/recv frameworks run them.
   bool blocking_p2p = false;
-  // Bytes per device the `auto` schedule plans to (0: each device's memory).
+  // Bytes per device the `auto` schedule plans its order to and the memory
+  // partition cuts to (0: each device's memory; a device's own memory when
+  // less). Only where PlansToMemoryCap.
   double memory_cap = 0;
+  // The auto schedule or the memory partition: what memory_cap bounds.
+  bool PlansToMemoryCap() const;
 };
+
+inline bool PipelineConfig::PlansToMemoryCap() const {
+  return schedule == ir::kAutoSchedule || partition == PartitionAlgorithm::kMemory;
+}
 
 inline int PipelineConfig::Chunks() const { return chunks > 0 ? chunks : ir::DefaultChunks(schedule); }
 

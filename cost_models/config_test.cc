@@ -310,6 +310,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "\"x\", \"custom_links\": [{\"name\": \"x\", \"latency_s\": 0, \"bandwidth\": 1e9}, "
                   "{\"name\": \"x\", \"latency_s\": 1, \"bandwidth\": 1e9}]",
                   "q.json: /cluster/custom_links/1/name: 'x' names an earlier custom link too"},
+        BadConfig{"\"H100-SXM\"",
+                  "\"\", \"custom_devices\": [{\"name\": \"\", \"fp32_flops\": 1e12, "
+                  "\"memory_bandwidth\": 1e11, \"memory_bytes\": 1e10}]",
+                  "q.json: /cluster/custom_devices/0/name: expected a non-empty name for the custom device"},
         BadConfig{"\"nvlink4\"",
                   "\"NVLink4\", \"custom_links\": [{\"name\": \"NVLink4\", \"latency_s\": 0, \"bandwidth\": 1e9}]",
                   "q.json: /cluster/custom_links/0/name: 'NVLink4' is the catalogue's link: give the custom one a name "
@@ -458,6 +462,21 @@ TEST(LoadConfig, RejectsCyclicGraphs) {
                       "cyc.json");
   ASSERT_FALSE(c);
   EXPECT_EQ(c.error().message, "cyc.json: /model/edges: the layer graph has a cycle; expected a directed acyclic graph");
+}
+
+// An edge given twice would carry its bytes across a cut twice.
+TEST(LoadConfig, RejectsAnEdgeGivenTwice) {
+  const std::string text = R"({
+    "model": {"layers": [{"name": "a", "fwd_flops": 1, "out_bytes": 1}, {"name": "b", "fwd_flops": 1, "out_bytes": 1},
+                         {"name": "c", "fwd_flops": 1, "out_bytes": 1}],
+              "edges": [[0, 1], [1, 2], [0, 2]]},
+    "training": {"batch": 1, "microbatches": 1}, "pipeline": {"stages": 1}, "cluster": {"device": "CPU"}})";
+  ASSERT_TRUE(LoadConfig(text, "g.json"));
+  std::string twice = text;
+  twice.replace(twice.find("[0, 2]]"), 7, "[0, 2], [1, 2]]");
+  auto edge = LoadConfig(twice, "g.json");
+  ASSERT_FALSE(edge);
+  EXPECT_EQ(edge.error().message, "g.json: /model/edges/3: [1, 2] is /model/edges/1 again");
 }
 
 TEST(LoadConfig, CostsForAllLayersOrNone) {

@@ -41,6 +41,9 @@ struct ExecuteOptions {
   // told from that worker's thread: its cluster device and the error (kind
   // kAborted: stopped because another part of the run failed first).
   std::function<void(int device, const Error& error)> on_worker_error;
+  // Called after each step that ends well (1-based step, its mean loss and
+  // wall time), on the thread that called Execute*: for progress.
+  std::function<void(int step, double loss, double seconds)> on_step;
 };
 
 struct ExecuteResult {

@@ -497,6 +497,7 @@ Result<ExecuteResult> Walker<B>::Run() {
                                      earlier.empty() ? "" : fmt::format("; before it: {}", fmt::join(earlier, ", "))));
     }
     for (int id = 0; id < workers; ++id) result.peak_memory_bytes[id] = std::max(result.peak_memory_bytes[id], peaks[id]);
+    if (o_.on_step) o_.on_step(step + 1, result.losses.back(), result.step_time_s.back());
     step_events.push_back(events_);
     auto& memory = step_memory.emplace_back(D_);
     for (const Worker& w : local_) {

@@ -1,5 +1,7 @@
 #include "ir/json_format.h"
 
+#include <unordered_map>
+
 #include <fmt/format.h>
 
 #include "ir/json_reader.h"
@@ -117,6 +119,7 @@ Schedule ReadSchedule(const json::Reader& r, const json::Json& doc) {
     r.Fail("/programs", fmt::format("has {} programs, expected one per device ({})", programs->size(), s.num_devices));
   }
   int32_t next_id = 0;
+  std::unordered_map<int64_t, std::string> id_paths;  // a file's id: the op that gave it
   for (size_t d = 0; d < programs->size(); ++d) {
     const json::Json& program = (*programs)[d];
     const std::string path = fmt::format("/programs/{}", d);
@@ -124,7 +127,13 @@ Schedule ReadSchedule(const json::Reader& r, const json::Json& doc) {
     auto& ops = s.programs.emplace_back();
     ops.reserve(program.size());
     for (size_t i = 0; i < program.size(); ++i) {
-      ops.push_back(ReadOp(r, program[i], fmt::format("{}/{}", path, i), s, next_id++));
+      const std::string op_path = fmt::format("{}/{}", path, i);
+      ops.push_back(ReadOp(r, program[i], op_path, s, next_id++));
+      // Not kept, but two ops of one id say the file is not what its writer meant.
+      const int64_t id = program[i].at("id").get<int64_t>();  // ReadOp required it
+      if (auto [it, fresh] = id_paths.emplace(id, op_path); !fresh) {
+        r.Fail(op_path + "/id", fmt::format("id {} is already {}'s", id, it->second));
+      }
     }
   }
   return s;

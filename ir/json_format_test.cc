@@ -82,6 +82,8 @@ INSTANTIATE_TEST_SUITE_P(
         // A missing member of the root names the root.
         BadJson{R"({"format": "twinpipe-schedule", "stages": 1})",
                 "s.json: /: missing key 'version' (an integer from 1 to 1)"},
+        BadJson{kHead + R"([[{"id": 0, "kind": "F", "device": 0, "stage": 0, "microbatch": 0}, {"id": 0, "kind": "STEP", "device": 0}]]})",
+                "s.json: /programs/0/1/id: id 0 is already /programs/0/0's"},
         BadJson{kHead + R"([[{"id": -1, "kind": "STEP", "device": 0}]]})",
                 "s.json: /programs/0/0/id: expected an integer from 0 to 2147483647, got -1"},
         BadJson{R"({"format": "twinpipe-schedule", "version": 1, "stages": 2, "microbatches": 1, "devices": 1, "placement": [0, 1]})",

@@ -93,8 +93,10 @@ void AssignPeers(Schedule& s) {
 
 Result<void> InferShape(Schedule& s) {
   int64_t K = 0, M = 0;
-  for (const auto& program : s.programs) {
-    for (const Op& op : program) {
+  std::string last_stage;  // where the largest stage is named: "5F0 on device 1"
+  for (size_t d = 0; d < s.programs.size(); ++d) {
+    for (const Op& op : s.programs[d]) {
+      if (op.stage + 1 > K) last_stage = fmt::format("{} on device {}", OpToken(op), d);
       K = std::max(K, int64_t{op.stage} + 1);
       M = std::max(M, int64_t{op.micro_batch} + 1);
     }
@@ -122,8 +124,8 @@ Result<void> InferShape(Schedule& s) {
   }
   for (int32_t st = 0; st < s.num_stages; ++st) {
     if (s.placement[st] < 0) {
-      return Fail(fmt::format("stage {} has no ops, so its device is unknown (stages run 0..{})",
-                              st, K - 1));
+      return Fail(fmt::format("stage {} has no ops, so its device is unknown (stages run 0..{}, the last named by {})",
+                              st, K - 1, last_stage));
     }
   }
   return {};
@@ -157,6 +159,15 @@ Result<Schedule> ParseText(std::string_view text, std::string_view source) {
   Lines lines(text);
   for (std::string_view line; lines.Next(line);) {
     const int line_no = lines.number();
+    // The writer's version line: another version than 1 is not read as this one.
+    if (constexpr std::string_view kVersion = "# twinpipe schedule v"; line.starts_with(kVersion)) {
+      const auto rest = SplitWords(line.substr(kVersion.size()));
+      const std::string_view version = rest.empty() ? std::string_view{} : rest[0];
+      if (version != "1") {
+        return Fail(fmt::format("{}:{}: twinpipe schedule version '{}': this twinpipe reads version 1", source,
+                                line_no, version));
+      }
+    }
     if (auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
     auto words = SplitWords(line);
     if (words.empty()) continue;

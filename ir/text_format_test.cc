@@ -79,8 +79,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "pipe.txt: header says devices=3 but 1 device lines follow"},
         BadText{"0F0\nstages=1 microbatches=1 placement=0\n",
                 "pipe.txt:2: header line (stages=...) must come once, before the device lines"},
-        BadText{"1F0 1B0\n", "pipe.txt: stage 0 has no ops, so its device is unknown (stages run 0..1)"},
-        BadText{"# nothing\n\n", "pipe.txt: no device lines"}));
+        BadText{"1F0 1B0\n", "pipe.txt: stage 0 has no ops, so its device is unknown (stages run 0..1, the last named by 1F0 on device 0)"},
+        BadText{"# nothing\n\n", "pipe.txt: no device lines"},
+        BadText{"# twinpipe schedule v2\n0F0 0B0\n", "pipe.txt:1: twinpipe schedule version '2': this twinpipe reads version 1"}));
 
 }  // namespace
 }  // namespace twinpipe::ir

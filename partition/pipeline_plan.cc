@@ -1,5 +1,7 @@
 #include "partition/pipeline_plan.h"
 
+#include <algorithm>
+#include <limits>
 #include <optional>
 
 #include <fmt/format.h>
@@ -75,11 +77,15 @@ Result<Plan> PlanFromConfig(const cost::Config& config, const PlanOverrides& o) 
                             config.source));
   }
   std::optional<cost::Config> named;
-  if (name != config.pipeline.schedule || chunks != config.pipeline.chunks || recompute != config.pipeline.recompute) {
+  // The memory partition cuts to the cap given as the auto schedule plans to it.
+  const double cap = o.memory_cap_bytes > 0 ? o.memory_cap_bytes : config.pipeline.memory_cap;
+  if (name != config.pipeline.schedule || chunks != config.pipeline.chunks || recompute != config.pipeline.recompute ||
+      cap != config.pipeline.memory_cap) {
     named = config;
     named->pipeline.schedule = name;
     named->pipeline.chunks = chunks;
     named->pipeline.recompute = recompute;
+    named->pipeline.memory_cap = cap;
   }
   const cost::Config& use = named ? *named : config;
   auto report = o.partition ? Result<PartitionReport>(*o.partition)
@@ -126,9 +132,12 @@ std::optional<cost::Config> Staged(const cost::Config& config, const ir::Schedul
   staged.pipeline.stages = schedule.num_stages;
   std::vector<int> held(schedule.num_devices, 0);
   for (int device : schedule.placement) ++held[device];
+  // A device's memory, under the config's cap, shared by its stages: the cap then said.
+  const double cap = config.pipeline.memory_cap > 0 ? config.pipeline.memory_cap : std::numeric_limits<double>::infinity();
+  staged.pipeline.memory_cap = 0;
   for (int st = 0; st < schedule.num_stages; ++st) {
     cost::Device d = config.cluster.devices[schedule.placement[st]];
-    d.memory_bytes /= held[schedule.placement[st]];
+    d.memory_bytes = std::min(d.memory_bytes, cap) / held[schedule.placement[st]];
     staged.cluster.devices.push_back(std::move(d));
   }
   if (staged.pipeline.partition == cost::PartitionAlgorithm::kManual &&

@@ -32,8 +32,9 @@ struct PlanOverrides {
   // Times the cells are balanced with and the `auto` schedule is planned
   // with (as cost::CostsFromPlan charges them with it); null: the catalogue's.
   const cost::Calibration* calibration = nullptr;
-  // The memory the `auto` schedule plans to (0: the config's
-  // /pipeline/memory_cap, or the devices'); see cost::AutoMemoryCap.
+  // The memory the `auto` schedule plans to and the memory partition cuts
+  // to (0: the config's /pipeline/memory_cap, or the devices'); see
+  // cost::AutoMemoryCap.
   double memory_cap_bytes = 0;
   // The compute-only schedule ir::BuildShape gives for this schedule, K, M
   // and chunks, already built (search keeps one per shape); null: build it.

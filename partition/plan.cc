@@ -151,7 +151,11 @@ PartitionProblem BuildProblem(const Config& c, const std::vector<cost::StagePeak
                                                       cost::StaticBytesOf(c, c.GradientRanks())});
   p.memory = [memory](int a, int b, int k) { return memory->table.Peak(a, b, memory->In(k)).total_bytes; };
   p.memory_floor = [memory](int a, int b, int k) { return memory->table.Floor(a, b, memory->In(k)); };
-  for (int k = 0; k < K; ++k) p.capacity.push_back(c.cluster.devices[k].memory_bytes);
+  // The memory partition cuts to /pipeline/memory_cap where it is below a device's memory.
+  for (int k = 0; k < K; ++k) {
+    const double own = c.cluster.devices[k].memory_bytes;
+    p.capacity.push_back(c.pipeline.memory_cap > 0 ? std::min(own, c.pipeline.memory_cap) : own);
+  }
   for (const auto& l : c.model.layers) p.layer_names.push_back(l.name);
   return p;
 }

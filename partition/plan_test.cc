@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numbers>
 #include <random>
@@ -16,6 +17,7 @@
 
 #include "cost_models/memory_model.h"
 #include "cost_models/plan_costs.h"
+#include "ir/builders.h"
 #include "partition/pipeline_plan.h"
 
 namespace twinpipe::partition {
@@ -106,6 +108,73 @@ TEST(PlanPartition, MemoryPartitionRespectsCapacityOrSaysWhatDoesNotFit) {
   auto ok = PlanNamed(fits, "memory");
   ASSERT_TRUE(ok) << ok.error().message;
   for (const auto& cell : ok->cells) EXPECT_LE(cell.peak_memory_bytes, fits.cluster.devices[0].memory_bytes);
+}
+
+// /pipeline/memory_cap (or --memory-cap) bounds the memory partition as a
+// device's memory does: its cut is the fastest of every cut whose cells all
+// fit the cap (brute force over the C(L-1, 3) cuts), where the fastest cut
+// of all has a cell over it (1F1B: stage 0 holds 4 micro-batches in flight,
+// stage 3 one); given as an override it cuts alike.
+TEST(PlanPartition, MemoryPartitionCutsToTheMemoryCap) {
+  auto text = std::string(kTransformer);
+  text.replace(text.find("\"recompute\": \"full\""), 19, "\"recompute\": \"none\", \"partition\": \"memory\"");
+  text.replace(text.find("\"schedule\": \"gpipe\""), 19, "\"schedule\": \"1f1b\"");
+  const cost::Config c = Load(text);
+  const int L = static_cast<int>(c.model.layers.size());
+  auto shape = ir::BuildShape("1f1b", 4, 16);
+  ASSERT_TRUE(shape);
+  const auto peaks = cost::StagePeaks(*shape, c.pipeline.recompute);
+  struct Cut {
+    double bottleneck, worst;
+  };
+  std::vector<Cut> cuts;
+  for (int a = 1; a < L; ++a) {
+    for (int b = a + 1; b < L; ++b) {
+      for (int d = b + 1; d < L; ++d) {
+        const PartitionReport r = DescribePartition(c, {0, a, b, d}, &peaks);
+        double worst = 0;
+        for (const auto& cell : r.cells) worst = std::max(worst, cell.peak_memory_bytes);
+        cuts.push_back({r.bottleneck_s, worst});
+      }
+    }
+  }
+  const double device = c.cluster.devices[0].memory_bytes;
+  const auto fastest = std::min_element(cuts.begin(), cuts.end(), [&](const Cut& x, const Cut& y) {
+    return std::make_pair(x.worst > device, x.bottleneck) < std::make_pair(y.worst > device, y.bottleneck);
+  });
+  double least = device;
+  for (const Cut& k : cuts) least = std::min(least, k.worst);
+  ASSERT_LT(least, fastest->worst);  // a cap between them bites
+  const double cap = (least + fastest->worst) / 2;
+  double best = std::numeric_limits<double>::infinity();
+  for (const Cut& k : cuts) {
+    if (k.worst <= cap) best = std::min(best, k.bottleneck);
+  }
+  auto uncapped = PlanFromConfig(c);
+  ASSERT_TRUE(uncapped) << uncapped.error().message;
+  EXPECT_NEAR(uncapped->partition.bottleneck_s, fastest->bottleneck, 1e-12 * fastest->bottleneck);
+  cost::Config capped = c;
+  capped.pipeline.memory_cap = cap;
+  PlanOverrides override_cap;
+  override_cap.memory_cap_bytes = cap;
+  for (auto plan : {PlanFromConfig(capped), PlanFromConfig(c, override_cap)}) {
+    ASSERT_TRUE(plan) << plan.error().message;
+    EXPECT_NEAR(plan->partition.bottleneck_s, best, 1e-12 * best);
+    EXPECT_GT(plan->partition.bottleneck_s, uncapped->partition.bottleneck_s);
+    for (const auto& cell : plan->partition.cells) EXPECT_LE(cell.peak_memory_bytes, cap);
+  }
+  // Below every cut's peak: nothing fits, said as for a device's memory.
+  capped.pipeline.memory_cap = least * 0.99;
+  auto none = PlanFromConfig(capped);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().kind, ErrorKind::kRuntime);
+  // The cap bounds the auto schedule and the memory partition only.
+  text.replace(text.find("\"partition\": \"memory\""), 21, "\"partition\": \"minmax\", \"memory_cap\": 1e10");
+  auto refused = cost::LoadConfig(text, "t.json");
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().message,
+            "t.json: /pipeline/memory_cap: only the auto schedule and the memory partition plan to a memory cap; this "
+            "config's schedule is '1f1b' and its partition 'minmax'");
 }
 
 // A schedule of several stages a device (interleaved) is cut on a copy of

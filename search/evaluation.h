@@ -75,7 +75,10 @@ PlanKey KeyOf(const Candidate& c, const Cut& cut);
 class Evaluator {
  public:
   Evaluator(cost::Config work, double memory_cap_bytes, const simulate::Calibration* fitted)
-      : cap(memory_cap_bytes), calibration(fitted), work_(std::move(work)) {}
+      : cap(memory_cap_bytes), calibration(fitted), work_(std::move(work)) {
+    // The memory partition cuts to the search's cap (the devices' memory where less).
+    work_.pipeline.memory_cap = cap > 0 ? cap : 0;
+  }
 
   // The search's settings: bytes a device may hold (0: each its own
   // memory), and fitted costs in place of the catalogue's (or null).

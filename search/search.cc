@@ -144,10 +144,11 @@ nlohmann::ordered_json CandidateConfig(const nlohmann::ordered_json& original, c
                                        double memory_cap) {
   nlohmann::ordered_json j = original;
   auto& pipeline = j["pipeline"];
-  // The auto schedule found under the search's cap plans to it again.
-  if (c.schedule == ir::kAutoSchedule && memory_cap > 0) {
+  // The auto schedule or the memory cut found under the search's cap plans to it again.
+  const bool capped = c.schedule == ir::kAutoSchedule || c.partition == cost::PartitionAlgorithm::kMemory;
+  if (capped && memory_cap > 0) {
     pipeline["memory_cap"] = memory_cap;
-  } else if (c.schedule != ir::kAutoSchedule) {
+  } else if (!capped) {
     pipeline.erase("memory_cap");
   }
   pipeline["stages"] = c.stages;

@@ -554,7 +554,8 @@ TEST(Search, RefusesAGpuCountNoConfigurationSplits) {
 
 // Whether `base` regenerated with `layers` on K pipeline devices under
 // `mode` fits `cap` on every device, planned and simulated alone with the
-// time-balanced cut or the memory-aware one (the --max-layers oracle).
+// time-balanced cut or the memory-aware one cut to the cap (the --max-layers
+// oracle).
 // `devices`: the GPUs kept (K: one replica; 0: the config's, the rest replicas).
 bool FitsAlone(const cost::Config& base, int K, ir::RecomputeMode mode, int layers, double cap, int devices) {
   cost::Config c = base;
@@ -564,6 +565,7 @@ bool FitsAlone(const cost::Config& base, int K, ir::RecomputeMode mode, int laye
   if (devices > 0) c.cluster.devices.resize(devices);
   for (auto cut : {cost::PartitionAlgorithm::kMinMax, cost::PartitionAlgorithm::kMemory}) {
     c.pipeline.partition = cut;
+    c.pipeline.memory_cap = cut == cost::PartitionAlgorithm::kMemory ? cap : 0;  // the memory cut to the cap
     auto plan = partition::PlanFromConfig(c);
     if (!plan) continue;
     auto sim = simulate::Simulate(plan->schedule, cost::CostsFromPlan(c, *plan));

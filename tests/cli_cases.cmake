@@ -203,6 +203,9 @@ cli_case(execute_cuda_backend 0 "cuda backend: "
          bash ${CMAKE_CURRENT_SOURCE_DIR}/cuda_cli_check.sh ${TP} ${SRC}/examples/quickstart.json)
 cli_case(execute_reports_overhead 0 "(executor overhead "
          ${TP} execute ${SRC}/examples/quickstart.json --steps 2)
+# A GPU config on the cpu backend runs, and says whose times it measures.
+cli_case(execute_gpu_config_on_cpu 0 "note: the config's devices are H100-SXM: the cpu backend runs each as threads"
+         ${TP} execute ${IN}/exec_h100_tiny.json)
 cli_case(execute_cuda_options_on_cpu 2 "--transport and --precision choose how the cuda backend runs"
          ${TP} execute ${SRC}/examples/quickstart.json --transport nccl)
 cli_case(execute_bad_transport 2 "--transport"
@@ -521,13 +524,13 @@ cli_case(simulate_auto_bad_cap 2 "--memory-cap: expected bytes"
          ${TP} simulate ${SRC}/examples/transformer_h100.json --schedule auto --memory-cap -5)
 cli_case(simulate_auto_cap_below_static 1 "stage 0: its device's weights, gradients and optimizer state alone take 1.216 GiB more than the memory limit"
          ${TP} simulate ${SRC}/examples/transformer_h100.json --schedule auto --memory-cap 1e6)
-# As /pipeline/memory_cap: --memory-cap bounds only the auto schedule.
+# As /pipeline/memory_cap: --memory-cap bounds only the auto schedule and the memory partition.
 # A directory where a file was expected says so.
 cli_case(simulate_directory 2 "twinpipe simulate: ${IN}: is a directory, not a config" ${TP} simulate ${IN})
 cli_case(validate_directory 2 "twinpipe validate: ${IN}: is a directory, not a file" ${TP} validate ${IN})
-cli_case(simulate_memory_cap_not_auto 2 "--memory-cap: only the auto schedule plans to a memory cap, the schedule is gpipe"
+cli_case(simulate_memory_cap_not_auto 2 "--memory-cap: only the auto schedule and the memory partition plan to a memory cap, the schedule is gpipe and the partition minmax"
          ${TP} simulate ${SRC}/examples/transformer_h100.json --memory-cap 1e9)
-cli_case(config_memory_cap_not_auto 2 "memory_cap_not_auto.json: /pipeline/memory_cap: only the auto schedule plans to a memory cap"
+cli_case(config_memory_cap_not_auto 2 "memory_cap_not_auto.json: /pipeline/memory_cap: only the auto schedule and the memory partition plan to a memory cap"
          ${TP} simulate ${IN}/memory_cap_not_auto.json)
 cli_case(execute_auto 0 "parameter norm" ${TP} execute ${SRC}/examples/mlp_cpu.json --schedule auto --steps 2)
 cli_case(schedule_auto_needs_config 2 "auto needs a CONFIG"
@@ -625,7 +628,7 @@ cli_case(import_trace_gpu_zero_bubble 0 "4 launched no GPU work: no time"
 cli_case(import_trace_one_rank_missing 2 "1 profiles for a schedule of 2 devices: give one per rank"
          ${TP} import-trace ${TPROF}/w2/interleaved.rank0.json.gz --schedule-file ${TPROF}/w2/interleaved.csv)
 # A rank's profile with no label of its program, and a time no trace can hold, are refused.
-cli_case(import_trace_rank_unlabelled 2 "unlabelled.rank0.json: no op of rank 0's program is labelled"
+cli_case(import_trace_rank_unlabelled 2 "unlabelled.rank0.json: no op of the schedule's program for rank 0"
          ${TP} import-trace ${TPROF}/unlabelled.rank0.json ${TPROF}/w2/interleaved.rank1.json.gz
          --schedule-file ${TPROF}/w2/interleaved.csv -o ${CMAKE_CURRENT_BINARY_DIR}/torch_profile_unlabelled.json)
 cli_case(import_trace_duration_too_long 2

@@ -198,6 +198,9 @@ Result<TorchProfileImport> ImportTorchProfiles(const std::vector<std::pair<std::
   }
   TorchProfileImport result;
   std::vector<std::vector<Labelled>> labelled(D);
+  // How a message names a rank: from the profile's /distributedInfo/rank, or
+  // without one, from its place in the list, which the message then says.
+  std::vector<std::string> who(D);
   std::vector<std::string> file_of(D);
   double t0 = std::numeric_limits<double>::infinity();
   for (size_t f = 0; f < files.size(); ++f) {
@@ -223,6 +226,9 @@ Result<TorchProfileImport> ImportTorchProfiles(const std::vector<std::pair<std::
       }
       rank = r.get<int32_t>();
     }
+    who[rank] = doc.contains("distributedInfo") && doc["distributedInfo"].contains("rank")
+                    ? fmt::format("rank {}", rank)
+                    : fmt::format("rank {} (by its place among the profiles: it has no /distributedInfo/rank)", rank);
     if (!file_of[rank].empty()) {
       return Fail(fmt::format("{}: rank {} again (also {}): give one profile per rank", name, rank, file_of[rank]));
     }
@@ -261,8 +267,8 @@ Result<TorchProfileImport> ImportTorchProfiles(const std::vector<std::pair<std::
       if (!dur) return tl::unexpected(dur.error());
       const ir::Op probe{.kind = std::get<0>(key), .stage = std::get<1>(key), .micro_batch = std::get<2>(key)};
       if (!ops[rank].contains(key)) {
-        return Fail(fmt::format("{}: {}/name: '{}' ({}) is no op of device {}'s program in the schedule", name,
-                                path, label, ir::OpToken(probe), rank));
+        return Fail(fmt::format("{}: {}/name: '{}' ({}) is no op of the schedule's program for {}", name, path,
+                                label, ir::OpToken(probe), who[rank]));
       }
       if (auto [it, fresh] = seen.emplace(key, i); !fresh) {
         return Fail(fmt::format("{}: {}/name: '{}' again (first at /traceEvents/{}): the profile holds more than "
@@ -271,9 +277,9 @@ Result<TorchProfileImport> ImportTorchProfiles(const std::vector<std::pair<std::
       labelled[rank].push_back(Labelled{key, *ts, *dur, i, *ts, *dur});
     }
     if (labelled[rank].empty() && !ops[rank].empty()) {
-      return Fail(fmt::format("{}: no op of rank {}'s program is labelled (torch.distributed.pipelining labels its "
+      return Fail(fmt::format("{}: no op of the schedule's program for {} is labelled (torch.distributed.pipelining labels its "
                               "actions 'PP:<action>' or 'Forward <i>' / 'Backward <i>' in user_annotation events)",
-                              name, rank));
+                              name, who[rank]));
     }
     auto gpu = GpuSpans(events, name, labelled[rank]);
     if (!gpu) return tl::unexpected(gpu.error());
@@ -292,9 +298,9 @@ Result<TorchProfileImport> ImportTorchProfiles(const std::vector<std::pair<std::
       auto token = [](const Key& k) {
         return ir::OpToken(ir::Op{.kind = std::get<0>(k), .stage = std::get<1>(k), .micro_batch = std::get<2>(k)});
       };
-      return Fail(fmt::format("{}: rank {} ran {} (/traceEvents/{}) before {} (/traceEvents/{}), which the schedule's "
+      return Fail(fmt::format("{}: {} ran {} (/traceEvents/{}) before {} (/traceEvents/{}), which the schedule's "
                               "device {} runs first: the profile is of another schedule",
-                              file_of[d], d, token(list[i - 1].key), list[i - 1].index, token(list[i].key),
+                              file_of[d], who[d], token(list[i - 1].key), list[i - 1].index, token(list[i].key),
                               list[i].index, d));
     }
   }
@@ -320,10 +326,10 @@ Result<TorchProfileImport> ImportTorchProfiles(const std::vector<std::pair<std::
                          e.kind == ir::OpKind::kBackwardInput || e.kind == ir::OpKind::kBackwardWeight)) {
       const std::string token =
           ir::OpToken(ir::Op{.kind = e.kind, .stage = e.stage, .micro_batch = e.micro_batch});
-      return Fail(fmt::format("{}: rank {} has no event labelled for its {} (torch labels every compute action, "
+      return Fail(fmt::format("{}: {} has no event labelled for its {} (torch labels every compute action, "
                               "'PP:{}' or 'Forward <i>' / 'Backward <i>'): the profile does not cover the whole step "
                               "of this schedule", file_of[e.device].empty() ? files.front().first : file_of[e.device],
-                              e.device, token, token));
+                              who[e.device].empty() ? fmt::format("rank {}", e.device) : who[e.device], token, token));
     }
     if (measured[i]) {
       result.trace.events.push_back(all.events[i]);

@@ -149,7 +149,7 @@ TEST(TorchProfile, AnUnlabelledProfileSaysWhatIsRead) {
   ASSERT_TRUE(ir::InsertComm(s, {}));
   auto m = ImportTorchProfiles(Profiles("w2", "1f1b", 2), s);
   ASSERT_FALSE(m);
-  EXPECT_EQ(m.error().message, "w2/1f1b.rank0.json.gz: no op of rank 0's program is labelled (torch.distributed."
+  EXPECT_EQ(m.error().message, "w2/1f1b.rank0.json.gz: no op of the schedule's program for rank 0 is labelled (torch.distributed."
                                "pipelining labels its actions 'PP:<action>' or 'Forward <i>' / 'Backward <i>' in "
                                "user_annotation events)");
 }
@@ -202,7 +202,8 @@ TEST(TorchProfile, GpuTimeIsTheSpanOfTheWorkEachLabelLaunched) {
   // label launched leaves the host's times, and says CPU time.
   m = import(ev("kernel", 0, 0, 7, corr(1)));
   ASSERT_FALSE(m);
-  EXPECT_NE(m.error().message.find("g.json: no op of rank 0's program is labelled"), std::string::npos)
+  EXPECT_NE(m.error().message.find("g.json: no op of the schedule's program for rank 0 (by its place among the profiles: it has no "
+                                          "/distributedInfo/rank) is labelled"), std::string::npos)
       << m.error().message;
   const std::string stray = both + "," + ev("cuda_runtime", 1015, 1, 1, corr(1)) + "," +
                             ev("kernel", 1016, 4, 7, corr(1));
@@ -215,7 +216,8 @@ TEST(TorchProfile, GpuTimeIsTheSpanOfTheWorkEachLabelLaunched) {
   m = import(ev("user_annotation", 1000, 10, 1, R"(, "name": "Forward 0")"));
   ASSERT_FALSE(m);
   EXPECT_EQ(m.error().kind, ErrorKind::kBadInput);
-  EXPECT_NE(m.error().message.find("g.json: rank 0 has no event labelled for its 0B0"), std::string::npos)
+  EXPECT_NE(m.error().message.find("g.json: rank 0 (by its place among the profiles: it has no /distributedInfo/rank) has no "
+                                          "event labelled for its 0B0"), std::string::npos)
       << m.error().message;
   // A label that launched nothing takes no time where the op before it
   // ended on the GPU, or keeps its host range where it is the first; bad
@@ -319,7 +321,7 @@ TEST(TorchProfile, BadProfilesNameTheFileAndPath) {
             "r1.json: /traceEvents/1/name: 'Forward 0' again (first at /traceEvents/0): the profile holds more than "
             "one step; profile one");
   EXPECT_EQ(error({good[0], rank1(R"({"ph": "X", "cat": "user_annotation", "name": "PP:1F9", "ts": 1, "dur": 1})")}),
-            "r1.json: /traceEvents/0/name: 'PP:1F9' (1F9) is no op of device 1's program in the schedule");
+            "r1.json: /traceEvents/0/name: 'PP:1F9' (1F9) is no op of the schedule's program for rank 1");
   EXPECT_EQ(error({good[0], rank1(R"({"ph": "X", "cat": "user_annotation", "name": "PP:1Q0", "ts": 1, "dur": 1})")})
                 .substr(0, 40),
             "r1.json: /traceEvents/0/name: '1Q0': Q i");
