@@ -37,21 +37,11 @@ Result<std::vector<MaxLayersRow>> MaxLayers(const cost::Config& config, const Se
   auto fits = [&](int K, ir::RecomputeMode mode, int layers, MaxLayersRow& row) {
     cost::Regenerate(work, layers);
     if (static_cast<int>(work.model.layers.size()) < K) return false;
-    // Everything but K, the recompute mode and the cut as the config has it.
-    Candidate c;
-    c.tensor_parallel = config.pipeline.tensor_parallel;
-    c.sequence_parallel = config.pipeline.sequence_parallel;
-    c.tp_comm_overlap = config.pipeline.tp_comm_overlap;
-    c.context_parallel = config.pipeline.context_parallel;
-    c.expert_parallel = config.pipeline.expert_parallel;
-    c.sharding = config.training.sharding;
+    // Everything but K (and so the replicas), the recompute mode and the cut as the config has it.
+    Candidate c = CandidateOf(config);
     c.stages = K;
     c.replicas = devices / (K * config.GpusPerDevice());
-    c.micro_batches = config.training.micro_batches;
-    c.schedule = config.pipeline.schedule;
-    c.chunks = config.pipeline.Chunks();
     c.recompute = mode;
-    c.batch = config.training.batch;
     if (static_cast<int64_t>(K) * c.chunks > static_cast<int64_t>(work.model.layers.size())) return false;
     if (!ir::CheckShape(c.schedule, K, c.micro_batches, c.chunks)) return false;
     // The time-balanced cut first; the memory-aware one (quadratic in the

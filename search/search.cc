@@ -140,6 +140,24 @@ Result<SearchResult> Search(const cost::Config& config, const SearchOptions& o) 
   return r;
 }
 
+Candidate CandidateOf(const cost::Config& config) {
+  const cost::PipelineConfig& p = config.pipeline;
+  return Candidate{.stages = p.stages,
+                   .replicas = config.Replicas(),
+                   .tensor_parallel = p.tensor_parallel,
+                   .sequence_parallel = p.sequence_parallel,
+                   .tp_comm_overlap = p.tp_comm_overlap,
+                   .context_parallel = p.context_parallel,
+                   .expert_parallel = p.expert_parallel,
+                   .sharding = config.training.sharding,
+                   .micro_batches = config.training.micro_batches,
+                   .schedule = p.schedule,
+                   .chunks = p.Chunks(),
+                   .recompute = p.recompute,
+                   .partition = p.partition,
+                   .batch = config.training.batch};
+}
+
 nlohmann::ordered_json CandidateConfig(const nlohmann::ordered_json& original, const Candidate& c, int devices,
                                        double memory_cap) {
   nlohmann::ordered_json j = original;

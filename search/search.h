@@ -96,10 +96,16 @@ struct SearchResult {
 // Bad options (devices that the cluster cannot take) are bad input.
 Result<SearchResult> Search(const cost::Config& config, const SearchOptions& options);
 
+// The config itself as a point of the grid: every knob a Candidate has, as
+// the config sets it (its predictions left 0). Code that varies some knobs
+// of a config starts from it, so that the rest stay the config's.
+Candidate CandidateOf(const cost::Config& config);
+
 // The config's JSON with the candidate's pipeline, training and cluster
 // settings written in: a config `simulate` and `execute` run as is. An
-// `auto` candidate found under a memory cap (bytes, 0: none) carries it as
-// /pipeline/memory_cap, so that it plans the same schedule again.
+// `auto` candidate, or one cut by the memory partition, found under a
+// memory cap (bytes, 0: none) carries it as /pipeline/memory_cap, so that
+// it plans the same schedule and cut again.
 nlohmann::ordered_json CandidateConfig(const nlohmann::ordered_json& original, const Candidate& candidate,
                                        int devices, double memory_cap = 0);
 

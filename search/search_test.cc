@@ -531,6 +531,48 @@ TEST(Search, DevicesResizeAHomogeneousClusterOnly) {
   EXPECT_NE(bad.error().message.find("/cluster/device lists 2 devices one by one"), std::string::npos);
 }
 
+// The config as a grid point: each knob the config's, and written back it is
+// the same run (the same step simulated). The bindings name every member of
+// Candidate: one added stops this compiling until CandidateOf (and this
+// test) set it.
+TEST(Search, CandidateOfAConfigIsThatConfig) {
+  const std::string text = R"({
+    "model": {"generator": "transformer", "layers": 8, "d_model": 512, "heads": 8, "seq": 256, "vocab": 1024,
+              "attention": "fused", "dtype": "bf16"},
+    "training": {"batch": 8, "microbatches": 4, "bytes_per_param": 18, "data_parallel_sharding": "optimizer"},
+    "pipeline": {"stages": 2, "schedule": "interleaved", "chunks": 2, "recompute": "selective", "partition": "gpipe",
+                 "tensor_parallel": 2, "sequence_parallel": true, "tp_comm_overlap": true, "context_parallel": 2},
+    "cluster": {"device": "H100-SXM", "devices": 16, "gpus_per_node": 8, "link": "nvlink4",
+                "inter_node_link": "ib-ndr"}})";
+  const cost::Config c = Load(text);
+  const Candidate k = CandidateOf(c);
+  {
+    [[maybe_unused]] const auto& [stages, replicas, t, sp, overlap, cp, e, sharding, M, schedule, chunks, recompute,
+                                     partition, batch, step, throughput, bubble, peak, fits] = k;
+  }
+  EXPECT_EQ(k.stages, 2);
+  EXPECT_EQ(k.replicas, 2);
+  EXPECT_EQ(k.tensor_parallel, 2);
+  EXPECT_TRUE(k.sequence_parallel);
+  EXPECT_TRUE(k.tp_comm_overlap);
+  EXPECT_EQ(k.context_parallel, 2);
+  EXPECT_EQ(k.expert_parallel, 1);
+  EXPECT_EQ(k.sharding, cost::DataParallelSharding::kOptimizer);
+  EXPECT_EQ(k.micro_batches, 4);
+  EXPECT_EQ(k.schedule, "interleaved");
+  EXPECT_EQ(k.chunks, 2);
+  EXPECT_EQ(k.recompute, ir::RecomputeMode::kSelective);
+  EXPECT_EQ(k.partition, cost::PartitionAlgorithm::kGpipe);
+  EXPECT_EQ(k.batch, 8);
+  auto step = [](const cost::Config& config) {
+    auto plan = partition::PlanFromConfig(config);
+    EXPECT_TRUE(plan) << plan.error().message;
+    return simulate::Simulate(plan->schedule, cost::CostsFromPlan(config, *plan))->step_time_s;
+  };
+  const cost::Config written = Load(CandidateConfig(nlohmann::ordered_json::parse(text), k, 16).dump());
+  EXPECT_EQ(step(written), step(c));
+}
+
 // More GPUs than any split can use is bad input that says how many can be
 // used (8 layers of 256 samples: 2,048 GPUs), not a search that "fits nothing".
 TEST(Search, RefusesAGpuCountNoConfigurationSplits) {
