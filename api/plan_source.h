@@ -25,7 +25,9 @@ struct PlanSource {
   std::string schedule;   // override of pipeline.schedule
   std::string recompute;  // override of pipeline.recompute
   int chunks = 0;         // override of pipeline.chunks
-  double memory_cap_bytes = 0;  // the auto schedule's limit per device (0: its memory)
+  double memory_cap_bytes = 0;  // the auto schedule's and memory partition's limit per device (0: its memory)
+  // Equal to PlanSource{}: no option given (every member compared, new ones too).
+  bool operator==(const PlanSource&) const = default;
 };
 
 // Bad files and configs are bad input (a format or dialect other than auto

@@ -100,9 +100,7 @@ int Run(const CalibrateOptions& o) {
       return Fail("calibrate", {"--runs fits a table of runs; give it without traces or --config"});
     }
     // Each run's config plans itself: the plan options would be ignored.
-    const PlanSource& s = o.source;
-    if (!s.schedule_file.empty() || !s.schedule.empty() || !s.recompute.empty() || s.chunks != 0 ||
-        s.memory_cap_bytes != 0 || s.format != "auto" || s.dialect != "auto") {
+    if (o.source != PlanSource{}) {
       return Fail("calibrate", {"--runs plans every run from its own config: give it without --schedule-file, "
                                 "--format, --dialect, --schedule, --recompute, --chunks or --memory-cap"});
     }
