@@ -398,8 +398,8 @@ Result<Partition> MinMaxUnderMemory(const PartitionProblem& p) {
         }
       }
       if (best_over > 0) {
-        return FailRuntime(fmt::format("{} alone needs {} but device {} holds {}: {} over", LayerName(p, i),
-                                GiB(p.memory(i, i, best_k)), best_k, GiB(p.capacity[best_k]),
+        return FailRuntime(fmt::format("{} alone needs {} but device {} holds {}{}: {} over", LayerName(p, i),
+                                GiB(p.memory(i, i, best_k)), best_k, GiB(p.capacity[best_k]), p.capped_by,
                                 GiB(best_over)));
       }
     }
@@ -416,8 +416,8 @@ Result<Partition> MinMaxUnderMemory(const PartitionProblem& p) {
     }
     const int a = mm->first_layers[worst], b = worst + 1 < K ? mm->first_layers[worst + 1] - 1 : L - 1;
     return FailRuntime(fmt::format("no partition into {} cells fits in memory; in the fastest partition cell {} "
-                            "(layers {}..{}) needs {} on device {}, which holds {}: {} over",
-                            K, worst, a, b, GiB(p.memory(a, b, worst)), worst, GiB(p.capacity[worst]),
+                            "(layers {}..{}) needs {} on device {}, which holds {}{}: {} over",
+                            K, worst, a, b, GiB(p.memory(a, b, worst)), worst, GiB(p.capacity[worst]), p.capped_by,
                             GiB(worst_over)));
   }
   std::vector<int> firsts(K, 0);

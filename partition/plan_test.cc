@@ -168,6 +168,8 @@ TEST(PlanPartition, MemoryPartitionCutsToTheMemoryCap) {
   auto none = PlanFromConfig(capped);
   ASSERT_FALSE(none);
   EXPECT_EQ(none.error().kind, ErrorKind::kRuntime);
+  EXPECT_NE(none.error().message.find("under the memory cap (/pipeline/memory_cap or --memory-cap)"),
+            std::string::npos) << none.error().message;
   // The cap bounds the auto schedule and the memory partition only.
   text.replace(text.find("\"partition\": \"memory\""), 21, "\"partition\": \"minmax\", \"memory_cap\": 1e10");
   auto refused = cost::LoadConfig(text, "t.json");
