@@ -19,10 +19,10 @@ namespace twinpipe::api {
 Result<Simulation> RunSimulation(cost::Config config, const PlanSource& source,
                                  const simulate::Calibration* calibration, const ir::Schedule* schedule,
                                  const std::string& schedule_source) {
-  if (schedule && (source.format != "auto" || source.dialect != "auto")) {
-    return Fail(fmt::format("{}: a schedule file's format and dialect, for {}, which is no file",
-                            source.format != "auto" ? fmt::format("format '{}'", source.format)
-                                                    : fmt::format("dialect '{}'", source.dialect),
+  if (schedule && source != PlanSource{}) {
+    // A schedule given runs as it is: what would plan one would be ignored.
+    return Fail(fmt::format("{} runs as given: give it without a schedule file, its format or dialect, a schedule "
+                            "name, chunks, a recompute mode or a memory cap",
                             schedule_source));
   }
   Result<cost::Plan> plan = schedule ? partition::PlanForSchedule(config, *schedule, schedule_source, calibration)

@@ -13,15 +13,23 @@
 namespace twinpipe::api {
 
 Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& s, const simulate::Calibration* cal) {
-  // As /pipeline/memory_cap: only the auto schedule's builder and the memory partition plan to a cap.
-  const std::string& schedule = s.schedule.empty() ? config.pipeline.schedule : s.schedule;
-  const bool memory_cut = config.pipeline.partition == cost::PartitionAlgorithm::kMemory;
-  if (s.memory_cap_bytes > 0 && (!s.schedule_file.empty() || (schedule != ir::kAutoSchedule && !memory_cut))) {
-    return Fail(fmt::format("--memory-cap: only the auto schedule and the memory partition plan to a memory cap, {}",
-                            !s.schedule_file.empty()
-                                ? fmt::format("{} runs as written", s.schedule_file)
-                                : fmt::format("the schedule is {} and the partition {}", schedule,
-                                              cost::PartitionAlgorithmName(config.pipeline.partition))));
+  // As /pipeline/memory_cap: only the auto schedule's builder and the memory
+  // partition plan to a cap; a schedule file runs as written, its cut by the
+  // config's partition.
+  cost::PipelineConfig planned = config.pipeline;
+  if (!s.schedule.empty()) planned.schedule = s.schedule;
+  if (!s.schedule_file.empty()) planned.schedule = "";  // not the auto schedule: the file's
+  if (s.memory_cap_bytes > 0) {
+    if (!planned.PlansToMemoryCap()) {
+      return Fail(fmt::format(
+          "--memory-cap: only the auto schedule and the memory partition plan to a memory cap, {}",
+          !s.schedule_file.empty()
+              ? fmt::format("{} runs as written, cut by the {} partition", s.schedule_file,
+                            cost::PartitionAlgorithmName(planned.partition))
+              : fmt::format("the schedule is {} and the partition {}", planned.schedule,
+                            cost::PartitionAlgorithmName(planned.partition))));
+    }
+    config.pipeline.memory_cap = s.memory_cap_bytes;  // a schedule file's memory cut too
   }
   if (s.schedule_file.empty() && (s.format != "auto" || s.dialect != "auto")) {
     // They read a schedule file: without one they would be ignored.

@@ -3,8 +3,8 @@
 // measured trace.
 #include <algorithm>
 #include <chrono>
-#include <functional>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 
 #include <unistd.h>
@@ -58,15 +58,17 @@ bool LaunchedByMpi() {
 }
 
 // Progress on stderr once the run has taken a second: a line updated in
-// place on a terminal, a line a step in a log.
-std::function<void(int, double, double)> StepProgress(int steps) {
+// place on a terminal, a line a step in a log. `open` is set while a
+// terminal's line waits for its newline (a failure prints one first).
+std::function<void(int, double, double)> StepProgress(int steps, std::shared_ptr<bool> open) {
   const auto start = std::chrono::steady_clock::now();
-  return [start, steps](int step, double loss, double seconds) {
+  return [start, steps, open](int step, double loss, double seconds) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (elapsed < 1) return;
     const bool terminal = isatty(STDERR_FILENO);
+    *open = terminal && step < steps;
     fmt::print(stderr, "{}execute: step {}/{}, loss {:.6g}, {:.3f} s ({:.1f} s in all){}", terminal ? "\r" : "",
-               step, steps, loss, seconds, elapsed, terminal && step < steps ? "" : "\n");
+               step, steps, loss, seconds, elapsed, *open ? "" : "\n");
   };
 }
 
@@ -122,6 +124,7 @@ int Run(const ExecuteCmdOptions& o) {
     options.local_rank = world->local_rank;
     rank = world->rank;
   }
+  auto progress_open = std::make_shared<bool>(false);
   if (rank == 0) {
     WarnScheduleFile("execute", o.source, *config, plan->schedule);
     // The cpu backend trains on this machine's cores whatever the config's devices are.
@@ -134,11 +137,12 @@ int Run(const ExecuteCmdOptions& o) {
                          "on this machine's CPU, so the times it measures are this CPU's (--backend cuda runs on "
                          "GPUs)\n", fmt::join(kinds, ", "));
     }
-    options.on_step = StepProgress(options.steps);
+    options.on_step = StepProgress(options.steps, progress_open);
   }
   auto result = o.backend == "cuda" ? execute::ExecuteCuda(*config, *plan, options)
                                     : execute::ExecuteCpu(*config, *plan, options);
   if (!result) {
+    if (*progress_open) fmt::print(stderr, "\n");
     const int code = Fail("execute", {fmt::format("{}{}", options.mpi ? fmt::format("rank {}: ", rank) : "",
                                                   result.error().message),
                                       result.error().kind});

@@ -20,7 +20,8 @@ void AddPlanOptions(CLI::App& cmd, PlanSource& s) {
   cmd.add_option("--schedule,-s", s.schedule,
                  fmt::format("override the config's schedule ({})", fmt::join(ir::ScheduleNames(), ", ")));
   cmd.add_option("--memory-cap", s.memory_cap_bytes,
-                 "bytes a device may hold under the auto schedule (default: /pipeline/memory_cap, else its memory)")
+                 "bytes a device may hold under the auto schedule or the memory partition (default: "
+                 "/pipeline/memory_cap, else its memory)")
       ->check(BytesValidator());
   cmd.add_option("--chunks,-v", s.chunks, "override the stages per device (interleaved >= 2)")->check(CLI::Range(1, 1 << 16));
   cmd.add_option("--recompute", s.recompute, "override the config's recompute mode")

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <sstream>
 
@@ -100,6 +101,7 @@ void LoadExplicitModel(const Reader& r, const json& m, Config& c) {
   using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
   Graph g(L);
   std::vector<std::pair<int, int>> pairs;
+  std::map<std::pair<int64_t, int64_t>, size_t> edge_index;  // an edge: where it was given
   bool ordered = true;
   for (size_t i = 0; i < edges.size(); ++i) {
     const std::string p = fmt::format("/model/edges/{}", i);
@@ -112,8 +114,8 @@ void LoadExplicitModel(const Reader& r, const json& m, Config& c) {
       r.Fail(p, fmt::format("expected two different layer indices 0..{}, got [{}, {}]", L - 1, from, to));
     }
     // Twice, its bytes would cross a cut twice.
-    if (auto seen = std::find(pairs.begin(), pairs.end(), std::pair<int, int>(from, to)); seen != pairs.end()) {
-      r.Fail(p, fmt::format("[{}, {}] is /model/edges/{} again", from, to, seen - pairs.begin()));
+    if (auto [seen, fresh] = edge_index.emplace(std::pair<int64_t, int64_t>(from, to), i); !fresh) {
+      r.Fail(p, fmt::format("[{}, {}] is /model/edges/{} again", from, to, seen->second));
     }
     boost::add_edge(static_cast<size_t>(from), static_cast<size_t>(to), g);
     pairs.emplace_back(static_cast<int>(from), static_cast<int>(to));

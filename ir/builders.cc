@@ -282,8 +282,9 @@ std::optional<ShapeProblem> FindShapeProblem(std::string_view name, int32_t devi
   const int32_t v = chunks == 0 ? b->default_chunks : chunks;
   if (auto problem = b->rule(PipelineShape{name, devices, micro_batches, v})) return problem;
   if (const int64_t cells = int64_t{devices} * micro_batches * v; cells > kMaxScheduleCells) {
-    return ShapeProblem{ShapeParameter::kMicroBatches,
-                        fmt::format("{} stages x {} micro-batches x {} chunks make {} (stage, micro-batch, chunk) "
+    // The larger side is the one to shrink.
+    return ShapeProblem{int64_t{devices} * v > micro_batches ? ShapeParameter::kDevices : ShapeParameter::kMicroBatches,
+                        fmt::format("{} devices x {} micro-batches x {} chunks make {} (stage, micro-batch, chunk) "
                                     "cells; a schedule holds at most {} (about 700 bytes each)",
                                     devices, micro_batches, v, cells, kMaxScheduleCells)};
   }

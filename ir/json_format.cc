@@ -1,6 +1,7 @@
 #include "ir/json_format.h"
 
 #include <unordered_map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -119,7 +120,7 @@ Schedule ReadSchedule(const json::Reader& r, const json::Json& doc) {
     r.Fail("/programs", fmt::format("has {} programs, expected one per device ({})", programs->size(), s.num_devices));
   }
   int32_t next_id = 0;
-  std::unordered_map<int64_t, std::string> id_paths;  // a file's id: the op that gave it
+  std::unordered_map<int64_t, std::pair<size_t, size_t>> id_ops;  // a file's id: the (program, op) that gave it
   for (size_t d = 0; d < programs->size(); ++d) {
     const json::Json& program = (*programs)[d];
     const std::string path = fmt::format("/programs/{}", d);
@@ -131,8 +132,9 @@ Schedule ReadSchedule(const json::Reader& r, const json::Json& doc) {
       ops.push_back(ReadOp(r, program[i], op_path, s, next_id++));
       // Not kept, but two ops of one id say the file is not what its writer meant.
       const int64_t id = program[i].at("id").get<int64_t>();  // ReadOp required it
-      if (auto [it, fresh] = id_paths.emplace(id, op_path); !fresh) {
-        r.Fail(op_path + "/id", fmt::format("id {} is already {}'s", id, it->second));
+      if (auto [it, fresh] = id_ops.emplace(id, std::pair{d, i}); !fresh) {
+        r.Fail(op_path + "/id",
+               fmt::format("id {} is already /programs/{}/{}'s", id, it->second.first, it->second.second));
       }
     }
   }

@@ -22,6 +22,13 @@ Result<void> CheckShape(const PartitionProblem& p) {
   return {};
 }
 
+// After cell k's capacity in a message: the cap, where one holds it below its device's memory.
+std::string_view CappedBy(const PartitionProblem& p, int k) {
+  return k < static_cast<int>(p.capped.size()) && p.capped[k]
+             ? " under the memory cap (/pipeline/memory_cap or --memory-cap)"
+             : "";
+}
+
 std::string LayerName(const PartitionProblem& p, int i) {
   return i < static_cast<int>(p.layer_names.size()) ? fmt::format("layer {} ({})", i, p.layer_names[i])
                                                      : fmt::format("layer {}", i);
@@ -399,7 +406,7 @@ Result<Partition> MinMaxUnderMemory(const PartitionProblem& p) {
       }
       if (best_over > 0) {
         return FailRuntime(fmt::format("{} alone needs {} but device {} holds {}{}: {} over", LayerName(p, i),
-                                GiB(p.memory(i, i, best_k)), best_k, GiB(p.capacity[best_k]), p.capped_by,
+                                GiB(p.memory(i, i, best_k)), best_k, GiB(p.capacity[best_k]), CappedBy(p, best_k),
                                 GiB(best_over)));
       }
     }
@@ -417,7 +424,7 @@ Result<Partition> MinMaxUnderMemory(const PartitionProblem& p) {
     const int a = mm->first_layers[worst], b = worst + 1 < K ? mm->first_layers[worst + 1] - 1 : L - 1;
     return FailRuntime(fmt::format("no partition into {} cells fits in memory; in the fastest partition cell {} "
                             "(layers {}..{}) needs {} on device {}, which holds {}{}: {} over",
-                            K, worst, a, b, GiB(p.memory(a, b, worst)), worst, GiB(p.capacity[worst]), p.capped_by,
+                            K, worst, a, b, GiB(p.memory(a, b, worst)), worst, GiB(p.capacity[worst]), CappedBy(p, worst),
                             GiB(worst_over)));
   }
   std::vector<int> firsts(K, 0);

@@ -32,8 +32,9 @@ struct PartitionProblem {
   // capacity of cell k's device.
   std::function<double(int a, int b, int k)> memory;
   std::vector<double> capacity;
-  // After a capacity in messages: what caps it below a device's memory ("").
-  std::string capped_by;
+  // Per cell: whether its capacity is a memory cap below its device's
+  // memory (messages then say so); empty: none is.
+  std::vector<bool> capped;
   // Optional, with `memory`: a floor under it that never grows as a cell
   // shrinks (floor(a, b, k) <= memory(a, b, k), and no more for any
   // [a', b'] inside [a, b]). With it, MinMaxUnderMemory finds in L + K

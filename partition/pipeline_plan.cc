@@ -132,12 +132,17 @@ std::optional<cost::Config> Staged(const cost::Config& config, const ir::Schedul
   staged.pipeline.stages = schedule.num_stages;
   std::vector<int> held(schedule.num_devices, 0);
   for (int device : schedule.placement) ++held[device];
-  // A device's memory, under the config's cap, shared by its stages: the cap then said.
-  const double cap = config.pipeline.memory_cap > 0 ? config.pipeline.memory_cap : std::numeric_limits<double>::infinity();
-  staged.pipeline.memory_cap = 0;
+  // A device's memory, and the config's cap, shared evenly by its stages:
+  // with as many stages on every device (every builder's), the cap shared
+  // too, so that messages still name it; otherwise folded into each stage's
+  // share of its device's memory.
+  const double cap = config.pipeline.memory_cap;
+  const bool even = std::all_of(held.begin(), held.end(), [&](int n) { return n == held.front(); });
+  staged.pipeline.memory_cap = cap > 0 && even ? cap / held.front() : 0;
   for (int st = 0; st < schedule.num_stages; ++st) {
     cost::Device d = config.cluster.devices[schedule.placement[st]];
-    d.memory_bytes = std::min(d.memory_bytes, cap) / held[schedule.placement[st]];
+    if (cap > 0 && !even) d.memory_bytes = std::min(d.memory_bytes, cap);
+    d.memory_bytes /= held[schedule.placement[st]];
     staged.cluster.devices.push_back(std::move(d));
   }
   if (staged.pipeline.partition == cost::PartitionAlgorithm::kManual &&

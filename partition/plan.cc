@@ -155,7 +155,7 @@ PartitionProblem BuildProblem(const Config& c, const std::vector<cost::StagePeak
   for (int k = 0; k < K; ++k) {
     const double own = c.cluster.devices[k].memory_bytes;
     p.capacity.push_back(c.pipeline.memory_cap > 0 ? std::min(own, c.pipeline.memory_cap) : own);
-    if (p.capacity.back() < own) p.capped_by = " under the memory cap (/pipeline/memory_cap or --memory-cap)";
+    p.capped.push_back(p.capacity.back() < own);
   }
   for (const auto& l : c.model.layers) p.layer_names.push_back(l.name);
   return p;

@@ -170,6 +170,13 @@ TEST(PlanPartition, MemoryPartitionCutsToTheMemoryCap) {
   EXPECT_EQ(none.error().kind, ErrorKind::kRuntime);
   EXPECT_NE(none.error().message.find("under the memory cap (/pipeline/memory_cap or --memory-cap)"),
             std::string::npos) << none.error().message;
+  // Two stages a device (interleaved): each its half of the cap, still said.
+  std::string chunked = text;
+  chunked.replace(chunked.find("\"schedule\": \"1f1b\""), 18,
+                  fmt::format("\"schedule\": \"interleaved\", \"chunks\": 2, \"memory_cap\": {}", least * 0.5));
+  auto halves = PlanFromConfig(Load(chunked));
+  ASSERT_FALSE(halves);
+  EXPECT_NE(halves.error().message.find("under the memory cap"), std::string::npos) << halves.error().message;
   // The cap bounds the auto schedule and the memory partition only.
   text.replace(text.find("\"partition\": \"memory\""), 21, "\"partition\": \"minmax\", \"memory_cap\": 1e10");
   auto refused = cost::LoadConfig(text, "t.json");

@@ -76,8 +76,11 @@ class Evaluator {
  public:
   Evaluator(cost::Config work, double memory_cap_bytes, const simulate::Calibration* fitted)
       : cap(memory_cap_bytes), calibration(fitted), work_(std::move(work)) {
-    // The memory partition cuts to the search's cap (the devices' memory where less).
-    work_.pipeline.memory_cap = cap > 0 ? cap : 0;
+    // The memory partition cuts to the search's cap (the devices' memory
+    // where less); without one, to the config's, as the auto schedule plans
+    // to it and the config written for a point keeps it. Constant for the
+    // evaluator's life: the cached cuts assume it.
+    if (cap > 0) work_.pipeline.memory_cap = cap;
   }
 
   // The search's settings: bytes a device may hold (0: each its own

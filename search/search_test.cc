@@ -538,10 +538,11 @@ TEST(Search, DevicesResizeAHomogeneousClusterOnly) {
 TEST(Search, CandidateOfAConfigIsThatConfig) {
   const std::string text = R"({
     "model": {"generator": "transformer", "layers": 8, "d_model": 512, "heads": 8, "seq": 256, "vocab": 1024,
-              "attention": "fused", "dtype": "bf16"},
+              "attention": "fused", "dtype": "bf16", "experts": 4, "top_k": 2, "moe_ffn": 1024},
     "training": {"batch": 8, "microbatches": 4, "bytes_per_param": 18, "data_parallel_sharding": "optimizer"},
     "pipeline": {"stages": 2, "schedule": "interleaved", "chunks": 2, "recompute": "selective", "partition": "gpipe",
-                 "tensor_parallel": 2, "sequence_parallel": true, "tp_comm_overlap": true, "context_parallel": 2},
+                 "tensor_parallel": 2, "sequence_parallel": true, "tp_comm_overlap": true, "context_parallel": 2,
+                 "expert_parallel": 2},
     "cluster": {"device": "H100-SXM", "devices": 16, "gpus_per_node": 8, "link": "nvlink4",
                 "inter_node_link": "ib-ndr"}})";
   const cost::Config c = Load(text);
@@ -556,7 +557,7 @@ TEST(Search, CandidateOfAConfigIsThatConfig) {
   EXPECT_TRUE(k.sequence_parallel);
   EXPECT_TRUE(k.tp_comm_overlap);
   EXPECT_EQ(k.context_parallel, 2);
-  EXPECT_EQ(k.expert_parallel, 1);
+  EXPECT_EQ(k.expert_parallel, 2);
   EXPECT_EQ(k.sharding, cost::DataParallelSharding::kOptimizer);
   EXPECT_EQ(k.micro_batches, 4);
   EXPECT_EQ(k.schedule, "interleaved");
@@ -571,6 +572,38 @@ TEST(Search, CandidateOfAConfigIsThatConfig) {
   };
   const cost::Config written = Load(CandidateConfig(nlohmann::ordered_json::parse(text), k, 16).dump());
   EXPECT_EQ(step(written), step(c));
+}
+
+// Searched without a cap of its own, a config's /pipeline/memory_cap still
+// cuts its memory partition (and plans its auto schedule), as the config
+// written for the point does: the evaluator's step is the written config's.
+TEST(Evaluator, KeepsTheConfigsMemoryCapWithoutOneOfItsOwn) {
+  std::string text = R"({
+    "model": {"generator": "transformer", "layers": 24, "d_model": 1024, "ffn": 4096, "heads": 16, "seq": 512,
+              "vocab": 32000, "dtype": "bf16"},
+    "training": {"batch": 128, "microbatches": 16},
+    "pipeline": {"stages": 4, "schedule": "1f1b", "recompute": "none", "partition": "memory"},
+    "cluster": {"device": "H100-SXM", "devices": 4, "link": "nvlink4"}})";
+  auto simulated = [](const cost::Config& c) {
+    auto plan = partition::PlanFromConfig(c);
+    EXPECT_TRUE(plan) << plan.error().message;
+    return simulate::Simulate(plan->schedule, cost::CostsFromPlan(c, *plan))->step_time_s;
+  };
+  const cost::Config free = Load(text);
+  auto plan = partition::PlanFromConfig(free);
+  ASSERT_TRUE(plan);
+  double worst = 0;
+  for (const auto& cell : plan->partition.cells) worst = std::max(worst, cell.peak_memory_bytes);
+  text.replace(text.find("\"partition\": \"memory\""), 21,
+               fmt::format("\"partition\": \"memory\", \"memory_cap\": {}", 0.98 * worst));
+  const cost::Config capped = Load(text);
+  ASSERT_NE(simulated(capped), simulated(free));  // the cap moves the cut
+  Evaluator evaluator(capped, /*memory_cap_bytes=*/0, nullptr);
+  auto point = evaluator.Simulate(CandidateOf(capped));
+  ASSERT_TRUE(point);
+  const cost::Config written = Load(CandidateConfig(nlohmann::ordered_json::parse(text), *point, 4).dump());
+  EXPECT_EQ(written.pipeline.memory_cap, capped.pipeline.memory_cap);
+  EXPECT_EQ(point->step_time_s, simulated(written));
 }
 
 // More GPUs than any split can use is bad input that says how many can be
@@ -596,8 +629,8 @@ TEST(Search, RefusesAGpuCountNoConfigurationSplits) {
 
 // Whether `base` regenerated with `layers` on K pipeline devices under
 // `mode` fits `cap` on every device, planned and simulated alone with the
-// time-balanced cut or the memory-aware one cut to the cap (the --max-layers
-// oracle).
+// time-balanced cut or the memory-aware one, cut to the cap or to the
+// devices' memory (the --max-layers oracle).
 // `devices`: the GPUs kept (K: one replica; 0: the config's, the rest replicas).
 bool FitsAlone(const cost::Config& base, int K, ir::RecomputeMode mode, int layers, double cap, int devices) {
   cost::Config c = base;
@@ -605,9 +638,13 @@ bool FitsAlone(const cost::Config& base, int K, ir::RecomputeMode mode, int laye
   c.pipeline.stages = K;
   c.pipeline.recompute = mode;
   if (devices > 0) c.cluster.devices.resize(devices);
-  for (auto cut : {cost::PartitionAlgorithm::kMinMax, cost::PartitionAlgorithm::kMemory}) {
+  // The memory cut to the cap, and to the devices' memory (a cut under the
+  // cap it finds, the capped one must find too).
+  for (const auto& [cut, cut_cap] : {std::pair{cost::PartitionAlgorithm::kMinMax, 0.0},
+                                     std::pair{cost::PartitionAlgorithm::kMemory, cap},
+                                     std::pair{cost::PartitionAlgorithm::kMemory, 0.0}}) {
     c.pipeline.partition = cut;
-    c.pipeline.memory_cap = cut == cost::PartitionAlgorithm::kMemory ? cap : 0;  // the memory cut to the cap
+    c.pipeline.memory_cap = cut_cap;
     auto plan = partition::PlanFromConfig(c);
     if (!plan) continue;
     auto sim = simulate::Simulate(plan->schedule, cost::CostsFromPlan(c, *plan));

@@ -298,7 +298,7 @@ cli_case(execute_torch_zero_bubble 0 "parameter norm"
 cli_case(search_more_gpus_than_any_split 2 "which uses at most 2048 GPUs"
          ${TP} search ${SRC}/examples/quickstart.json --devices 4096)
 # A shape too large to hold: refused before it is built, not run out of memory.
-cli_case(schedule_more_cells_than_it_holds 2 "a schedule holds at most 4194304" ${TP} schedule -k 4096 -m 4096 -s 1f1b)
+cli_case(schedule_more_cells_than_it_holds 2 "4096 devices x 4096 micro-batches x 1 chunks make 16777216" ${TP} schedule -k 4096 -m 4096 -s 1f1b)
 # Options that would be ignored are refused: a file's format or dialect with no file,
 # a torch dialect for a text file, both of compare's outputs.
 cli_case(simulate_format_without_a_file 2 "--format requires --schedule-file"

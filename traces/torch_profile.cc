@@ -218,7 +218,8 @@ Result<TorchProfileImport> ImportTorchProfiles(const std::vector<std::pair<std::
                               "traceEvents, as export_chrome_trace writes)", name));
     }
     int32_t rank = static_cast<int32_t>(f);
-    if (doc.contains("distributedInfo") && doc["distributedInfo"].contains("rank")) {
+    const bool said = doc.contains("distributedInfo") && doc["distributedInfo"].contains("rank");
+    if (said) {
       const Json& r = doc["distributedInfo"]["rank"];
       if (!r.is_number_integer() || r.get<int64_t>() < 0 || r.get<int64_t>() >= D) {
         return Fail(fmt::format("{}: /distributedInfo/rank: expected a rank from 0 to {}, got {}", name, D - 1,
@@ -226,12 +227,13 @@ Result<TorchProfileImport> ImportTorchProfiles(const std::vector<std::pair<std::
       }
       rank = r.get<int32_t>();
     }
-    who[rank] = doc.contains("distributedInfo") && doc["distributedInfo"].contains("rank")
-                    ? fmt::format("rank {}", rank)
-                    : fmt::format("rank {} (by its place among the profiles: it has no /distributedInfo/rank)", rank);
+    const std::string named =
+        said ? fmt::format("rank {}", rank)
+             : fmt::format("rank {} (by its place among the profiles: it has no /distributedInfo/rank)", rank);
     if (!file_of[rank].empty()) {
-      return Fail(fmt::format("{}: rank {} again (also {}): give one profile per rank", name, rank, file_of[rank]));
+      return Fail(fmt::format("{}: {} again (also {}): give one profile per rank", name, named, file_of[rank]));
     }
+    who[rank] = named;
     file_of[rank] = name;
     const Json& events = doc["traceEvents"];
     std::map<Key, size_t> seen;

@@ -218,14 +218,17 @@ def test_simulate_a_schedule_object_equals_the_schedule_file(cli, tmp_path):
     assert twinpipe.simulate(str(config), schedule=s)["step_time_s"] == json.loads(run.stdout)["step_time_s"]
 
 
-def test_a_files_format_and_dialect_without_a_file_are_refused(cli, tmp_path):
+def test_options_that_would_be_ignored_are_refused(cli, tmp_path):
     # Ignored they would be: the program refuses them as flags, the module as arguments.
     config = str(SOURCE_DIR / "examples" / "quickstart.json")
     s = twinpipe.schedule(config, name="1f1b")
     for kwargs, message in [(dict(format="json"), "format 'json'"), (dict(dialect="older"), "dialect 'older'")]:
         with pytest.raises(twinpipe.ConfigError, match=message + ": the format and dialect of a schedule file"):
             twinpipe.simulate(config, **kwargs)
-        with pytest.raises(twinpipe.ScheduleError, match=message + ": a schedule file's format and dialect"):
+    # A Schedule runs as given: every option that would plan one is refused with it.
+    for kwargs in [dict(format="json"), dict(dialect="older"), dict(name="gpipe"), dict(chunks=2),
+                   dict(recompute="full"), dict(memory_cap=1e9)]:
+        with pytest.raises(twinpipe.ScheduleError, match="the schedule given runs as given"):
             twinpipe.simulate(config, schedule=s, **kwargs)
     assert cli("simulate", config, "--dialect", "older").returncode == 2
     # A dialect for a file read as text.
