@@ -18,9 +18,11 @@ Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& s, const sim
   // config's partition.
   cost::PipelineConfig planned = config.pipeline;
   if (!s.schedule.empty()) planned.schedule = s.schedule;
-  if (!s.schedule_file.empty()) planned.schedule = "";  // not the auto schedule: the file's
+  // A schedule file is never the auto schedule: only its memory cut can go to the cap.
+  const bool plans_to_cap = s.schedule_file.empty() ? planned.PlansToMemoryCap()
+                                                    : planned.partition == cost::PartitionAlgorithm::kMemory;
   if (s.memory_cap_bytes > 0) {
-    if (!planned.PlansToMemoryCap()) {
+    if (!plans_to_cap) {
       return Fail(fmt::format(
           "--memory-cap: only the auto schedule and the memory partition plan to a memory cap, {}",
           !s.schedule_file.empty()

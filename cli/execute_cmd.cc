@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <functional>
 #include <memory>
 
 #include <unistd.h>
@@ -58,19 +57,31 @@ bool LaunchedByMpi() {
 }
 
 // Progress on stderr once the run has taken a second: a line updated in
-// place on a terminal, a line a step in a log. `open` is set while a
-// terminal's line waits for its newline (a failure prints one first).
-std::function<void(int, double, double)> StepProgress(int steps, std::shared_ptr<bool> open) {
-  const auto start = std::chrono::steady_clock::now();
-  return [start, steps, open](int step, double loss, double seconds) {
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+// place on a terminal, a line a step in a log.
+class StepProgress {
+ public:
+  explicit StepProgress(int steps) : steps_(steps), start_(std::chrono::steady_clock::now()) {}
+
+  void Report(int step, double loss, double seconds) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     if (elapsed < 1) return;
     const bool terminal = isatty(STDERR_FILENO);
-    *open = terminal && step < steps;
+    open_ = terminal && step < steps_;
     fmt::print(stderr, "{}execute: step {}/{}, loss {:.6g}, {:.3f} s ({:.1f} s in all){}", terminal ? "\r" : "",
-               step, steps, loss, seconds, elapsed, *open ? "" : "\n");
-  };
-}
+               step, steps_, loss, seconds, elapsed, open_ ? "" : "\n");
+  }
+
+  // Ends a terminal's line still waiting for its newline (before a failure's message).
+  void EndLine() {
+    if (open_) fmt::print(stderr, "\n");
+    open_ = false;
+  }
+
+ private:
+  int steps_;
+  std::chrono::steady_clock::time_point start_;
+  bool open_ = false;
+};
 
 int Run(const ExecuteCmdOptions& o) {
   auto config = cost::LoadConfigFile(o.config);
@@ -124,7 +135,7 @@ int Run(const ExecuteCmdOptions& o) {
     options.local_rank = world->local_rank;
     rank = world->rank;
   }
-  auto progress_open = std::make_shared<bool>(false);
+  StepProgress progress(options.steps);
   if (rank == 0) {
     WarnScheduleFile("execute", o.source, *config, plan->schedule);
     // The cpu backend trains on this machine's cores whatever the config's devices are.
@@ -137,12 +148,12 @@ int Run(const ExecuteCmdOptions& o) {
                          "on this machine's CPU, so the times it measures are this CPU's (--backend cuda runs on "
                          "GPUs)\n", fmt::join(kinds, ", "));
     }
-    options.on_step = StepProgress(options.steps, progress_open);
+    options.on_step = [&progress](int step, double loss, double seconds) { progress.Report(step, loss, seconds); };
   }
   auto result = o.backend == "cuda" ? execute::ExecuteCuda(*config, *plan, options)
                                     : execute::ExecuteCpu(*config, *plan, options);
   if (!result) {
-    if (*progress_open) fmt::print(stderr, "\n");
+    progress.EndLine();
     const int code = Fail("execute", {fmt::format("{}{}", options.mpi ? fmt::format("rank {}: ", rank) : "",
                                                   result.error().message),
                                       result.error().kind});

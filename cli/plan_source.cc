@@ -1,5 +1,8 @@
 #include "cli/plan_source.h"
 
+#include <string>
+#include <utility>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -28,25 +31,26 @@ void AddPlanOptions(CLI::App& cmd, PlanSource& s) {
       ->check(CLI::IsMember({"none", "full", "except-last", "selective"}));
 }
 
-CLI::Validator BytesValidator() {
-  return CLI::Validator(
-      [](const std::string& text) -> std::string {
-        double v = 0;
-        return CLI::detail::lexical_cast(text, v) && v >= 1 && v <= 1e18 ? "" : "expected bytes, a number in [1, 1e18]";
-      },
-      "BYTES");
-}
+namespace {
 
-CLI::Validator SecondsValidator(double lo, double hi) {
+// A number in [lo, hi], written `range` in the message; NaN fails too (CLI::Range lets it through).
+CLI::Validator NumberIn(std::string what, std::string type, double lo, double hi, std::string range) {
   return CLI::Validator(
-      [lo, hi](const std::string& text) -> std::string {
+      [what = std::move(what), range = std::move(range), lo, hi](const std::string& text) -> std::string {
         double v = 0;
-        // Written so that NaN fails too (CLI::Range lets it through).
         return CLI::detail::lexical_cast(text, v) && v >= lo && v <= hi
                    ? ""
-                   : fmt::format("expected seconds, a number in [{}, {}]", lo, hi);
+                   : fmt::format("expected {}, a number in {}", what, range);
       },
-      "SECONDS");
+      std::move(type));
+}
+
+}  // namespace
+
+CLI::Validator BytesValidator() { return NumberIn("bytes", "BYTES", 1, 1e18, "[1, 1e18]"); }
+
+CLI::Validator SecondsValidator(double lo, double hi) {
+  return NumberIn("seconds", "SECONDS", lo, hi, fmt::format("[{}, {}]", lo, hi));
 }
 
 void WarnScheduleFile(std::string_view command, const PlanSource& source, const cost::Config& config,

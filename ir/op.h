@@ -42,6 +42,11 @@ inline bool IsRecv(OpKind k) { return k == OpKind::kRecvF || k == OpKind::kRecvB
 inline bool IsInputBackward(OpKind k) {
   return k == OpKind::kBackward || k == OpKind::kBackwardInput;
 }
+// Ops that run on a device's compute stream: F, B, I, W, R and STEP.
+inline bool IsCompute(OpKind k) {
+  return k == OpKind::kForward || k == OpKind::kBackward || k == OpKind::kBackwardInput ||
+         k == OpKind::kBackwardWeight || k == OpKind::kRecompute || k == OpKind::kStep;
+}
 // Ops that need a micro-batch index (all but ALLREDUCE and STEP).
 inline bool HasMicroBatch(OpKind k) { return k != OpKind::kAllReduce && k != OpKind::kStep; }
 

@@ -1,7 +1,6 @@
 #include "partition/pipeline_plan.h"
 
 #include <algorithm>
-#include <limits>
 #include <optional>
 
 #include <fmt/format.h>

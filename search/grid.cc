@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <ranges>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -16,6 +17,16 @@ std::vector<int64_t> Divisors(int64_t n) {
   std::vector<int64_t> out;
   for (int64_t i = 1; i <= n; ++i) {
     if (n % i == 0) out.push_back(i);
+  }
+  return out;
+}
+
+// The (stages K, replicas R) that split `groups` tensor x context groups: K
+// at most the model's L layers, R dividing the global batch.
+std::vector<std::pair<int, int>> PipelineSplits(int groups, int L, int64_t global_batch) {
+  std::vector<std::pair<int, int>> out;
+  for (int K = 1; K <= std::min(groups, L); ++K) {
+    if (groups % K == 0 && global_batch % (groups / K) == 0) out.emplace_back(K, groups / K);
   }
   return out;
 }
@@ -130,10 +141,7 @@ std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_b
   for (bool sp : t > 1 ? (moe ? std::vector<bool>{true} : std::vector<bool>{false, true}) : std::vector<bool>{false}) {
   for (bool overlap : sp ? overlaps : std::vector<bool>{false}) {
   for (int cp : ContextParallelDegrees(c, devices, t, o)) {
-  const int groups = devices / (t * cp);
-  for (int K = 1; K <= groups; ++K) {
-    const int R = groups / K;
-    if (groups % K != 0 || K > L || global_batch % R != 0) continue;
+  for (const auto& [K, R] : PipelineSplits(devices / (t * cp), L, global_batch)) {
     const int64_t batch = global_batch / R;
     // Sharding needs a gradient over more than one GPU (R c of them).
     std::vector<cost::DataParallelSharding> shardings;
@@ -191,10 +199,7 @@ std::string WhyNoConfiguration(const cost::Config& c, int devices, int64_t globa
     for (int cp : ContextParallelDegrees(c, devices, t, o)) {
       if (std::find(cs.begin(), cs.end(), cp) == cs.end()) cs.push_back(cp);
       most = std::max(most, int64_t{t} * cp * L * global_batch);
-      const int groups = devices / (t * cp);
-      for (int K = 1; K <= std::min(groups, L); ++K) {
-        split = split || (groups % K == 0 && global_batch % (groups / K) == 0);
-      }
+      split = split || !PipelineSplits(devices / (t * cp), L, global_batch).empty();
     }
   }
   std::sort(cs.begin(), cs.end());

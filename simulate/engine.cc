@@ -21,8 +21,6 @@ namespace {
 
 constexpr int32_t kNone = -1;
 
-bool IsCompute(OpKind k) { return ComputeSlot(k) >= 0 || k == OpKind::kStep; }
-
 enum EventType : uint8_t { kComputeEnd, kAllReduceEnd, kPhaseEnd, kDomainCheck, kGpuCheck };
 
 struct Event {
@@ -203,7 +201,7 @@ void Simulator::Build() {
   };
   for (int32_t d = 0; d < D; ++d) {
     for (const Op& op : s_.programs[d]) {
-      if (IsCompute(op.kind)) compute_[d].ops.push_back(op.id);
+      if (ir::IsCompute(op.kind)) compute_[d].ops.push_back(op.id);
       if (op.kind == OpKind::kAllReduce) allreduce_[d].ops.push_back(op.id);
       if (ir::IsSend(op.kind)) {
         const int32_t ch = pairs.Find(d, op.peer);

@@ -49,8 +49,6 @@ int32_t ReceiveOf(const Dependencies& deps, const Op& send, int32_t stages) {
   return deps.Find(forward ? OpKind::kRecvF : OpKind::kRecvB, stage, send.micro_batch);
 }
 
-bool IsComputeEngineOp(OpKind k) { return ComputeSlot(k) >= 0 || k == OpKind::kStep; }
-
 class InOrderSimulator {
  public:
   InOrderSimulator(const ir::Schedule& s, const PlanCosts& c, const SimOptions& options);
@@ -175,7 +173,7 @@ void InOrderSimulator::Advance(int32_t d) {
 
 bool InOrderSimulator::Issue(int32_t d, const Op& op) {
   if (ir::IsRecv(op.kind)) return !serial_ || Receive(d, op);  // overlapped: completed by its sender
-  if (IsComputeEngineOp(op.kind)) return Compute(d, op);
+  if (ir::IsCompute(op.kind)) return Compute(d, op);
   if (op.kind == OpKind::kAllReduce) return AllReduce(d, op);
   if (ir::IsSend(op.kind)) return Send(d, op);
   return true;
@@ -350,7 +348,7 @@ int32_t InOrderSimulator::PreviousOnResource(int32_t id) const {
   const Op& op = deps_.op(id);
   const auto& program = s_.programs[op.device];
   const int32_t first = program.front().id;
-  auto on_stream = [&](OpKind k) { return IsComputeEngineOp(k) || (serial_ && ir::IsComm(k)); };
+  auto on_stream = [&](OpKind k) { return ir::IsCompute(k) || (serial_ && ir::IsComm(k)); };
   for (int32_t p = id - 1; p >= first; --p) {
     const Op& q = program[p - first];
     const bool same = on_stream(op.kind)                ? on_stream(q.kind)

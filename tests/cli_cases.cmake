@@ -6,6 +6,16 @@ set(EXP ${CMAKE_CURRENT_SOURCE_DIR}/expected)
 set(VFIX ${SRC}/ir/testdata/verify)
 set(TORCH ${SRC}/ir/testdata/torch)
 
+# cli_case_on_schedule(name exit_code expected file "schedule options" command...):
+# `twinpipe schedule <options>` writes file (in the build folder), then the
+# command runs with --schedule-file file added.
+function(cli_case_on_schedule name code expect file schedule_options)
+  string(JOIN " " command ${ARGN})
+  cli_case(${name} ${code} "${expect}"
+           bash -c "${TP} schedule ${schedule_options} -o \"$0\" && ${TP} ${command} --schedule-file \"$0\""
+           ${CMAKE_CURRENT_BINARY_DIR}/${file})
+endfunction()
+
 cli_case(help 0 "schedule" ${TP} --help)
 cli_case(schedule_help 0 "--recompute" ${TP} schedule --help)
 
@@ -435,31 +445,24 @@ cli_case(search_then_execute 0 "parameter norm"
 # A schedule file is held to the cluster: more GPUs than it has are refused,
 # fewer (a torch CSV describes one replica) and a recompute mode the file
 # does not carry are warned of.
-cli_case(simulate_schedule_file_too_many_replicas 2
+cli_case_on_schedule(simulate_schedule_file_too_many_replicas 2
          "/cluster/devices: the schedule (${CMAKE_CURRENT_BINARY_DIR}/replicas3.txt) runs 3 replicas of 2 devices (6 cluster devices), the cluster has 2"
-         bash -c "${TP} schedule -k 2 -m 8 -s 1f1b --replicas 3 -o \"$0\" && ${TP} simulate ${SRC}/examples/quickstart.json --schedule-file \"$0\""
-         ${CMAKE_CURRENT_BINARY_DIR}/replicas3.txt)
-cli_case(execute_schedule_file_too_many_replicas 2 "runs 3 replicas of 2 devices (6 cluster devices), the cluster has 2"
-         bash -c "${TP} schedule -k 2 -m 8 -s 1f1b --replicas 3 -o \"$0\" && ${TP} execute ${SRC}/examples/quickstart.json --schedule-file \"$0\""
-         ${CMAKE_CURRENT_BINARY_DIR}/replicas3_execute.txt)
-cli_case(simulate_schedule_file_too_many_gpus 2 "runs 1 replica of 4 devices of 4 GPUs (16 cluster devices), the cluster has 8"
-         bash -c "${TP} schedule -k 4 -m 16 -s 1f1b -o \"$0\" && ${TP} simulate ${IN}/tp_h100.json --schedule-file \"$0\""
-         ${CMAKE_CURRENT_BINARY_DIR}/four_devices.txt)
+                     replicas3.txt "-k 2 -m 8 -s 1f1b --replicas 3" simulate ${SRC}/examples/quickstart.json)
+cli_case_on_schedule(execute_schedule_file_too_many_replicas 2 "runs 3 replicas of 2 devices (6 cluster devices), the cluster has 2"
+                     replicas3_execute.txt "-k 2 -m 8 -s 1f1b --replicas 3" execute ${SRC}/examples/quickstart.json)
+cli_case_on_schedule(simulate_schedule_file_too_many_gpus 2 "runs 1 replica of 4 devices of 4 GPUs (16 cluster devices), the cluster has 8"
+                     four_devices.txt "-k 4 -m 16 -s 1f1b" simulate ${IN}/tp_h100.json)
 # Where a device's GPUs follow /pipeline/stages, a file of another device count is refused.
-cli_case(simulate_schedule_file_other_stages 2
+cli_case_on_schedule(simulate_schedule_file_other_stages 2
          "today_h100.json: /pipeline/stages: is 2, the schedule (${CMAKE_CURRENT_BINARY_DIR}/four_devices_cp.txt) has 4 devices"
-         bash -c "${TP} schedule -k 4 -m 4 -s 1f1b -o \"$0\" && ${TP} simulate ${IN}/today_h100.json --schedule-file \"$0\""
-         ${CMAKE_CURRENT_BINARY_DIR}/four_devices_cp.txt)
-cli_case(simulate_schedule_file_overrides_unused 0 "warning: --chunks is not used"
-         bash -c "${TP} schedule -k 2 -m 8 -s 1f1b -o \"$0\" && ${TP} simulate ${SRC}/examples/quickstart.json --schedule-file \"$0\" --chunks 2"
-         ${CMAKE_CURRENT_BINARY_DIR}/quickstart_file.txt)
-cli_case(simulate_schedule_file_idle_gpus 0 "${IN}/today_h100.json has 16: the other 12 stay idle"
-         bash -c "${TP} schedule ${IN}/today_h100.json --format torch-csv -o \"$0\" && ${TP} simulate ${IN}/today_h100.json --schedule-file \"$0\""
-         ${CMAKE_CURRENT_BINARY_DIR}/one_replica.csv)
-cli_case(simulate_schedule_file_without_recompute 0
+                     four_devices_cp.txt "-k 4 -m 4 -s 1f1b" simulate ${IN}/today_h100.json)
+cli_case_on_schedule(simulate_schedule_file_overrides_unused 0 "warning: --chunks is not used"
+                     quickstart_file.txt "-k 2 -m 8 -s 1f1b" simulate ${SRC}/examples/quickstart.json --chunks 2)
+cli_case_on_schedule(simulate_schedule_file_idle_gpus 0 "${IN}/today_h100.json has 16: the other 12 stay idle"
+                     one_replica.csv "${IN}/today_h100.json --format torch-csv" simulate ${IN}/today_h100.json)
+cli_case_on_schedule(simulate_schedule_file_without_recompute 0
          "transformer_h100.json: /pipeline/recompute is full, but ${CMAKE_CURRENT_BINARY_DIR}/no_recompute.csv has no recompute op"
-         bash -c "${TP} schedule ${SRC}/examples/transformer_h100.json --format torch-csv -o \"$0\" && ${TP} simulate ${SRC}/examples/transformer_h100.json --schedule-file \"$0\""
-         ${CMAKE_CURRENT_BINARY_DIR}/no_recompute.csv)
+                     no_recompute.csv "${SRC}/examples/transformer_h100.json --format torch-csv" simulate ${SRC}/examples/transformer_h100.json)
 # Which GPUs form a device, with context parallelism and by the placement.
 cli_case(simulate_context_parallel_groups 0
          "replica 0's devices start at GPUs 0, 8"
@@ -639,9 +642,8 @@ cli_case(import_trace_span_too_long 2 "huge_span.rank0.json: /traceEvents/1: end
          ${TP} import-trace ${TPROF}/huge_span.rank0.json ${TPROF}/w2/interleaved.rank1.json.gz
          --schedule-file ${TPROF}/w2/interleaved.csv -o ${CMAKE_CURRENT_BINARY_DIR}/torch_profile_span.json)
 # torch's ScheduleGPipe runs its backwards first micro-batch first, twinpipe's last first.
-cli_case(import_trace_other_schedule 2 "rank 0 ran 0B0 (/traceEvents/141) before 0B1"
-         bash -c "${TP} schedule -k 2 -m 4 -s gpipe -o \"$0\" && ${TP} import-trace ${TPROF}/w2/gpipe.rank0.json.gz ${TPROF}/w2/gpipe.rank1.json.gz --schedule-file \"$0\""
-         ${CMAKE_CURRENT_BINARY_DIR}/gpipe_k2_m4.txt)
+cli_case_on_schedule(import_trace_other_schedule 2 "rank 0 ran 0B0 (/traceEvents/141) before 0B1"
+                     gpipe_k2_m4.txt "-k 2 -m 4 -s gpipe" import-trace ${TPROF}/w2/gpipe.rank0.json.gz ${TPROF}/w2/gpipe.rank1.json.gz)
 
 # Numbers CLI11's ranges would let through: NaN seconds are bad input.
 cli_case(execute_timeout_nan 2 "expected seconds, a number in"
