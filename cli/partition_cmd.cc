@@ -40,30 +40,22 @@ int Run(const PartitionOptions& o) {
   // --algo's name is checked against the table by CLI11.
   const cost::PartitionAlgorithm algorithm =
       o.algorithm.empty() ? config->pipeline.partition : *cost::PartitionAlgorithmFromName(o.algorithm);
-  // A schedule of several stages a device (interleaved, zb-v, dualpipev)
-  // cuts the model into its stages, as `simulate` plans it; each cell's
-  // device is the one its stage runs on. The cut's own algorithm is
-  // printed: a manual list of one first layer a device, not a stage, is
-  // cut by minmax there.
-  // The auto schedule is planned too: its cells' peaks are those of the
-  // order its builder chooses, not of its shape's.
-  Result<partition::PartitionReport> report = partition::PartitionReport{};
+  // Cut as `simulate` plans it: a schedule of several stages a device
+  // (interleaved, zb-v, dualpipev) into its stages, each cell's device the
+  // one its stage runs on; the auto schedule's cells hold the peaks of the
+  // order its builder chooses. The cut's own algorithm is printed: a manual
+  // list of one first layer a device, not a stage, is cut by minmax there.
+  cost::Config use = *config;
+  use.pipeline.partition = algorithm;
+  auto plan = partition::PlanFromConfig(use);
+  if (!plan) return Fail("partition", plan.error());
+  const partition::PartitionReport* report = &plan->partition;
   const bool staged = config->pipeline.Chunks() > 1;
-  if (staged || config->pipeline.schedule == ir::kAutoSchedule) {
-    cost::Config use = *config;
-    use.pipeline.partition = algorithm;
-    auto plan = partition::PlanFromConfig(use);
-    if (!plan) return Fail("partition", plan.error());
-    report = std::move(plan->partition);
-    if (algorithm == cost::PartitionAlgorithm::kManual && report->algorithm != "manual") {
-      fmt::print(stderr,
-                 "twinpipe partition: note: {}: /pipeline/first_layers lists {} first layers, not one per stage "
-                 "({}): the stages are cut by {}, as simulate cuts them\n",
-                 o.config, config->pipeline.first_layers.size(), report->cells.size(), report->algorithm);
-    }
-  } else {
-    report = partition::PlanPartition(*config, algorithm);
-    if (!report) return Fail("partition", report.error());
+  if (algorithm == cost::PartitionAlgorithm::kManual && report->algorithm != "manual") {
+    fmt::print(stderr,
+               "twinpipe partition: note: {}: /pipeline/first_layers lists {} first layers, not one per stage "
+               "({}): the stages are cut by {}, as simulate cuts them\n",
+               o.config, config->pipeline.first_layers.size(), report->cells.size(), report->algorithm);
   }
   const auto& layers = config->model.layers;
   if (o.json) {
