@@ -4,10 +4,12 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cost_models/coverage.h"
 #include "cost_models/plan_costs.h"
 #include "ir/builders.h"
+#include "ir/name_table.h"
 #include "ir/pipeline.h"
 #include "ir/units.h"
 #include "partition/pipeline_plan.h"
@@ -232,6 +234,48 @@ Result<partition::LaunchSettings> ExportSettings(const cost::Config& config, con
     }
   }
   return partition::TorchtitanSettings(config, {.schedule_csv = schedule_csv});
+}
+
+Result<partition::PartitionReport> PartitionConfig(const cost::Config& config, const std::string& algorithm) {
+  cost::PartitionAlgorithm chosen = config.pipeline.partition;
+  if (!algorithm.empty()) {
+    const auto named = cost::PartitionAlgorithmFromName(algorithm);
+    if (!named) {
+      return Fail(fmt::format("partition algorithm '{}': expected one of {}", algorithm,
+                              fmt::join(ir::Names(cost::kPartitionAlgorithmNames), ", ")));
+    }
+    chosen = *named;
+  }
+  // Cut as `simulate` plans it: a schedule of several stages a device
+  // (interleaved, zb-v, dualpipev) into its stages, each cell's device the
+  // one its stage runs on; the auto schedule's cells hold the peaks of the
+  // order its builder chooses.
+  cost::Config use = config;
+  use.pipeline.partition = chosen;
+  auto plan = partition::PlanFromConfig(use);
+  if (!plan) return tl::unexpected(plan.error());
+  return std::move(plan->partition);
+}
+
+std::string PartitionJson(const cost::Config& config, const partition::PartitionReport& report) {
+  nlohmann::ordered_json j;
+  j["algorithm"] = report.algorithm;
+  j["user_costs"] = report.user_costs;
+  j["cells"] = nlohmann::ordered_json::array();
+  for (const auto& c : report.cells) {
+    j["cells"].push_back({{"first_layer", c.first_layer},
+                          {"last_layer", c.last_layer},
+                          {"device", c.device},
+                          {"device_name", config.cluster.devices[c.device].name},
+                          {"cost", c.cost},
+                          {"time_s", c.time_s},
+                          {"params", c.params},
+                          {"peak_memory_bytes", c.peak_memory_bytes},
+                          {"boundary_bytes", c.boundary_bytes}});
+  }
+  j["bottleneck_s"] = report.bottleneck_s;
+  j["imbalance"] = report.imbalance;
+  return j.dump(2) + "\n";
 }
 
 }  // namespace twinpipe::api

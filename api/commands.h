@@ -18,6 +18,7 @@
 #include "ir/result.h"
 #include "ir/schedule.h"
 #include "partition/launch_settings.h"
+#include "partition/plan.h"
 #include "search/search.h"
 #include "simulate/calibration.h"
 #include "simulate/engine.h"
@@ -86,5 +87,12 @@ std::string MaxLayersJson(const cost::Config& config, const std::vector<search::
 // and micro-batches), since torchtitan reads it at launch.
 Result<partition::LaunchSettings> ExportSettings(const cost::Config& config, const std::string& config_source,
                                                  const std::string& framework, const std::string& schedule_csv);
+
+// `partition`: the config's model cut as `simulate` plans it, by
+// `algorithm` (a name of cost::kPartitionAlgorithmNames; empty: the config's
+// /pipeline/partition).
+Result<partition::PartitionReport> PartitionConfig(const cost::Config& config, const std::string& algorithm);
+// `partition --json`.
+std::string PartitionJson(const cost::Config& config, const partition::PartitionReport& report);
 
 }  // namespace twinpipe::api

@@ -2,18 +2,17 @@
 // describe each cell (layers, cost, time, parameters, peak memory, bytes to
 // the next cell), the bottleneck and the imbalance.
 #include <memory>
+#include <string>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
+#include "api/commands.h"
 #include "cli/commands.h"
 #include "cli/fail.h"
 #include "cli/schedule_io.h"
 #include "cost_models/config.h"
 #include "ir/builders.h"
 #include "ir/units.h"
-#include "partition/pipeline_plan.h"
-#include "partition/plan.h"
 
 namespace twinpipe::cli {
 namespace {
@@ -38,20 +37,13 @@ int Run(const PartitionOptions& o) {
   auto config = cost::LoadConfigFile(o.config);
   if (!config) return Fail("partition", config.error());
   // --algo's name is checked against the table by CLI11.
-  const cost::PartitionAlgorithm algorithm =
-      o.algorithm.empty() ? config->pipeline.partition : *cost::PartitionAlgorithmFromName(o.algorithm);
-  // Cut as `simulate` plans it: a schedule of several stages a device
-  // (interleaved, zb-v, dualpipev) into its stages, each cell's device the
-  // one its stage runs on; the auto schedule's cells hold the peaks of the
-  // order its builder chooses. The cut's own algorithm is printed: a manual
-  // list of one first layer a device, not a stage, is cut by minmax there.
-  cost::Config use = *config;
-  use.pipeline.partition = algorithm;
-  auto plan = partition::PlanFromConfig(use);
-  if (!plan) return Fail("partition", plan.error());
-  const partition::PartitionReport* report = &plan->partition;
-  const bool staged = config->pipeline.Chunks() > 1;
-  if (algorithm == cost::PartitionAlgorithm::kManual && report->algorithm != "manual") {
+  auto report = api::PartitionConfig(*config, o.algorithm);
+  if (!report) return Fail("partition", report.error());
+  // The cut's own algorithm is printed: a manual list of one first layer a
+  // device, not a stage, is cut by minmax there.
+  const std::string chosen =
+      o.algorithm.empty() ? std::string(cost::PartitionAlgorithmName(config->pipeline.partition)) : o.algorithm;
+  if (chosen == "manual" && report->algorithm != "manual") {
     fmt::print(stderr,
                "twinpipe partition: note: {}: /pipeline/first_layers lists {} first layers, not one per stage "
                "({}): the stages are cut by {}, as simulate cuts them\n",
@@ -59,26 +51,10 @@ int Run(const PartitionOptions& o) {
   }
   const auto& layers = config->model.layers;
   if (o.json) {
-    nlohmann::ordered_json j;
-    j["algorithm"] = report->algorithm;
-    j["user_costs"] = report->user_costs;
-    j["cells"] = nlohmann::ordered_json::array();
-    for (const auto& c : report->cells) {
-      j["cells"].push_back({{"first_layer", c.first_layer},
-                            {"last_layer", c.last_layer},
-                            {"device", c.device},
-                            {"device_name", config->cluster.devices[c.device].name},
-                            {"cost", c.cost},
-                            {"time_s", c.time_s},
-                            {"params", c.params},
-                            {"peak_memory_bytes", c.peak_memory_bytes},
-                            {"boundary_bytes", c.boundary_bytes}});
-    }
-    j["bottleneck_s"] = report->bottleneck_s;
-    j["imbalance"] = report->imbalance;
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}", api::PartitionJson(*config, *report));
     return kExitOk;
   }
+  const bool staged = config->pipeline.Chunks() > 1;
   const std::string stages =
       staged ? fmt::format(", {} a device", report->cells.size() / config->pipeline.stages) : "";
   fmt::print("{}: {} partition of {} layers into {} cells{} ({}; times per micro-batch of {} samples)\n",

@@ -188,6 +188,11 @@ std::string Search(const LoadedConfig& loaded, int devices, double memory_cap_by
   return api::SearchJson(result, best);
 }
 
+std::string Partition(const LoadedConfig& loaded, const std::string& algorithm) {
+  const partition::PartitionReport report = Take(api::PartitionConfig(loaded.config, algorithm), kConfigError);
+  return api::PartitionJson(loaded.config, report);
+}
+
 py::tuple Export(const LoadedConfig& loaded, const std::string& framework, const std::string& schedule_csv) {
   partition::LaunchSettings settings =
       Take(api::ExportSettings(loaded.config, loaded.config.source, framework, schedule_csv),
@@ -254,5 +259,6 @@ PYBIND11_MODULE(_twinpipe, m) {
   m.def("validate", &Validate);
   m.def("calibrate_runs", &CalibrateRuns);
   m.def("search", &Search);
+  m.def("partition", &Partition);
   m.def("export_settings", &Export);
 }

@@ -291,6 +291,37 @@ def test_search_is_the_programs(cli):
     assert twinpipe.search(str(path), max_layers=True).json == run.stdout
 
 
+# partition: the program's cut, byte for byte, for every example and algorithm.
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_partition_is_the_programs(cli, path):
+    for algorithm in (None, "minmax", "memory", "gpipe"):
+        args = ("--algo", algorithm) if algorithm else ()
+        run = cli("partition", path, *args, "--json")
+        if run.returncode != 0:  # a cut that cannot fit: the same error, the same kind
+            error = twinpipe.RuntimeFailure if run.returncode == 1 else twinpipe.ConfigError
+            with pytest.raises(error) as e:
+                twinpipe.partition(str(path), algorithm)
+            assert e.value.message == cli_error(run, "partition")
+            continue
+        result = twinpipe.partition(str(path), algorithm)
+        assert result.json == run.stdout, algorithm
+        cells = result["cells"]  # consecutive layers from the first
+        assert cells[0]["first_layer"] == 0
+        assert all(b["first_layer"] == a["last_layer"] + 1 for a, b in zip(cells, cells[1:]))
+
+
+def test_partition_refuses_what_it_cannot_cut(cli):
+    with pytest.raises(twinpipe.ConfigError) as e:
+        twinpipe.partition(str(SOURCE_DIR / "examples" / "quickstart.json"), "fastest")
+    assert "partition algorithm 'fastest': expected one of" in e.value.message and "minmax" in e.value.message
+    run = cli("partition", INPUTS / "too_big.json")
+    assert run.returncode == 1
+    with pytest.raises(twinpipe.RuntimeFailure) as e:
+        twinpipe.partition(str(INPUTS / "too_big.json"))
+    assert e.value.message == cli_error(run, "partition")
+
+
 @pytest.mark.parametrize("framework", ["megatron", "torchtitan"])
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_export_is_the_programs(cli, path, framework):

@@ -34,7 +34,7 @@ else:
 
 __all__ = ["ConfigError", "ScheduleError", "RuntimeFailure", "Config", "Schedule", "JsonResult",
            "SimulationResult", "load_config", "simulate", "schedule", "read_schedule", "parse_schedule",
-           "verify", "validate", "calibrate_runs", "search", "export", "layers_from_torch", "available"]
+           "verify", "validate", "calibrate_runs", "search", "partition", "export", "layers_from_torch", "available"]
 
 
 def available():
@@ -191,6 +191,15 @@ def search(config, *, devices=0, memory_cap=0, objective="throughput", max_layer
     config = load_config(config)
     return JsonResult(_with_file(calibration, "search: calibration", lambda path: lib.search(
         config, devices, float(memory_cap), objective, max_layers, path)))
+
+
+def partition(config, algorithm=None):
+    """`twinpipe partition --json`: the model cut into one cell per stage as
+    simulate plans it (algorithm, cells[] with first_layer, last_layer,
+    device, cost, time_s, params, peak_memory_bytes, boundary_bytes;
+    bottleneck_s, imbalance). algorithm: a partition algorithm's name
+    (default: the config's /pipeline/partition)."""
+    return JsonResult(_lib().partition(load_config(config), algorithm or ""))
 
 
 def export(config, framework, schedule_csv=None):
