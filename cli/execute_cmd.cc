@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "api/execution.h"
 #include "cli/commands.h"
 #include "cli/fail.h"
 #include "cli/plan_source.h"
@@ -86,29 +87,13 @@ class StepProgress {
 int Run(const ExecuteCmdOptions& o) {
   auto config = cost::LoadConfigFile(o.config);
   if (!config) return Fail("execute", config.error());
-  const execute::TransportKind transport = *execute::TransportFromName(o.transport);
-  const execute::Precision precision = *execute::PrecisionFromName(o.precision);
-  if (o.backend == "cpu" && (transport != execute::TransportKind::kAuto || precision != execute::Precision::kFp32)) {
-    return Fail("execute", {"--transport and --precision choose how the cuda backend runs; the cpu backend has one "
-                            "transport and computes in fp32"});
-  }
-  if (o.seed >= 0) config->training.seed = o.seed;
-  auto plan = MakePlan(*config, o.source);
+  const api::ExecuteRequest request{.backend = o.backend, .transport = o.transport, .precision = o.precision,
+                                    .steps = o.steps, .seed = o.seed, .timeout_s = o.timeout_s};
+  auto run_options = api::ExecuteOptionsFor(*config, request);
+  if (!run_options) return Fail("execute", run_options.error());
+  execute::ExecuteOptions options = *run_options;
+  auto plan = api::PlanExecution(*config, o.source, nullptr, o.force);
   if (!plan) return Fail("execute", plan.error());
-  // Refuse before allocating anything when the simulator predicts a device
-  // will run out of memory (the same plan, the catalogue's capacity).
-  if (!o.force) {
-    auto sim = simulate::Simulate(plan->schedule, cost::CostsFromPlan(*config, *plan));
-    if (auto over = sim ? simulate::FirstOverflow(*config, *sim) : std::nullopt) {
-      return Fail("execute", {fmt::format("device {} is predicted to need {} at peak but holds {}; not run (--force "
-                                          "runs it anyway)", over->device, Bytes(over->peak_bytes),
-                                          Bytes(over->capacity_bytes)),
-                              ErrorKind::kRuntime});
-    }
-  }
-  execute::ExecuteOptions options{o.steps > 0 ? o.steps : config->training.steps, o.timeout_s};
-  options.transport = transport;
-  options.precision = precision;
   // Under mpirun: one rank per cluster device (D x R), rank 0 reports.
   int rank = 0;
   if (LaunchedByMpi()) {
@@ -138,20 +123,12 @@ int Run(const ExecuteCmdOptions& o) {
   StepProgress progress(options.steps);
   if (rank == 0) {
     WarnScheduleFile("execute", o.source, *config, plan->schedule);
-    // The cpu backend trains on this machine's cores whatever the config's devices are.
-    std::vector<std::string> kinds;
-    for (const cost::Device& d : config->cluster.devices) {
-      if (d.name != "CPU" && std::find(kinds.begin(), kinds.end(), d.name) == kinds.end()) kinds.push_back(d.name);
-    }
-    if (o.backend == "cpu" && !kinds.empty()) {
-      fmt::print(stderr, "twinpipe execute: note: the config's devices are {}: the cpu backend runs each as threads "
-                         "on this machine's CPU, so the times it measures are this CPU's (--backend cuda runs on "
-                         "GPUs)\n", fmt::join(kinds, ", "));
+    for (const std::string& note : api::ExecuteNotes(*config, o.backend)) {
+      fmt::print(stderr, "twinpipe execute: note: {}\n", note);
     }
     options.on_step = [&progress](int step, double loss, double seconds) { progress.Report(step, loss, seconds); };
   }
-  auto result = o.backend == "cuda" ? execute::ExecuteCuda(*config, *plan, options)
-                                    : execute::ExecuteCpu(*config, *plan, options);
+  auto result = api::RunExecution(*config, *plan, o.backend, options);
   if (!result) {
     progress.EndLine();
     const int code = Fail("execute", {fmt::format("{}{}", options.mpi ? fmt::format("rank {}: ", rank) : "",
@@ -167,37 +144,12 @@ int Run(const ExecuteCmdOptions& o) {
     if (path.empty()) continue;
     if (auto ok = WriteOutput(path, write(result->trace)); !ok) return Fail("execute", ok.error());
   }
-  // The kept step (the lower median, whose trace was recorded), described
-  // with simulate --json's names (DESIGN.md section 7).
-  const double step = result->step_time_s[execute::MedianStep(result->step_time_s)];
   if (o.json) {
-    const traces::TraceSummary kept = traces::Summarize(result->trace);  // as compare reads the same trace
-    const double samples = static_cast<double>(config->training.batch) * plan->schedule.replicas;
-    nlohmann::ordered_json j;
-    j["losses"] = result->losses;
-    j["final_loss"] = result->losses.back();
-    j["param_norm"] = result->param_norm;
-    j["step_time_s"] = step;
-    j["throughput_samples_per_s"] = step > 0 ? samples / step : 0.0;
-    j["bubble_fraction"] = kept.bubble_fraction;
-    j["executor_overhead"] = execute::ExecutorOverhead(*result);
-    j["devices"] = nlohmann::ordered_json::array();
-    for (size_t d = 0; d < result->peak_memory_bytes.size(); ++d) {
-      nlohmann::ordered_json dev{{"device", d}};
-      if (d < kept.busy_s.size()) dev["busy_s"] = kept.busy_s[d];  // replica 0's devices
-      dev["peak_memory_bytes"] = result->peak_memory_bytes[d];
-      if (d < result->allocator_peak_bytes.size()) dev["allocator_peak_bytes"] = result->allocator_peak_bytes[d];
-      if (d < result->device_used_bytes.size()) dev["device_used_bytes"] = result->device_used_bytes[d];
-      j["devices"].push_back(dev);
-    }
-    j["links"] = nlohmann::ordered_json::array();
-    for (const auto& l : kept.links) {
-      j["links"].push_back({{"src", l.src}, {"dst", l.dst}, {"bytes", l.bytes}, {"busy_s", l.busy_s}});
-    }
-    if (!result->links.empty()) j["transports"] = result->links;
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}", api::ExecuteJson(*config, *plan, *result));
     return kExitOk;
   }
+  // The kept step (the lower median, whose trace was recorded).
+  const double step = result->step_time_s[execute::MedianStep(result->step_time_s)];
   for (size_t i = 0; i < result->losses.size(); ++i) {
     fmt::print("step {:>4}  loss {:.6f}  time {:.3f} ms\n", i + 1, result->losses[i], result->step_time_s[i] * 1e3);
   }

@@ -15,6 +15,7 @@
 #include <pybind11/stl.h>
 
 #include "api/commands.h"
+#include "api/execution.h"
 #include "api/plan_source.h"
 #include "api/schedule_io.h"
 #include "cost_models/calibration.h"
@@ -188,6 +189,41 @@ std::string Search(const LoadedConfig& loaded, int devices, double memory_cap_by
   return api::SearchJson(result, best);
 }
 
+// One `execute` run: the config as run (its seed set), the plan, the result
+// and the notes the program prints before running.
+struct Execution {
+  cost::Config config;
+  cost::Plan plan;
+  execute::ExecuteResult result;
+  std::vector<std::string> notes;
+};
+
+Execution Execute(const LoadedConfig& loaded, const ir::Schedule* schedule, const api::PlanSource& source,
+                  const api::ExecuteRequest& request, bool force) {
+  const char* bad_input = schedule || !source.schedule_file.empty() ? kScheduleError : kConfigError;
+  Execution e{.config = loaded.config};
+  const execute::ExecuteOptions options = Take(api::ExecuteOptionsFor(e.config, request), kConfigError);
+  e.plan = Take(api::PlanExecution(e.config, source, schedule, force), bad_input);
+  for (const std::string& w : api::ScheduleFileWarnings(source, e.config, e.plan.schedule)) {
+    if (PyErr_WarnEx(PyExc_UserWarning, w.c_str(), 1) != 0) throw py::error_already_set();
+  }
+  e.notes = api::ExecuteNotes(e.config, request.backend);
+  Result<execute::ExecuteResult> result;
+  {
+    py::gil_scoped_release release;  // the run's threads need no Python; other Python threads go on
+    result = api::RunExecution(e.config, e.plan, request.backend, options);
+  }
+  e.result = Take(std::move(result), bad_input);
+  return e;
+}
+
+std::string CompareTraces(const std::string& predicted, const std::string& predicted_name,
+                          const std::string& measured, const std::string& measured_name) {
+  const traces::Trace p = Take(traces::ReadTraceJson(predicted, predicted_name), kConfigError);
+  const traces::Trace m = Take(traces::ReadTraceJson(measured, measured_name), kConfigError);
+  return Take(api::CompareJson(p, m, predicted_name, measured_name), kConfigError);
+}
+
 std::string Partition(const LoadedConfig& loaded, const std::string& algorithm) {
   const partition::PartitionReport report = Take(api::PartitionConfig(loaded.config, algorithm), kConfigError);
   return api::PartitionJson(loaded.config, report);
@@ -260,5 +296,29 @@ PYBIND11_MODULE(_twinpipe, m) {
   m.def("calibrate_runs", &CalibrateRuns);
   m.def("search", &Search);
   m.def("partition", &Partition);
+
+  py::class_<Execution>(m, "Execution")
+      .def("json", [](const Execution& e) { return api::ExecuteJson(e.config, e.plan, e.result); })
+      .def("trace_json", [](const Execution& e) { return traces::WriteTraceJson(e.result.trace); })
+      .def("chrome_json", [](const Execution& e) { return traces::WriteChromeTrace(e.result.trace); })
+      .def("svg", [](const Execution& e) {  // as `twinpipe render` draws the measured trace
+        return traces::RenderTimelineSvg(e.result.trace, nullptr, e.result.trace.source, "");
+      })
+      .def_readonly("notes", &Execution::notes)
+      .def_property_readonly("parameters", [](const Execution& e) { return e.result.parameters; })
+      .def_property_readonly("schedule", [](const Execution& e) { return e.plan.schedule; });
+  m.def("execute",
+        [](const LoadedConfig& config, const ir::Schedule* schedule, std::string schedule_file, std::string format,
+           std::string dialect, std::string schedule_name, std::string recompute, int chunks, double memory_cap_bytes,
+           std::string backend, std::string transport, std::string precision, int steps, int64_t seed,
+           double timeout_s, bool force) {
+          api::PlanSource source{std::move(schedule_file), std::move(format), std::move(dialect),
+                                 std::move(schedule_name), std::move(recompute), chunks, memory_cap_bytes};
+          api::ExecuteRequest request{.backend = std::move(backend), .transport = std::move(transport),
+                                      .precision = std::move(precision), .steps = steps, .seed = seed,
+                                      .timeout_s = timeout_s};
+          return Execute(config, schedule, source, request, force);
+        });
+  m.def("compare", &CompareTraces);
   m.def("export_settings", &Export);
 }

@@ -291,6 +291,85 @@ def test_search_is_the_programs(cli):
     assert twinpipe.search(str(path), max_layers=True).json == run.stdout
 
 
+# execute and compare: the program's run (its wall times aside) and its comparison.
+
+def _untimed(figures):
+    """execute --json's figures that do not depend on the wall clock."""
+    return {"losses": figures["losses"], "final_loss": figures["final_loss"], "param_norm": figures["param_norm"],
+            "peak_memory_bytes": [d["peak_memory_bytes"] for d in figures["devices"]],
+            "links": [(l["src"], l["dst"], l["bytes"]) for l in figures["links"]], "keys": list(figures)}
+
+
+def test_execute_trains_as_the_program(cli, tmp_path):
+    path = SOURCE_DIR / "examples" / "quickstart.json"
+    run = cli("execute", path, "--steps", 2, "--seed", 7, "-s", "1f1b", "--json", "--trace", tmp_path / "m.json")
+    assert run.returncode == 0, run.stderr
+    expected = json.loads(run.stdout)
+    result = twinpipe.execute(str(path), steps=2, seed=7, name="1f1b")
+    assert _untimed(result) == _untimed(expected)
+    assert len(result["losses"]) == 2 and result.notes == []
+    assert [e["kind"] for e in result.timeline] == [e["kind"] for e in json.loads((tmp_path / "m.json").read_text())["events"]]
+    # The same schedule given as an object trains alike; a GPU config on the cpu backend is noted.
+    config = twinpipe.load_config(str(path))
+    again = twinpipe.execute(config, twinpipe.schedule(config, name="1f1b"), steps=2, seed=7)
+    assert again["losses"] == result["losses"] and again["param_norm"] == result["param_norm"]
+    h100 = INPUTS / "exec_h100_tiny.json"
+    run = cli("execute", h100, "--steps", 1)
+    assert run.returncode == 0, run.stderr
+    note = "twinpipe execute: note: "
+    assert twinpipe.execute(str(h100), steps=1).notes == [
+        line[len(note):] for line in run.stderr.splitlines() if line.startswith(note)] != []
+
+
+def test_execute_refuses_as_the_program(cli):
+    quickstart = str(SOURCE_DIR / "examples" / "quickstart.json")
+    run = cli("execute", quickstart, "--precision", "bf16")
+    assert run.returncode == 2
+    with pytest.raises(twinpipe.ConfigError) as e:
+        twinpipe.execute(quickstart, precision="bf16")
+    assert e.value.message == cli_error(run, "execute")
+    for bad in ({"backend": "tpu"}, {"transport": "pigeon"}, {"steps": -1}, {"timeout": float("nan")}):
+        with pytest.raises(twinpipe.ConfigError):
+            twinpipe.execute(quickstart, **bad)
+    small = str(INPUTS / "exec_small_memory.json")
+    run = cli("execute", small)
+    assert run.returncode == 1
+    with pytest.raises(twinpipe.RuntimeFailure) as e:
+        twinpipe.execute(small)
+    assert e.value.message == cli_error(run, "execute")
+    assert twinpipe.execute(small, steps=1, force=True)["final_loss"] > 0
+    with pytest.raises(twinpipe.ScheduleError):
+        twinpipe.execute(quickstart, twinpipe.schedule(twinpipe.load_config(quickstart)), name="gpipe")
+
+
+def test_compare_is_the_programs(cli, tmp_path):
+    path = SOURCE_DIR / "examples" / "quickstart.json"
+    predicted, measured = tmp_path / "p.json", tmp_path / "m.json"
+    assert cli("simulate", path, "--trace", predicted).returncode == 0
+    assert cli("execute", path, "--steps", 2, "--trace", measured).returncode == 0
+    run = cli("compare", predicted, measured, "--json")
+    assert run.returncode == 0, run.stderr
+    assert twinpipe.compare(predicted, measured).json == run.stdout
+    assert twinpipe.compare(json.loads(predicted.read_text()), str(measured)).json == run.stdout
+    # Results straight from the calls, as their traces are.
+    simulation, execution = twinpipe.simulate(str(path)), twinpipe.execute(str(path), steps=2)
+    c = twinpipe.compare(simulation, execution)
+    assert c.json == twinpipe.compare(simulation.trace, execution.trace).json
+    assert c["step_time_predicted_s"] == simulation["step_time_s"]
+    # Traces of different schedules: the program's message, naming both files.
+    other = tmp_path / "other.json"
+    assert cli("simulate", path, "-s", "1f1b", "--trace", other).returncode == 0
+    run = cli("compare", predicted, other)
+    assert run.returncode == 2
+    with pytest.raises(twinpipe.ConfigError) as e:
+        twinpipe.compare(predicted, other)
+    assert e.value.message == cli_error(run, "compare")
+    with pytest.raises(TypeError):
+        twinpipe.compare(3, measured)
+    with pytest.raises(twinpipe.ConfigError, match="cannot read"):
+        twinpipe.compare(tmp_path / "absent.json", measured)
+
+
 # partition: the program's cut, byte for byte, for every example and algorithm.
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)

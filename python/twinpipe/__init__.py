@@ -1,5 +1,5 @@
-"""twinpipe in Python: the planner and the simulator of the `twinpipe`
-program as a module, over the same C++ library (the C++ extension
+"""twinpipe in Python: the planner, the simulator and the executor of the
+`twinpipe` program as a module, over the same C++ library (the C++ extension
 `twinpipe._twinpipe`); the program stays the reference, and every JSON
 figure here is the one `twinpipe <command> --json` prints.
 
@@ -7,6 +7,8 @@ figure here is the one `twinpipe <command> --json` prints.
     config = twinpipe.load_config("examples/quickstart.json")
     result = twinpipe.simulate(config)
     result["step_time_s"], result.timeline[0], result.json  # the CLI's JSON text
+    run = twinpipe.execute(config, steps=10)      # trains it on the cpu backend
+    twinpipe.compare(result, run)["step_time_error"]
     s = twinpipe.schedule(stages=4, micro_batches=8, name="1f1b")
     twinpipe.verify(s)  # [] for a valid schedule
 
@@ -18,7 +20,7 @@ import os as _os
 import tempfile as _tempfile
 
 from .errors import ConfigError, RuntimeFailure, ScheduleError
-from .results import JsonResult, SimulationResult
+from .results import ExecutionResult, JsonResult, SimulationResult, TracedResult
 from .torch_layers import layers_from_torch
 
 try:
@@ -33,7 +35,7 @@ else:
     Schedule = _twinpipe.Schedule
 
 __all__ = ["ConfigError", "ScheduleError", "RuntimeFailure", "Config", "Schedule", "JsonResult",
-           "SimulationResult", "load_config", "simulate", "schedule", "read_schedule", "parse_schedule",
+           "SimulationResult", "ExecutionResult", "execute", "compare", "load_config", "simulate", "schedule", "read_schedule", "parse_schedule",
            "verify", "validate", "calibrate_runs", "search", "partition", "export", "layers_from_torch", "available"]
 
 
@@ -88,6 +90,17 @@ def _with_file(value, what, call):
             _os.unlink(temporary)
 
 
+def _schedule_argument(schedule, command):
+    """(a Schedule object or None, a schedule file's path or "")."""
+    if _twinpipe is not None and isinstance(schedule, _twinpipe.Schedule):
+        return schedule, ""
+    if isinstance(schedule, (str, _os.PathLike)):
+        return None, _os.fspath(schedule)
+    if schedule is not None:
+        raise TypeError(f"{command}: schedule: expected a twinpipe.Schedule or a path, got {type(schedule).__name__}")
+    return None, ""
+
+
 def simulate(config, schedule=None, calibration=None, *, name=None, recompute=None, chunks=0, memory_cap=0,
              format="auto", dialect="auto"):
     """`twinpipe simulate --json` as a SimulationResult (a dict of the same
@@ -101,17 +114,63 @@ def simulate(config, schedule=None, calibration=None, *, name=None, recompute=No
     result.overflow, not an error."""
     lib = _lib()
     config = load_config(config)
-    schedule_object, schedule_file = None, ""
-    if isinstance(schedule, lib.Schedule):
-        schedule_object = schedule
-    elif isinstance(schedule, (str, _os.PathLike)):
-        schedule_file = _os.fspath(schedule)
-    elif schedule is not None:
-        raise TypeError(f"simulate: schedule: expected a twinpipe.Schedule or a path, got {type(schedule).__name__}")
+    schedule_object, schedule_file = _schedule_argument(schedule, "simulate")
     simulation = _with_file(calibration, "simulate: calibration", lambda path: lib.simulate(
         config, schedule_object, schedule_file, format, dialect, name or "", recompute or "", chunks,
         float(memory_cap), path))
     return SimulationResult(simulation)
+
+
+def execute(config, schedule=None, *, steps=0, seed=None, backend="cpu", transport="auto", precision="fp32",
+            timeout=60, force=False, name=None, recompute=None, chunks=0, memory_cap=0, format="auto",
+            dialect="auto"):
+    """`twinpipe execute --json`: train the config's model with the plan
+    simulate predicts, as an ExecutionResult (a dict of the same figures,
+    .json the same text, .trace / .timeline the kept step's measured trace,
+    .notes what the program notes first).
+
+    schedule, name, recompute, chunks, memory_cap, format, dialect: as
+    simulate's; steps (default /training/steps), seed (default
+    /training/seed), backend ("cpu" or "cuda"), transport and precision (the
+    cuda backend's), timeout (seconds a receive may wait), force (run a plan
+    predicted out of memory): as --steps, --seed, --backend, --transport,
+    --precision, --timeout, --force. A failed run raises RuntimeFailure
+    naming the op."""
+    lib = _lib()
+    config = load_config(config)
+    schedule_object, schedule_file = _schedule_argument(schedule, "execute")
+    return ExecutionResult(lib.execute(
+        config, schedule_object, schedule_file, format, dialect, name or "", recompute or "", chunks,
+        float(memory_cap), backend, transport, precision, steps, -1 if seed is None else seed, float(timeout),
+        force))
+
+
+def _trace_text(trace, what):
+    """(the trace's JSON text, its name in messages)."""
+    if isinstance(trace, TracedResult):
+        return trace.trace_json(), f"the {what} trace ({trace.trace.get('source', what)})"
+    if isinstance(trace, dict):
+        return _json.dumps(trace), f"the {what} trace (a dict)"
+    if isinstance(trace, (str, _os.PathLike)):
+        path = _os.fspath(trace)
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read(), path
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    raise TypeError(f"compare: {what}: expected a simulate or execute result, a trace dict or a path, "
+                    f"got {type(trace).__name__}")
+
+
+def compare(predicted, measured):
+    """`twinpipe compare --json`: the predicted trace against the measured
+    one, op by op. Each is a simulate or execute result, a native trace as a
+    dict, or a trace file's path (simulate --trace, execute --trace,
+    import-trace -o)."""
+    lib = _lib()
+    predicted_text, predicted_name = _trace_text(predicted, "predicted")
+    measured_text, measured_name = _trace_text(measured, "measured")
+    return JsonResult(lib.compare(predicted_text, predicted_name, measured_text, measured_name))
 
 
 def schedule(config=None, *, stages=0, micro_batches=0, name=None, chunks=0, recompute=None,

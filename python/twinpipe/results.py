@@ -1,7 +1,7 @@
 """What twinpipe's calls return: the program's JSON as a dict that keeps its
 text (`.json`, byte for byte what `twinpipe <command> --json` prints), and a
-simulation's result that also holds its timeline, draws itself as the SVG
-timeline in a notebook and becomes a pandas DataFrame of ops.
+simulation's or an execution's result that also holds its trace, draws itself
+as the SVG timeline in a notebook and becomes a pandas DataFrame of ops.
 
     r = twinpipe.simulate(config)
     r["step_time_s"]; r.timeline[0]["kind"]; r.to_dataframe()
@@ -21,22 +21,22 @@ class JsonResult(dict):
             f.write(self.json)
 
 
-class SimulationResult(JsonResult):
-    """`simulate --json`'s figures; `.timeline`: the predicted trace's events
-    (id, device, stream, kind, stage, microbatch, start_s, end_s, bytes);
-    `.overflow`: the predicted out-of-memory message, or None."""
+class TracedResult(JsonResult):
+    """A run's figures (`--json`) with its trace: `.trace` the native trace
+    as a dict, `.timeline` its events (id, device, stream, kind, stage,
+    microbatch, start_s, end_s, bytes); it draws itself in a notebook as the
+    SVG timeline and becomes a pandas DataFrame of ops."""
 
-    def __init__(self, simulation):
-        super().__init__(simulation.json())
-        self._simulation = simulation
+    def __init__(self, native):
+        super().__init__(native.json())
+        self._native = native
         self._trace = None
-        self.overflow = simulation.overflow()
 
     @property
     def trace(self):
-        """The native trace (`simulate --trace`), as a dict."""
+        """The native trace (the command's --trace), as a dict."""
         if self._trace is None:
-            self._trace = json.loads(self._simulation.trace_json())
+            self._trace = json.loads(self._native.trace_json())
         return self._trace
 
     @property
@@ -45,19 +45,19 @@ class SimulationResult(JsonResult):
 
     @property
     def schedule(self):
-        """The schedule simulated (a twinpipe.Schedule)."""
-        return self._simulation.schedule
+        """The schedule run (a twinpipe.Schedule)."""
+        return self._native.schedule
 
     def trace_json(self):
-        return self._simulation.trace_json()
+        return self._native.trace_json()
 
     def chrome_json(self):
-        """The Chrome / Perfetto trace (`simulate --chrome`)."""
-        return self._simulation.chrome_json()
+        """The Chrome / Perfetto trace (the command's --chrome)."""
+        return self._native.chrome_json()
 
     def svg(self):
         """The SVG timeline `twinpipe render` draws of this trace."""
-        return self._simulation.svg()
+        return self._native.svg()
 
     def _repr_svg_(self):
         return self.svg()
@@ -67,6 +67,29 @@ class SimulationResult(JsonResult):
         try:
             import pandas
         except ImportError:
-            raise ImportError("SimulationResult.to_dataframe needs pandas (pip install pandas, or "
+            raise ImportError(f"{type(self).__name__}.to_dataframe needs pandas (pip install pandas, or "
                               "apt-get install python3-pandas)") from None
         return pandas.DataFrame(self.timeline)
+
+
+class SimulationResult(TracedResult):
+    """`simulate --json`'s figures and the predicted trace; `.overflow`: the
+    predicted out-of-memory message, or None."""
+
+    def __init__(self, simulation):
+        super().__init__(simulation)
+        self.overflow = simulation.overflow()
+
+
+class ExecutionResult(TracedResult):
+    """`execute --json`'s figures and the measured trace of the kept step;
+    `.notes`: what the program notes before running; `.parameters`: every
+    parameter after the last step, layer by layer."""
+
+    def __init__(self, execution):
+        super().__init__(execution)
+        self.notes = list(execution.notes)
+
+    @property
+    def parameters(self):
+        return self._native.parameters

@@ -1,0 +1,63 @@
+// `execute` and `compare` as library calls: the plan `execute` runs, what it
+// notes before running, the run on a backend, and what `execute --json` and
+// `compare --json` print. The program and the Python module both call these.
+//
+//   execute::ExecuteOptions options = *ExecuteOptionsFor(config, {.steps = 3});
+//   cost::Plan plan = *PlanExecution(config, PlanSource{}, nullptr, false);
+//   auto run = RunExecution(config, plan, "cpu", options);
+//   std::string json = ExecuteJson(config, plan, *run);  // what `execute --json` prints
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "api/plan_source.h"
+#include "cost_models/config.h"
+#include "cost_models/plan.h"
+#include "execute/runtime.h"
+#include "ir/result.h"
+#include "ir/schedule.h"
+
+namespace twinpipe::api {
+
+struct ExecuteRequest {
+  std::string backend = "cpu";     // cpu | cuda
+  std::string transport = "auto";  // the cuda backend's (execute/options.h names)
+  std::string precision = "fp32";  // the cuda backend's GEMM arithmetic
+  int steps = 0;                   // 0: /training/steps
+  int64_t seed = -1;               // below 0: /training/seed
+  double timeout_s = 60;           // a receive that waits longer fails the run
+};
+
+// The run's options, with the request's seed set in `config`. Bad input: an
+// unknown backend, transport or precision, or a transport or precision other
+// than the defaults on the cpu backend (it has one transport and computes in
+// fp32).
+Result<execute::ExecuteOptions> ExecuteOptionsFor(cost::Config& config, const ExecuteRequest& request);
+
+// The plan `execute` runs: as `simulate` plans it from `source`, or
+// `schedule` as given (named "the schedule given"). Unless `force`, a plan
+// the simulator predicts out of memory is refused before anything is
+// allocated (a runtime error naming the device, its peak and its memory).
+Result<cost::Plan> PlanExecution(cost::Config& config, const PlanSource& source, const ir::Schedule* schedule,
+                                 bool force);
+
+// What `execute` notes before it runs: the cpu backend runs a config of GPUs
+// on this machine's CPU.
+std::vector<std::string> ExecuteNotes(const cost::Config& config, const std::string& backend);
+
+// The run on `backend` (cpu or cuda).
+Result<execute::ExecuteResult> RunExecution(const cost::Config& config, const cost::Plan& plan,
+                                            const std::string& backend, const execute::ExecuteOptions& options);
+
+// `execute --json`: the kept step (the lower median, whose trace was
+// recorded), with simulate --json's names.
+std::string ExecuteJson(const cost::Config& config, const cost::Plan& plan, const execute::ExecuteResult& result);
+
+// `compare --json` of two traces, named `predicted_name` and `measured_name`
+// in an error.
+Result<std::string> CompareJson(const traces::Trace& predicted, const traces::Trace& measured,
+                                const std::string& predicted_name, const std::string& measured_name);
+
+}  // namespace twinpipe::api
