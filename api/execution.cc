@@ -10,6 +10,7 @@
 #include "cost_models/plan_costs.h"
 #include "ir/name_table.h"
 #include "ir/units.h"
+#include "api/schedule_io.h"
 #include "partition/pipeline_plan.h"
 #include "simulate/engine.h"
 #include "traces/compare.h"
@@ -116,6 +117,24 @@ Result<std::string> CompareJson(const traces::Trace& predicted, const traces::Tr
   auto c = traces::Compare(predicted, measured);
   if (!c) return Fail(fmt::format("{} vs {}: {}", predicted_name, measured_name, c.error().message));
   return traces::ComparisonJson(*c);
+}
+
+Result<traces::TorchProfileImport> ImportTrace(const std::vector<std::string>& profiles, const ir::Schedule& schedule) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const std::string& path : profiles) {
+    auto bytes = ReadFile(path);
+    if (!bytes) return tl::unexpected(bytes.error());
+    files.emplace_back(path, std::move(*bytes));
+  }
+  return traces::ImportTorchProfiles(files, schedule);
+}
+
+std::string ImportSummary(const traces::TorchProfileImport& m) {
+  return fmt::format("{} of the schedule's {} ops timed ({} time{}), {} not labelled by torch (STEP, and the "
+                     "transfers of single-stage schedules); {} bookkeeping actions skipped",
+                     m.measured, m.measured + m.unmeasured, m.gpu_time ? "GPU" : "CPU",
+                     m.no_gpu_work ? fmt::format("; {} launched no GPU work: no time", m.no_gpu_work) : "",
+                     m.unmeasured, m.bookkeeping);
 }
 
 }  // namespace twinpipe::api

@@ -1,4 +1,4 @@
-// `execute` and `compare` as library calls: the plan `execute` runs, what it
+// `execute`, `compare` and `import-trace` as library calls: the plan `execute` runs, what it
 // notes before running, the run on a backend, and what `execute --json` and
 // `compare --json` print. The program and the Python module both call these.
 //
@@ -18,6 +18,7 @@
 #include "execute/runtime.h"
 #include "ir/result.h"
 #include "ir/schedule.h"
+#include "traces/torch_profile.h"
 
 namespace twinpipe::api {
 
@@ -59,5 +60,12 @@ std::string ExecuteJson(const cost::Config& config, const cost::Plan& plan, cons
 // in an error.
 Result<std::string> CompareJson(const traces::Trace& predicted, const traces::Trace& measured,
                                 const std::string& predicted_name, const std::string& measured_name);
+
+// `import-trace`: torch.profiler traces (one per rank, .json or .json.gz,
+// read from `profiles`) of a step of `schedule`, as a measured trace.
+Result<traces::TorchProfileImport> ImportTrace(const std::vector<std::string>& profiles, const ir::Schedule& schedule);
+// What `import-trace` says of an import on stderr: the ops timed, by which
+// clock, and those torch does not label.
+std::string ImportSummary(const traces::TorchProfileImport& import);
 
 }  // namespace twinpipe::api

@@ -5,10 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "api/execution.h"
 #include "cli/commands.h"
 #include "cli/fail.h"
 #include "cli/schedule_io.h"
-#include "traces/torch_profile.h"
 #include "traces/trace.h"
 
 namespace twinpipe::cli {
@@ -25,21 +25,10 @@ struct ImportOptions {
 int Run(const ImportOptions& o) {
   auto loaded = LoadSchedule(o.schedule_file, o.format, o.dialect);
   if (!loaded) return Fail("import-trace", loaded.error());
-  std::vector<std::pair<std::string, std::string>> files;
-  for (const std::string& path : o.profiles) {
-    auto bytes = ReadFile(path);
-    if (!bytes) return Fail("import-trace", bytes.error());
-    files.emplace_back(path, std::move(*bytes));
-  }
-  auto m = traces::ImportTorchProfiles(files, loaded->schedule);
+  auto m = api::ImportTrace(o.profiles, loaded->schedule);
   if (!m) return Fail("import-trace", m.error());
   if (auto ok = WriteOutput(o.out, traces::WriteTraceJson(m->trace)); !ok) return Fail("import-trace", ok.error());
-  fmt::print(stderr,
-             "twinpipe import-trace: {} of the schedule's {} ops timed ({} time{}), {} not labelled by torch (STEP, "
-             "and the transfers of single-stage schedules); {} bookkeeping actions skipped\n",
-             m->measured, m->measured + m->unmeasured, m->gpu_time ? "GPU" : "CPU",
-             m->no_gpu_work ? fmt::format("; {} launched no GPU work: no time", m->no_gpu_work) : "",
-             m->unmeasured, m->bookkeeping);
+  fmt::print(stderr, "twinpipe import-trace: {}\n", api::ImportSummary(*m));
   return kExitOk;
 }
 

@@ -224,6 +224,18 @@ std::string CompareTraces(const std::string& predicted, const std::string& predi
   return Take(api::CompareJson(p, m, predicted_name, measured_name), kConfigError);
 }
 
+// `import-trace`: (the measured trace's JSON, what the program says of it).
+py::tuple ImportTrace(const std::vector<std::string>& profiles, const ir::Schedule* schedule,
+                      const std::string& schedule_file, const std::string& format, const std::string& dialect) {
+  ir::Schedule from_file;
+  if (!schedule) {
+    from_file = Take(api::LoadSchedule(schedule_file, format, dialect), kScheduleError).schedule;
+    schedule = &from_file;
+  }
+  const traces::TorchProfileImport m = Take(api::ImportTrace(profiles, *schedule), kConfigError);
+  return py::make_tuple(traces::WriteTraceJson(m.trace), api::ImportSummary(m));
+}
+
 std::string Partition(const LoadedConfig& loaded, const std::string& algorithm) {
   const partition::PartitionReport report = Take(api::PartitionConfig(loaded.config, algorithm), kConfigError);
   return api::PartitionJson(loaded.config, report);
@@ -320,5 +332,6 @@ PYBIND11_MODULE(_twinpipe, m) {
           return Execute(config, schedule, source, request, force);
         });
   m.def("compare", &CompareTraces);
+  m.def("import_trace", &ImportTrace);
   m.def("export_settings", &Export);
 }

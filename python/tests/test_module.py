@@ -370,6 +370,33 @@ def test_compare_is_the_programs(cli, tmp_path):
         twinpipe.compare(tmp_path / "absent.json", measured)
 
 
+# import_trace: torch.profiler traces read as the program reads them, then compared.
+
+def test_import_trace_is_the_programs(cli, tmp_path):
+    profiles = INPUTS / "torch_profile" / "w4"
+    ranks = [profiles / f"interleaved.rank{r}.json.gz" for r in range(4)]
+    csv = profiles / "interleaved.csv"
+    out = tmp_path / "measured.json"
+    run = cli("import-trace", *ranks, "--schedule-file", csv, "-o", out)
+    assert run.returncode == 0, run.stderr
+    measured = twinpipe.import_trace(ranks, csv)
+    assert measured.json == out.read_text()
+    assert "twinpipe import-trace: " + measured.summary in run.stderr
+    # The schedule as an object reads alike; compare takes the result as a trace.
+    assert twinpipe.import_trace(ranks, twinpipe.read_schedule(str(csv))).json == measured.json
+    predicted = tmp_path / "predicted.json"
+    config = SOURCE_DIR / "examples" / "mlp_cpu.json"
+    assert cli("simulate", config, "--schedule-file", csv, "--trace", predicted).returncode == 0
+    run = cli("compare", predicted, out, "--json")
+    assert twinpipe.compare(predicted, measured).json == run.stdout
+    # A rank missing: the program's message.
+    run = cli("import-trace", *ranks[:3], "--schedule-file", csv)
+    assert run.returncode == 2
+    with pytest.raises(twinpipe.ConfigError) as e:
+        twinpipe.import_trace(ranks[:3], csv)
+    assert e.value.message == cli_error(run, "import-trace")
+
+
 # partition: the program's cut, byte for byte, for every example and algorithm.
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)

@@ -35,7 +35,7 @@ else:
     Schedule = _twinpipe.Schedule
 
 __all__ = ["ConfigError", "ScheduleError", "RuntimeFailure", "Config", "Schedule", "JsonResult",
-           "SimulationResult", "ExecutionResult", "execute", "compare", "load_config", "simulate", "schedule", "read_schedule", "parse_schedule",
+           "SimulationResult", "ExecutionResult", "execute", "compare", "import_trace", "load_config", "simulate", "schedule", "read_schedule", "parse_schedule",
            "verify", "validate", "calibrate_runs", "search", "partition", "export", "layers_from_torch", "available"]
 
 
@@ -160,6 +160,27 @@ def _trace_text(trace, what):
             raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
     raise TypeError(f"compare: {what}: expected a simulate or execute result, a trace dict or a path, "
                     f"got {type(trace).__name__}")
+
+
+def import_trace(profiles, schedule, *, format="auto", dialect="auto"):
+    """`twinpipe import-trace`: torch.profiler traces of a
+    torch.distributed.pipelining step (a path, or one per rank in rank
+    order; .json or .json.gz) as the measured trace of the schedule that ran
+    (a Schedule, or a schedule file's path: twinpipe text, JSON or the torch
+    CSV torch ran). Returns the trace as a JsonResult (.json the text
+    `import-trace -o` writes; compare takes it) with .summary, the line the
+    program prints on stderr."""
+    lib = _lib()
+    if isinstance(profiles, (str, _os.PathLike)):
+        profiles = [profiles]
+    schedule_object, schedule_file = _schedule_argument(schedule, "import_trace")
+    if schedule_object is None and not schedule_file:
+        raise TypeError("import_trace: schedule: expected a twinpipe.Schedule or a path, got None")
+    text, summary = lib.import_trace([_os.fspath(p) for p in profiles], schedule_object, schedule_file, format,
+                                     dialect)
+    result = JsonResult(text)
+    result.summary = summary
+    return result
 
 
 def compare(predicted, measured):
