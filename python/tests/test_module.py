@@ -366,7 +366,7 @@ def test_compare_is_the_programs(cli, tmp_path):
     assert e.value.message == cli_error(run, "compare")
     with pytest.raises(TypeError):
         twinpipe.compare(3, measured)
-    with pytest.raises(twinpipe.ConfigError, match="cannot read"):
+    with pytest.raises(twinpipe.ConfigError, match="absent.json: cannot open"):
         twinpipe.compare(tmp_path / "absent.json", measured)
 
 

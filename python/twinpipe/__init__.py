@@ -145,6 +145,16 @@ def execute(config, schedule=None, *, steps=0, seed=None, backend="cpu", transpo
         force))
 
 
+def _read_text(path):
+    """(a file's text, its path); ConfigError naming it when it cannot be read."""
+    path = _os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read(), path
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot open: {e.strerror}") from None
+
+
 def _trace_text(trace, what):
     """(the trace's JSON text, its name in messages)."""
     if isinstance(trace, TracedResult):
@@ -152,12 +162,7 @@ def _trace_text(trace, what):
     if isinstance(trace, dict):
         return _json.dumps(trace), f"the {what} trace (a dict)"
     if isinstance(trace, (str, _os.PathLike)):
-        path = _os.fspath(trace)
-        try:
-            with open(path, encoding="utf-8") as f:
-                return f.read(), path
-        except OSError as e:
-            raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+        return _read_text(trace)
     raise TypeError(f"compare: {what}: expected a simulate or execute result, a trace dict or a path, "
                     f"got {type(trace).__name__}")
 
@@ -237,12 +242,7 @@ def _runs_text(runs):
     """A table of runs' text and source: a JSONL path, or a list of
     {"config": {...}, "step_time_s": t}."""
     if isinstance(runs, (str, _os.PathLike)):
-        path = _os.fspath(runs)
-        try:
-            with open(path, encoding="utf-8") as f:
-                return f.read(), path
-        except OSError as e:
-            raise ConfigError(f"{path}: cannot open: {e.strerror}") from None
+        return _read_text(runs)
     if isinstance(runs, (list, tuple)):
         return "".join(_json.dumps(r) + "\n" for r in runs), "<runs>"
     raise TypeError(f"expected a JSONL path or a list of runs, got {type(runs).__name__}")
