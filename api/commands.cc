@@ -196,6 +196,33 @@ std::string SearchJson(const search::SearchResult& result, const nlohmann::order
   return j.dump(2) + "\n";
 }
 
+Result<bool> ApplySearchKnobs(const SearchKnobs& k, search::SearchOptions& options) {
+  if (k.max_context_parallel < 0 || k.min_context_tokens < 0 || k.max_chunks < 0) {
+    return Fail(fmt::format("{} {}: expected 0 (no limit) or more",
+                            k.max_context_parallel < 0 ? "max_context_parallel"
+                            : k.min_context_tokens < 0 ? "min_context_tokens"
+                                                       : "max_chunks",
+                            std::min({k.max_context_parallel, k.min_context_tokens, k.max_chunks})));
+  }
+  if (k.shardings.empty()) return Fail("sharding: expected one mode at least (none, optimizer, full)");
+  std::vector<cost::DataParallelSharding> shardings;
+  for (const std::string& name : k.shardings) {
+    const auto mode = ir::FromName(cost::kDataParallelShardingNames, name);
+    if (!mode) return Fail(fmt::format("sharding '{}': expected none, optimizer or full", name));
+    shardings.push_back(*mode);
+  }
+  if (k.tp_comm_overlap != "off" && k.tp_comm_overlap != "on" && k.tp_comm_overlap != "both") {
+    return Fail(fmt::format("tp_comm_overlap '{}': expected off, on or both", k.tp_comm_overlap));
+  }
+  options.max_context_parallel = k.max_context_parallel;
+  options.min_context_tokens = k.min_context_tokens;
+  options.shardings = std::move(shardings);
+  options.tp_comm_overlap = k.tp_comm_overlap == "both" ? std::vector<bool>{false, true}
+                                                        : std::vector<bool>{k.tp_comm_overlap == "on"};
+  options.max_chunks = k.max_chunks;
+  return true;
+}
+
 std::string MaxLayersJson(const cost::Config& config, const std::vector<search::MaxLayersRow>& rows) {
   nlohmann::ordered_json j;
   j["schedule"] = config.pipeline.schedule;

@@ -74,6 +74,18 @@ std::map<int, std::vector<std::string>> RunExtrapolations(const std::vector<simu
 std::string ValidateJson(const simulate::Validation& validation,
                          const std::map<int, std::vector<std::string>>* outside);
 
+// The grid's knobs as `search` names them (--max-context-parallel,
+// --min-context-tokens, --sharding, --tp-comm-overlap, --max-chunks).
+struct SearchKnobs {
+  int max_context_parallel = 0;
+  int min_context_tokens = 4096;
+  std::vector<std::string> shardings{"none", "optimizer", "full"};
+  std::string tp_comm_overlap = "both";  // off | on | both
+  int max_chunks = 0;
+};
+// Sets `options`' grid from `knobs`; bad input names the knob and what it takes.
+Result<bool> ApplySearchKnobs(const SearchKnobs& knobs, search::SearchOptions& options);
+
 // `search --json`: `best_config` is the best candidate as a config (null
 // when none fits).
 nlohmann::ordered_json CandidateJson(const search::Candidate& candidate);

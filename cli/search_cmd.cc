@@ -31,12 +31,7 @@ struct SearchCmdOptions {
   bool max_layers = false;
   std::string output;
   std::string calibration;
-  // The grid's newer knobs (SearchOptions).
-  int max_context_parallel = 0;
-  int min_context_tokens = 4096;
-  std::vector<std::string> shardings{"none", "optimizer", "full"};
-  std::string tp_comm_overlap = "both";
-  int max_chunks = 0;
+  api::SearchKnobs knobs;  // the grid's newer knobs
 };
 
 // A bar on stderr once the search has run for a second.
@@ -94,13 +89,7 @@ int Run(const SearchCmdOptions& o) {
   so.devices = o.devices;
   so.memory_cap_bytes = o.memory_cap;
   so.objective = o.objective == "memory" ? search::Objective::kMemory : search::Objective::kThroughput;
-  so.max_context_parallel = o.max_context_parallel;
-  so.min_context_tokens = o.min_context_tokens;
-  so.shardings.clear();
-  for (const std::string& name : o.shardings) so.shardings.push_back(*ir::FromName(cost::kDataParallelShardingNames, name));
-  so.tp_comm_overlap = o.tp_comm_overlap == "both" ? std::vector<bool>{false, true}
-                                                   : std::vector<bool>{o.tp_comm_overlap == "on"};
-  so.max_chunks = o.max_chunks;
+  if (auto ok = api::ApplySearchKnobs(o.knobs, so); !ok) return Fail("search", ok.error());
   auto progress = std::make_shared<Progress>();
   so.progress = [progress](int64_t done, int64_t total) { (*progress)(done, total); };
   if (o.max_layers) return RunMaxLayers(o, *config, so);
@@ -194,21 +183,21 @@ void AddSearch(CLI::App& app, int& exit_code) {
   cmd->add_option("-o,--output", o->output, "write the best configuration as a runnable config");
   cmd->add_option("--calibration", o->calibration, "cost-model coefficients fitted by `twinpipe calibrate` (the "
                                                    "config's device) in place of the catalogue's");
-  cmd->add_option("--max-context-parallel", o->max_context_parallel,
+  cmd->add_option("--max-context-parallel", o->knobs.max_context_parallel,
                   "most context-parallel GPUs c to try (fused attention; default and 0: no limit but "
                   "--min-context-tokens)")
       ->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("--min-context-tokens", o->min_context_tokens,
+  cmd->add_option("--min-context-tokens", o->knobs.min_context_tokens,
                   "least tokens of a sample each context-parallel GPU keeps, seq / c (default 4096; 0: any)")
       ->check(CLI::Range(0, 1 << 30));
-  cmd->add_option("--sharding", o->shardings,
+  cmd->add_option("--sharding", o->knobs.shardings,
                   "data-parallel sharding modes to try where a gradient spans GPUs (default: none optimizer full)")
       ->delimiter(',')
       ->check(CLI::IsMember(ir::Names(cost::kDataParallelShardingNames)));
-  cmd->add_option("--tp-comm-overlap", o->tp_comm_overlap,
+  cmd->add_option("--tp-comm-overlap", o->knobs.tp_comm_overlap,
                   "tensor-parallel overlap with sequence parallelism: off, on or both (default)")
       ->check(CLI::IsMember({"off", "on", "both"}));
-  cmd->add_option("--max-chunks", o->max_chunks, "most chunks per device of the interleaved schedule (default and "
+  cmd->add_option("--max-chunks", o->knobs.max_chunks, "most chunks per device of the interleaved schedule (default and "
                                                  "0: every v dividing the blocks per device)")
       ->check(CLI::Range(0, 1 << 16));
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });

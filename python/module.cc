@@ -167,9 +167,10 @@ std::string CalibrateRuns(const std::string& runs_text, const std::string& sourc
 }
 
 std::string Search(const LoadedConfig& loaded, int devices, double memory_cap_bytes, const std::string& objective,
-                   bool max_layers, const std::string& calibration_path) {
+                   bool max_layers, const std::string& calibration_path, const api::SearchKnobs& knobs) {
   auto calibration = CalibrationFor(calibration_path, loaded.config);
   search::SearchOptions options;
+  Take(api::ApplySearchKnobs(knobs, options), kConfigError);
   options.calibration = calibration ? &*calibration : nullptr;
   options.devices = devices;
   options.memory_cap_bytes = memory_cap_bytes;
@@ -306,7 +307,14 @@ PYBIND11_MODULE(_twinpipe, m) {
         });
   m.def("validate", &Validate);
   m.def("calibrate_runs", &CalibrateRuns);
-  m.def("search", &Search);
+  m.def("search", [](const LoadedConfig& config, int devices, double memory_cap_bytes, const std::string& objective,
+                      bool max_layers, const std::string& calibration, int max_context_parallel,
+                      int min_context_tokens, std::vector<std::string> sharding, std::string tp_comm_overlap,
+                      int max_chunks) {
+    const api::SearchKnobs knobs{max_context_parallel, min_context_tokens, std::move(sharding),
+                                 std::move(tp_comm_overlap), max_chunks};
+    return Search(config, devices, memory_cap_bytes, objective, max_layers, calibration, knobs);
+  });
   m.def("partition", &Partition);
 
   py::class_<Execution>(m, "Execution")

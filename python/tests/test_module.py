@@ -289,6 +289,22 @@ def test_search_is_the_programs(cli):
     assert result == expected
     run = cli("search", path, "--max-layers", "--json")
     assert twinpipe.search(str(path), max_layers=True).json == run.stdout
+    # The grid's knobs, as the program's options.
+    run = cli("search", path, "--devices", 8, "--sharding", "optimizer", "--tp-comm-overlap", "on", "--max-chunks", 2,
+              "--max-context-parallel", 2, "--min-context-tokens", 0, "--json")
+    assert run.returncode == 0, run.stderr
+    expected = json.loads(run.stdout)
+    result = twinpipe.search(str(path), devices=8, sharding="optimizer", tp_comm_overlap="on", max_chunks=2,
+                             max_context_parallel=2, min_context_tokens=0)
+    for figures in (expected, result):
+        figures.pop("wall_s")
+    assert result == expected and result["configs_evaluated"] < twinpipe.search(str(path), devices=8)[
+        "configs_evaluated"]
+    for bad, what in (({"sharding": "zero3"}, "sharding 'zero3'"), ({"sharding": []}, "sharding: expected one"),
+                      ({"tp_comm_overlap": "maybe"}, "tp_comm_overlap 'maybe'"),
+                      ({"max_chunks": -1}, "max_chunks -1")):
+        with pytest.raises(twinpipe.ConfigError, match=what):
+            twinpipe.search(str(path), **bad)
 
 
 # execute and compare: the program's run (its wall times aside) and its comparison.

@@ -264,13 +264,21 @@ def calibrate_runs(runs, keep_bounds=False):
     return JsonResult(_lib().calibrate_runs(text, source, keep_bounds))
 
 
-def search(config, *, devices=0, memory_cap=0, objective="throughput", max_layers=False, calibration=None):
+def search(config, *, devices=0, memory_cap=0, objective="throughput", max_layers=False, calibration=None,
+           max_context_parallel=0, min_context_tokens=4096, sharding=("none", "optimizer", "full"),
+           tp_comm_overlap="both", max_chunks=0):
     """`twinpipe search --json` (or --max-layers --json): configs_evaluated,
-    pareto[], best (a config) and best_prediction."""
+    pareto[], best (a config) and best_prediction. The grid's knobs as the
+    program's options: max_context_parallel, min_context_tokens, sharding
+    (modes among none, optimizer, full), tp_comm_overlap (off, on or both),
+    max_chunks."""
     lib = _lib()
     config = load_config(config)
+    if isinstance(sharding, str):
+        sharding = [sharding]
     return JsonResult(_with_file(calibration, "search: calibration", lambda path: lib.search(
-        config, devices, float(memory_cap), objective, max_layers, path)))
+        config, devices, float(memory_cap), objective, max_layers, path, max_context_parallel, min_context_tokens,
+        list(sharding), tp_comm_overlap, max_chunks)))
 
 
 def partition(config, algorithm=None):
