@@ -137,4 +137,19 @@ std::string ImportSummary(const traces::TorchProfileImport& m) {
                      m.unmeasured, m.bookkeeping);
 }
 
+Result<simulate::Calibration> CalibrateTraces(std::vector<MeasuredGroup> groups, const PlanSource& source,
+                                              const std::function<void(const std::string&)>& warn) {
+  std::vector<cost::Plan> plans;
+  plans.reserve(groups.size());  // MeasuredRuns point into it
+  for (MeasuredGroup& g : groups) {
+    auto plan = MakePlan(g.config, source);
+    if (!plan) return tl::unexpected(plan.error());
+    for (const std::string& w : ScheduleFileWarnings(source, g.config, plan->schedule)) warn(w);
+    plans.push_back(std::move(*plan));
+  }
+  std::vector<simulate::MeasuredRuns> runs;
+  for (size_t i = 0; i < groups.size(); ++i) runs.push_back({&groups[i].config, &plans[i], std::move(groups[i].traces)});
+  return simulate::FitCalibration(runs);
+}
+
 }  // namespace twinpipe::api

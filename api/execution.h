@@ -1,4 +1,4 @@
-// `execute`, `compare` and `import-trace` as library calls: the plan `execute` runs, what it
+// `execute`, `compare`, `import-trace` and `calibrate` from traces as library calls: the plan `execute` runs, what it
 // notes before running, the run on a backend, and what `execute --json` and
 // `compare --json` print. The program and the Python module both call these.
 //
@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "cost_models/config.h"
 #include "cost_models/plan.h"
 #include "execute/runtime.h"
+#include "simulate/calibration.h"
 #include "ir/result.h"
 #include "ir/schedule.h"
 #include "traces/torch_profile.h"
@@ -67,5 +69,16 @@ Result<traces::TorchProfileImport> ImportTrace(const std::vector<std::string>& p
 // What `import-trace` says of an import on stderr: the ops timed, by which
 // clock, and those torch does not label.
 std::string ImportSummary(const traces::TorchProfileImport& import);
+
+// Traces measured with one config's plan.
+struct MeasuredGroup {
+  cost::Config config;
+  std::vector<traces::Trace> traces;
+};
+// `calibrate` from traces: each group's config planned from `source` as
+// `execute` ran it (`warn` gets what a schedule file leaves of a config, as
+// the program's warnings), all groups fitted together.
+Result<simulate::Calibration> CalibrateTraces(std::vector<MeasuredGroup> groups, const PlanSource& source,
+                                              const std::function<void(const std::string&)>& warn);
 
 }  // namespace twinpipe::api

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "api/execution.h"
 #include "cli/commands.h"
 #include "cli/fail.h"
 #include "cli/plan_source.h"
@@ -113,34 +114,25 @@ int Run(const CalibrateOptions& o) {
     return Fail("calibrate", {fmt::format("{} traces and {} configs: give one --config for all traces, or one per "
                                           "trace, in order", o.measured.size(), o.configs.size())});
   }
-  // A config (and its plan) per distinct --config, each with its traces.
-  std::vector<cost::Config> configs;
-  std::vector<cost::Plan> plans;
-  std::vector<std::vector<traces::Trace>> traces;
+  // A config per distinct --config, each with its traces.
+  std::vector<api::MeasuredGroup> groups;
   std::vector<std::string> seen;
-  configs.reserve(o.configs.size());
-  plans.reserve(o.configs.size());
   for (size_t i = 0; i < o.measured.size(); ++i) {
     const std::string& path = o.configs[o.configs.size() == 1 ? 0 : i];
     auto at = std::find(seen.begin(), seen.end(), path) - seen.begin();
     if (at == static_cast<long>(seen.size())) {
       auto config = cost::LoadConfigFile(path);
       if (!config) return Fail("calibrate", config.error());
-      auto plan = MakePlan(*config, o.source);
-      if (!plan) return Fail("calibrate", plan.error());
-      WarnScheduleFile("calibrate", o.source, *config, plan->schedule);
       seen.push_back(path);
-      configs.push_back(std::move(*config));
-      plans.push_back(std::move(*plan));
-      traces.emplace_back();
+      groups.push_back({std::move(*config), {}});
     }
     auto t = LoadTrace(o.measured[i]);
     if (!t) return Fail("calibrate", t.error());
-    traces[at].push_back(std::move(*t));
+    groups[at].traces.push_back(std::move(*t));
   }
-  std::vector<simulate::MeasuredRuns> runs;
-  for (size_t i = 0; i < configs.size(); ++i) runs.push_back({&configs[i], &plans[i], std::move(traces[i])});
-  auto cal = simulate::FitCalibration(runs);
+  auto cal = api::CalibrateTraces(std::move(groups), o.source, [](const std::string& w) {
+    fmt::print(stderr, "twinpipe calibrate: warning: {}\n", w);
+  });
   if (!cal) return Fail("calibrate", cal.error());
   return Write(*cal, o);
 }

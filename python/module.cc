@@ -237,6 +237,25 @@ py::tuple ImportTrace(const std::vector<std::string>& profiles, const ir::Schedu
   return py::make_tuple(traces::WriteTraceJson(m.trace), api::ImportSummary(m));
 }
 
+// `calibrate` from traces: groups of (config, [(trace text, name)]), the
+// calibration file's text stamped with `command` and this build's commit.
+std::string CalibrateTraces(const std::vector<std::pair<const LoadedConfig*, std::vector<std::pair<std::string, std::string>>>>& measured,
+                            const api::PlanSource& source, const std::string& command) {
+  std::vector<api::MeasuredGroup> groups;
+  for (const auto& [config, traces] : measured) {
+    api::MeasuredGroup g{.config = config->config};
+    for (const auto& [text, name] : traces) g.traces.push_back(Take(traces::ReadTraceJson(text, name), kConfigError));
+    groups.push_back(std::move(g));
+  }
+  const char* bad_input = source.schedule_file.empty() ? kConfigError : kScheduleError;
+  simulate::Calibration cal = Take(api::CalibrateTraces(std::move(groups), source, [](const std::string& w) {
+    if (PyErr_WarnEx(PyExc_UserWarning, w.c_str(), 1) != 0) throw py::error_already_set();
+  }), bad_input);
+  cal.command = command;
+  cal.commit = TWINPIPE_COMMIT;
+  return cost::WriteCalibration(cal);
+}
+
 std::string Partition(const LoadedConfig& loaded, const std::string& algorithm) {
   const partition::PartitionReport report = Take(api::PartitionConfig(loaded.config, algorithm), kConfigError);
   return api::PartitionJson(loaded.config, report);
@@ -341,5 +360,13 @@ PYBIND11_MODULE(_twinpipe, m) {
         });
   m.def("compare", &CompareTraces);
   m.def("import_trace", &ImportTrace);
+  m.def("calibrate_traces",
+        [](const std::vector<std::pair<const LoadedConfig*, std::vector<std::pair<std::string, std::string>>>>& measured,
+           std::string schedule_file, std::string format, std::string dialect, std::string schedule_name,
+           std::string recompute, int chunks, double memory_cap_bytes, const std::string& command) {
+          const api::PlanSource source{std::move(schedule_file), std::move(format), std::move(dialect),
+                                       std::move(schedule_name), std::move(recompute), chunks, memory_cap_bytes};
+          return CalibrateTraces(measured, source, command);
+        });
   m.def("export_settings", &Export);
 }

@@ -386,6 +386,42 @@ def test_compare_is_the_programs(cli, tmp_path):
         twinpipe.compare(tmp_path / "absent.json", measured)
 
 
+# calibrate from traces: the program's fit, then the closed loop in Python.
+
+def test_calibrate_from_traces_is_the_programs(cli, tmp_path):
+    path = SOURCE_DIR / "examples" / "quickstart.json"
+    traces = [tmp_path / f"m{i}.json" for i in range(2)]
+    for i, trace in enumerate(traces):
+        assert cli("execute", path, "-s", "gpipe", "--steps", 3, "--seed", i, "--trace", trace).returncode == 0
+    out = tmp_path / "cal.json"
+    run = cli("calibrate", *traces, "--config", path, "-s", "gpipe", "-o", out)
+    assert run.returncode == 0, run.stderr
+    expected = json.loads(out.read_text())
+    calibration = twinpipe.calibrate(traces, str(path), name="gpipe")
+    unstamped = lambda c: {k: v for k, v in c.items() if k not in ("command", "commit")}
+    assert unstamped(calibration) == unstamped(expected)
+    assert calibration["command"] == "twinpipe.calibrate(2 traces, 1 configs)"
+    # The same traces as dicts, one config given per trace: one config, the same fit.
+    dicts = [json.loads(t.read_text()) for t in traces]
+    assert unstamped(twinpipe.calibrate(dicts, [str(path), str(path)], name="gpipe")) == unstamped(expected)
+    # Predictions with it, as the program's.
+    run = cli("simulate", path, "-s", "gpipe", "--calibration", out, "--json")
+    assert twinpipe.simulate(str(path), calibration=calibration, name="gpipe").json == run.stdout
+    # Profile, calibrate, predict, run, compare: all in Python.
+    profile = twinpipe.execute(str(path), name="gpipe", steps=3)
+    predicted = twinpipe.simulate(str(path), calibration=twinpipe.calibrate(profile, str(path), name="gpipe"),
+                                  name="gpipe")
+    assert set(twinpipe.compare(predicted, profile)) >= {"step_time_error", "per_kind", "devices"}
+    # A trace of another plan: the program's message.
+    run = cli("calibrate", traces[0], "--config", path, "-s", "interleaved")
+    assert run.returncode == 2
+    with pytest.raises(twinpipe.ConfigError) as e:
+        twinpipe.calibrate(str(traces[0]), str(path), name="interleaved")
+    assert e.value.message == cli_error(run, "calibrate")
+    with pytest.raises(twinpipe.ConfigError, match="2 traces and 3 configs"):
+        twinpipe.calibrate(traces, [str(path)] * 3)
+
+
 # import_trace: torch.profiler traces read as the program reads them, then compared.
 
 def test_import_trace_is_the_programs(cli, tmp_path):

@@ -35,7 +35,7 @@ else:
     Schedule = _twinpipe.Schedule
 
 __all__ = ["ConfigError", "ScheduleError", "RuntimeFailure", "Config", "Schedule", "JsonResult",
-           "SimulationResult", "ExecutionResult", "execute", "compare", "import_trace", "load_config", "simulate", "schedule", "read_schedule", "parse_schedule",
+           "SimulationResult", "ExecutionResult", "execute", "compare", "import_trace", "calibrate", "load_config", "simulate", "schedule", "read_schedule", "parse_schedule",
            "verify", "validate", "calibrate_runs", "search", "partition", "export", "layers_from_torch", "available"]
 
 
@@ -254,6 +254,41 @@ def validate(runs, calibration=None):
     text, source = _runs_text(runs)
     return JsonResult(_with_file(calibration, "validate: calibration",
                                  lambda path: lib.validate(text, source, path)))
+
+
+def calibrate(measured, config, *, schedule=None, name=None, recompute=None, chunks=0, memory_cap=0, format="auto",
+              dialect="auto"):
+    """`twinpipe calibrate TRACES --config ...`: the calibration file fitted
+    to measured traces, as a JsonResult (.json the file's text, .save(path)
+    writes it); simulate, validate and search take it.
+
+    measured: a trace or a list of them (execute's results, trace dicts, or
+    trace files: execute --trace, import-trace -o); config: the config they
+    were measured with, or a list with one per trace (runs of several
+    micro-batch sizes tell a fixed cost per op from a cost per sample; the
+    same path or object twice is one config); schedule (a schedule file's
+    path), name, recompute, chunks, memory_cap, format, dialect: the plan
+    the traces ran, as simulate's."""
+    lib = _lib()
+    if isinstance(measured, (TracedResult, dict, str, _os.PathLike)):
+        measured = [measured]
+    measured = list(measured)
+    configs = list(config) if isinstance(config, (list, tuple)) else [config] * len(measured)
+    if not measured or len(configs) != len(measured):
+        raise ConfigError(f"calibrate: {len(measured)} traces and {len(configs)} configs: give one config for all "
+                          "traces, or one per trace, in order")
+    if schedule is not None and not isinstance(schedule, (str, _os.PathLike)):
+        raise TypeError(f"calibrate: schedule: expected a schedule file's path, got {type(schedule).__name__}")
+    groups, where = [], {}
+    for i, (trace, c) in enumerate(zip(measured, configs)):
+        key = _os.fspath(c) if isinstance(c, (str, _os.PathLike)) else id(c)
+        if key not in where:
+            where[key] = len(groups)
+            groups.append((load_config(c), []))
+        groups[where[key]][1].append(_trace_text(trace, f"measured[{i}]"))
+    command = f"twinpipe.calibrate({len(measured)} traces, {len(groups)} configs)"
+    return JsonResult(lib.calibrate_traces(groups, _os.fspath(schedule) if schedule is not None else "", format,
+                                           dialect, name or "", recompute or "", chunks, float(memory_cap), command))
 
 
 def calibrate_runs(runs, keep_bounds=False):
