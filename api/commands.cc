@@ -69,12 +69,13 @@ Result<ir::Schedule> BuildSchedule(const cost::Config* config, ScheduleRequest r
       return Fail("activation bytes and replicas are for a schedule built without a CONFIG: the config's plan "
                   "sizes each transfer from its model and takes its replicas from /cluster/devices");
     }
-    partition::PlanOverrides overrides{r.schedule, std::nullopt, r.chunks};
-    if (!r.recompute.empty()) {
-      overrides.recompute = ir::RecomputeModeFromName(r.recompute);
-      if (!overrides.recompute) return recompute_error();
-    }
-    auto plan = partition::PlanFromConfig(*config, overrides);
+    // Planned as simulate and execute plan it, overrides and all.
+    cost::Config planned = *config;
+    PlanSource source;
+    source.schedule = r.schedule;
+    source.recompute = r.recompute;
+    source.chunks = r.chunks;
+    auto plan = MakePlan(planned, source);
     if (!plan) return tl::unexpected(plan.error());
     return std::move(plan->schedule);
   }

@@ -39,6 +39,19 @@ Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& s, const sim
                             s.format != "auto" ? fmt::format("format '{}'", s.format)
                                                : fmt::format("dialect '{}'", s.dialect)));
   }
+  if (!s.recompute.empty()) {
+    // The mode the cut plans to, a schedule file's too (its stash and its
+    // recomputes' time); selective recompute, or leaving it, changes a
+    // transformer's costs.
+    const auto mode = ir::RecomputeModeFromName(s.recompute);
+    if (!mode) return Fail(fmt::format("recompute '{}': expected none, full, except-last or selective", s.recompute));
+    if (*mode == ir::RecomputeMode::kSelective && !config.transformer) {
+      return Fail(fmt::format("--recompute selective: {} has no transformer generator model (selective recompute "
+                              "re-runs a transformer's attention core)",
+                              config.source));
+    }
+    cost::SetParallelism(config, config.pipeline.tensor_parallel, config.pipeline.sequence_parallel, *mode);
+  }
   if (!s.schedule_file.empty()) {
     auto loaded = LoadSchedule(s.schedule_file, s.format, s.dialect);
     if (!loaded) return tl::unexpected(loaded.error());
@@ -47,16 +60,6 @@ Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& s, const sim
   partition::PlanOverrides overrides{s.schedule, std::nullopt, s.chunks};
   overrides.calibration = cal;
   overrides.memory_cap_bytes = s.memory_cap_bytes;
-  if (!s.recompute.empty()) {
-    // Selective recompute, or leaving it, changes a transformer's costs.
-    const ir::RecomputeMode mode = *ir::RecomputeModeFromName(s.recompute);
-    if (mode == ir::RecomputeMode::kSelective && !config.transformer) {
-      return Fail(fmt::format("--recompute selective: {} has no transformer generator model (selective recompute "
-                              "re-runs a transformer's attention core)",
-                              config.source));
-    }
-    cost::SetParallelism(config, config.pipeline.tensor_parallel, config.pipeline.sequence_parallel, mode);
-  }
   return partition::PlanFromConfig(config, overrides);
 }
 

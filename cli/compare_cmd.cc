@@ -23,6 +23,8 @@ struct CompareOptions {
 };
 
 int Run(const CompareOptions& o) {
+  auto report = ReportStream({{"--svg", o.svg}});
+  if (!report) return Fail("compare", report.error());
   traces::Trace t[2];
   const std::string* paths[2] = {&o.predicted, &o.measured};
   for (int i = 0; i < 2; ++i) {
@@ -43,12 +45,12 @@ int Run(const CompareOptions& o) {
       peak_p = std::max(peak_p, d.peak_memory_predicted);
       peak_m = std::max(peak_m, d.peak_memory_measured);
     }
-    fmt::print("{:>10.3f} {:>10.3f} {:>+7.1f}% {:>8.3f} {:>8.3f} {:>10.2f} {:>10.2f} {:>+7.1f}%\n", c->step_time_predicted_s * 1e3,
+    fmt::print(*report, "{:>10.3f} {:>10.3f} {:>+7.1f}% {:>8.3f} {:>8.3f} {:>10.2f} {:>10.2f} {:>+7.1f}%\n", c->step_time_predicted_s * 1e3,
                c->step_time_measured_s * 1e3, 100 * c->step_time_error, c->bubble_fraction_predicted,
                c->bubble_fraction_measured, peak_p / 1048576, peak_m / 1048576, 100 * (peak_p - peak_m) / peak_m);
     return kExitOk;
   }
-  fmt::print("{}", o.json ? traces::ComparisonJson(*c) : traces::ComparisonTable(*c));
+  fmt::print(*report, "{}", o.json ? traces::ComparisonJson(*c) : traces::ComparisonTable(*c));
   return kExitOk;
 }
 

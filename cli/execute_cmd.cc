@@ -85,6 +85,8 @@ class StepProgress {
 };
 
 int Run(const ExecuteCmdOptions& o) {
+  auto report = ReportStream({{"--trace", o.trace}, {"--chrome", o.chrome}});
+  if (!report) return Fail("execute", report.error());
   auto config = cost::LoadConfigFile(o.config);
   if (!config) return Fail("execute", config.error());
   const api::ExecuteRequest request{.backend = o.backend, .transport = o.transport, .precision = o.precision,
@@ -145,19 +147,19 @@ int Run(const ExecuteCmdOptions& o) {
     if (auto ok = WriteOutput(path, write(result->trace)); !ok) return Fail("execute", ok.error());
   }
   if (o.json) {
-    fmt::print("{}", api::ExecuteJson(*config, *plan, *result));
+    fmt::print(*report, "{}", api::ExecuteJson(*config, *plan, *result));
     return kExitOk;
   }
   // The kept step (the lower median, whose trace was recorded).
   const double step = result->step_time_s[execute::MedianStep(result->step_time_s)];
   for (size_t i = 0; i < result->losses.size(); ++i) {
-    fmt::print("step {:>4}  loss {:.6f}  time {:.3f} ms\n", i + 1, result->losses[i], result->step_time_s[i] * 1e3);
+    fmt::print(*report, "step {:>4}  loss {:.6f}  time {:.3f} ms\n", i + 1, result->losses[i], result->step_time_s[i] * 1e3);
   }
-  fmt::print("parameter norm {:.6f}; median step {:.3f} ms (executor overhead {:.1f}%); peak memory per device:",
+  fmt::print(*report, "parameter norm {:.6f}; median step {:.3f} ms (executor overhead {:.1f}%); peak memory per device:",
              result->param_norm, step * 1e3, 100 * execute::ExecutorOverhead(*result));
-  for (double b : result->peak_memory_bytes) fmt::print(" {}", Bytes(b));
-  fmt::print("\n");
-  if (!result->links.empty()) fmt::print("links: {}\n", fmt::join(result->links, ", "));
+  for (double b : result->peak_memory_bytes) fmt::print(*report, " {}", Bytes(b));
+  fmt::print(*report, "\n");
+  if (!result->links.empty()) fmt::print(*report, "links: {}\n", fmt::join(result->links, ", "));
   return kExitOk;
 }
 

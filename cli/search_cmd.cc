@@ -80,6 +80,8 @@ int Run(const SearchCmdOptions& o) {
     return Fail("search", {"--max-layers prints the deepest model each pipeline fits, not one configuration: give "
                            "it without -o (--json writes the table)"});
   }
+  auto report = ReportStream({{"-o", o.output}});
+  if (!report) return Fail("search", report.error());
   auto config = cost::LoadConfigFile(o.config);
   if (!config) return Fail("search", config.error());
   auto calibration = LoadCalibration(o.calibration, *config);
@@ -113,10 +115,10 @@ int Run(const SearchCmdOptions& o) {
     }
   }
   if (o.json) {
-    fmt::print("{}", api::SearchJson(*result, best_config));
+    fmt::print(*report, "{}", api::SearchJson(*result, best_config));
     if (!result->best) fmt::print(stderr, "twinpipe search: nothing fits: every configuration exceeds the memory cap\n");
   } else {
-    fmt::print("{} configs in {:.3f} s ({:.0f} per second): {} simulated, {} skipped on their bounds, "
+    fmt::print(*report, "{} configs in {:.3f} s ({:.0f} per second): {} simulated, {} skipped on their bounds, "
                "{} over the memory cap\n",
                result->configs_evaluated, result->wall_s,
                result->wall_s > 0 ? static_cast<double>(result->configs_evaluated) / result->wall_s : 0.0,
@@ -126,26 +128,26 @@ int Run(const SearchCmdOptions& o) {
       fmt::print(stderr, "twinpipe search: nothing fits: every configuration exceeds the memory cap\n");
       return kExitRuntime;
     }
-    fmt::print("Pareto front, throughput against peak memory:\n");
+    fmt::print(*report, "Pareto front, throughput against peak memory:\n");
     // e: expert-parallel GPUs, a column only for a mixture of experts.
     const bool moe = config->transformer && config->transformer->experts > 0;
     // t: "s" with sequence parallelism, "o" with its overlap; c: context-parallel GPUs.
-    fmt::print("{:>4} {:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>11} {:>13} {:>7} {:>12} {:>4}  {:<9}", "t",
+    fmt::print(*report, "{:>4} {:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>11} {:>13} {:>7} {:>12} {:>4}  {:<9}", "t",
                "K", "R", "M", "schedule", "v", "recompute", "cut", "step", "samples/s", "bubble", "peak memory", "c",
                "sharding");
-    fmt::print("{}\n", moe ? fmt::format(" {:>4}", "e") : "");
+    fmt::print(*report, "{}\n", moe ? fmt::format(" {:>4}", "e") : "");
     for (const auto& c : result->pareto) {
-      fmt::print("{:>4} {:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>8.3f} ms {:>13.4g} {:>6.2f}% {:>12} {:>4}  {:<9}",
+      fmt::print(*report, "{:>4} {:>3} {:>3} {:>5}  {:<12} {:>2}  {:<11} {:<7} {:>8.3f} ms {:>13.4g} {:>6.2f}% {:>12} {:>4}  {:<9}",
                  fmt::format("{}{}{}", c.tensor_parallel, c.sequence_parallel ? "s" : "", c.tp_comm_overlap ? "o" : ""),
                  c.stages, c.replicas, c.micro_batches, c.schedule, c.chunks, ir::RecomputeModeName(c.recompute),
                  cost::PartitionAlgorithmName(c.partition), c.step_time_s * 1e3, c.throughput,
                  c.bubble_fraction * 100, GiB(c.peak_memory_bytes), c.context_parallel,
                  ir::NameOf(cost::kDataParallelShardingNames, c.sharding));
-      fmt::print("{}\n", moe ? fmt::format(" {:>4}", c.expert_parallel) : "");
+      fmt::print(*report, "{}\n", moe ? fmt::format(" {:>4}", c.expert_parallel) : "");
     }
     const auto& b = *result->best;
     {
-      fmt::print("best for {}: {}{}K={} R={} M={} {}{} recompute {} partition {}{}{}\n", o.objective,
+      fmt::print(*report, "best for {}: {}{}K={} R={} M={} {}{} recompute {} partition {}{}{}\n", o.objective,
                  b.tensor_parallel > 1 ? fmt::format("t={}{} ", b.tensor_parallel,
                                                      b.tp_comm_overlap     ? " (sequence parallel, overlapped)"
                                                      : b.sequence_parallel ? " (sequence parallel)"

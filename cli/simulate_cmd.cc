@@ -31,6 +31,8 @@ struct SimulateOptions {
 };
 
 int Run(const SimulateOptions& o) {
+  auto report = ReportStream({{"--trace", o.trace}, {"--chrome", o.chrome}});
+  if (!report) return Fail("simulate", report.error());
   auto config = cost::LoadConfigFile(o.config);
   if (!config) return Fail("simulate", config.error());
   auto calibration = LoadCalibration(o.calibration, *config);
@@ -51,7 +53,7 @@ int Run(const SimulateOptions& o) {
     }
   }
   const cost::Config& planned = sim->config;
-  fmt::print("{}", o.json ? api::SimulateJson(*sim)
+  fmt::print(*report, "{}", o.json ? api::SimulateJson(*sim)
                           : simulate::SummaryTable(sim->plan.schedule, sim->result, sim->samples_per_step));
   if (!o.json && planned.GpusPerDevice() > 1) {
     // Which GPUs form each device, by the config's placement
@@ -69,7 +71,7 @@ int Run(const SimulateOptions& o) {
                               : t == 1 ? fmt::format("{} consecutive GPUs, one per context-parallel rank", c)
                                        : fmt::format("{} context-parallel ranks of {} consecutive GPUs each", c, t);
     const std::string second = R > 1 ? fmt::format("; replica 1's at GPUs {}", firsts(1)) : std::string();
-    fmt::print("{}: each device is a group of {} GPUs{} ({}); replica 0's devices start at GPUs {}{}; nodes of {} "
+    fmt::print(*report, "{}: each device is a group of {} GPUs{} ({}); replica 0's devices start at GPUs {}{}; nodes of {} "
                "GPUs\n",
                t > 1 && c > 1 ? "tensor and context parallel" : t > 1 ? "tensor parallel" : "context parallel", t * c,
                planned.pipeline.sequence_parallel ? ", sequence parallel" : "", group, firsts(0), second,

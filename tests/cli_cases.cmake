@@ -225,6 +225,17 @@ cli_case(execute_bad_transport 2 "--transport"
 cli_case(compare_predicted_measured 0 "step time   predicted"
          bash -c "${TP} simulate \"$0\" --trace \"$1.pred\" >/dev/null && ${TP} execute \"$0\" --steps 2 --trace \"$1.meas\" >/dev/null && ${TP} compare \"$1.pred\" \"$1.meas\" --svg \"$1.svg\" && grep -c '<title>' \"$1.svg\""
          ${SRC}/examples/mlp_cpu.json ${CMAKE_CURRENT_BINARY_DIR}/loop)
+# An output file given as "-" has stdout alone (the report goes to stderr), so that it reads back.
+cli_case(simulate_trace_to_stdout_reads_back 0 "trace reads back"
+         bash -c "${TP} simulate ${SRC}/examples/quickstart.json --trace - 2>/dev/null | python3 -m json.tool >/dev/null && echo trace reads back")
+cli_case(execute_chrome_to_stdout_reads_back 0 "chrome trace reads back"
+         bash -c "${TP} execute ${SRC}/examples/quickstart.json --steps 1 --chrome - --json 2>/dev/null | python3 -m json.tool >/dev/null && echo chrome trace reads back")
+cli_case(search_best_to_stdout_reads_back 0 "best config reads back"
+         bash -c "${TP} search ${SRC}/examples/quickstart.json -o - 2>/dev/null | python3 -m json.tool >/dev/null && echo best config reads back")
+cli_case(compare_svg_to_stdout_alone 0 "svg alone"
+         bash -c "${TP} compare ${EXP}/sim_gpipe_recompute.trace.json ${EXP}/sim_gpipe_recompute.trace.json --svg - 2>/dev/null | head -c 4 | grep -q '<svg' && echo svg alone")
+cli_case(simulate_two_outputs_on_stdout 2 "--trace - and --chrome - both write to stdout: give one of them a file"
+         ${TP} simulate ${SRC}/examples/quickstart.json --trace - --chrome -)
 cli_case(compare_json 0 "\"bubble_fraction_measured\""
          ${TP} compare ${EXP}/sim_gpipe_recompute.trace.json ${EXP}/sim_gpipe_recompute.trace.json --json)
 cli_case(compare_different_schedules 2 "the traces are of different schedules: 2 stages predicted, 3 measured"

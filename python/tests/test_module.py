@@ -449,6 +449,25 @@ def test_import_trace_is_the_programs(cli, tmp_path):
     assert e.value.message == cli_error(run, "import-trace")
 
 
+# A schedule file is cut for the recompute mode given with it, as the builder's schedule is.
+
+@pytest.mark.parametrize("example, name, recompute", [("transformer_h100.json", "zb-v", "none"),
+                                                      ("llama3_8b_h100.json", "dualpipev", "full"),
+                                                      ("llama3_8b_h100.json", "1f1b", "selective")])
+def test_a_schedule_file_plans_to_the_recompute_given(cli, tmp_path, example, name, recompute):
+    path = str(SOURCE_DIR / "examples" / example)
+    built = twinpipe.schedule(twinpipe.load_config(path), name=name, recompute=recompute)
+    schedule_file = tmp_path / "pipe.txt"
+    schedule_file.write_text(built.to_text())
+    expected = twinpipe.simulate(path, name=name, recompute=recompute).json
+    assert twinpipe.simulate(path, schedule=str(schedule_file), recompute=recompute).json == expected
+    run = cli("simulate", path, "--schedule-file", schedule_file, "--recompute", recompute, "--json")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == expected
+    with pytest.raises(twinpipe.ScheduleError, match="recompute 'sometimes'"):
+        twinpipe.simulate(path, schedule=str(schedule_file), recompute="sometimes")
+
+
 # partition: the program's cut, byte for byte, for every example and algorithm.
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
