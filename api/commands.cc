@@ -198,12 +198,10 @@ std::string SearchJson(const search::SearchResult& result, const nlohmann::order
 }
 
 Result<bool> ApplySearchKnobs(const SearchKnobs& k, search::SearchOptions& options) {
-  if (k.max_context_parallel < 0 || k.min_context_tokens < 0 || k.max_chunks < 0) {
-    return Fail(fmt::format("{} {}: expected 0 (no limit) or more",
-                            k.max_context_parallel < 0 ? "max_context_parallel"
-                            : k.min_context_tokens < 0 ? "min_context_tokens"
-                                                       : "max_chunks",
-                            std::min({k.max_context_parallel, k.min_context_tokens, k.max_chunks})));
+  for (const auto& [name, value] : {std::pair{"max_context_parallel", k.max_context_parallel},
+                                     std::pair{"min_context_tokens", k.min_context_tokens},
+                                     std::pair{"max_chunks", k.max_chunks}}) {
+    if (value < 0) return Fail(fmt::format("{} {}: expected 0 (no limit) or more", name, value));
   }
   if (k.shardings.empty()) return Fail("sharding: expected one mode at least (none, optimizer, full)");
   std::vector<cost::DataParallelSharding> shardings;
@@ -283,6 +281,16 @@ Result<partition::PartitionReport> PartitionConfig(const cost::Config& config, c
   auto plan = partition::PlanFromConfig(use);
   if (!plan) return tl::unexpected(plan.error());
   return std::move(plan->partition);
+}
+
+std::vector<std::string> PartitionNotes(const cost::Config& config, const std::string& algorithm,
+                                        const partition::PartitionReport& report) {
+  const std::string chosen =
+      algorithm.empty() ? std::string(cost::PartitionAlgorithmName(config.pipeline.partition)) : algorithm;
+  if (chosen != "manual" || report.algorithm == "manual") return {};
+  return {fmt::format("{}: /pipeline/first_layers lists {} first layers, not one per stage ({}): the stages are cut "
+                      "by {}, as simulate cuts them",
+                      config.source, config.pipeline.first_layers.size(), report.cells.size(), report.algorithm)};
 }
 
 std::string PartitionJson(const cost::Config& config, const partition::PartitionReport& report) {

@@ -104,6 +104,10 @@ Result<partition::LaunchSettings> ExportSettings(const cost::Config& config, con
 // `algorithm` (a name of cost::kPartitionAlgorithmNames; empty: the config's
 // /pipeline/partition).
 Result<partition::PartitionReport> PartitionConfig(const cost::Config& config, const std::string& algorithm);
+// What `partition` notes: a manual list of one first layer a device, not a
+// stage, cut by another algorithm.
+std::vector<std::string> PartitionNotes(const cost::Config& config, const std::string& algorithm,
+                                        const partition::PartitionReport& report);
 // `partition --json`.
 std::string PartitionJson(const cost::Config& config, const partition::PartitionReport& report);
 

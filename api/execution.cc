@@ -36,11 +36,16 @@ Result<execute::ExecuteOptions> ExecuteOptionsFor(cost::Config& config, const Ex
         "--transport and --precision choose how the cuda backend runs; the cpu backend has one transport and computes "
         "in fp32");
   }
-  if (r.steps < 0) return Fail(fmt::format("steps {}: expected a count of steps, 1 or more (0: /training/steps)", r.steps));
+  if (r.steps < 0 || r.steps > (1 << 24)) {
+    return Fail(fmt::format("steps {}: expected a count of steps in [1, 16777216] (0: /training/steps)", r.steps));
+  }
+  if (r.seed && (*r.seed < 0 || *r.seed > (int64_t{1} << 62))) {
+    return Fail(fmt::format("seed {}: expected a number in [0, 2^62]", *r.seed));
+  }
   if (!(r.timeout_s >= 0.001 && r.timeout_s <= 1e6)) {
     return Fail(fmt::format("timeout {} s: expected seconds, a number in [0.001, 1000000]", r.timeout_s));
   }
-  if (r.seed >= 0) config.training.seed = r.seed;
+  if (r.seed) config.training.seed = *r.seed;
   execute::ExecuteOptions options{r.steps > 0 ? r.steps : config.training.steps, r.timeout_s};
   options.transport = *transport;
   options.precision = *precision;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,7 @@ struct ExecuteRequest {
   std::string transport = "auto";  // the cuda backend's (execute/options.h names)
   std::string precision = "fp32";  // the cuda backend's GEMM arithmetic
   int steps = 0;                   // 0: /training/steps
-  int64_t seed = -1;               // below 0: /training/seed
+  std::optional<int64_t> seed;     // none: /training/seed
   double timeout_s = 60;           // a receive that waits longer fails the run
 };
 

@@ -43,9 +43,9 @@ Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& source,
 // overrides, a sentence each (the command line prints them as warnings,
 // the Python module as Python warnings): cluster devices no replica uses
 // (a torch CSV describes one replica), a recompute mode the config asks for
-// while the file has no recompute op (it runs as written), and the
-// overrides of the schedule, its chunks and its recompute, which a file
-// replaces. Nothing without a schedule file.
+// while the file has no recompute op (it runs as written, its cut planned
+// to that mode), and the overrides of the schedule and its chunks, which a
+// file replaces. Nothing without a schedule file.
 std::vector<std::string> ScheduleFileWarnings(const PlanSource& source, const cost::Config& config,
                                               const ir::Schedule& schedule);
 

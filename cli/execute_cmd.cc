@@ -90,7 +90,9 @@ int Run(const ExecuteCmdOptions& o) {
   auto config = cost::LoadConfigFile(o.config);
   if (!config) return Fail("execute", config.error());
   const api::ExecuteRequest request{.backend = o.backend, .transport = o.transport, .precision = o.precision,
-                                    .steps = o.steps, .seed = o.seed, .timeout_s = o.timeout_s};
+                                    .steps = o.steps,
+                                    .seed = o.seed >= 0 ? std::optional<int64_t>(o.seed) : std::nullopt,
+                                    .timeout_s = o.timeout_s};
   auto run_options = api::ExecuteOptionsFor(*config, request);
   if (!run_options) return Fail("execute", run_options.error());
   execute::ExecuteOptions options = *run_options;

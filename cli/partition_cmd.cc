@@ -39,15 +39,8 @@ int Run(const PartitionOptions& o) {
   // --algo's name is checked against the table by CLI11.
   auto report = api::PartitionConfig(*config, o.algorithm);
   if (!report) return Fail("partition", report.error());
-  // The cut's own algorithm is printed: a manual list of one first layer a
-  // device, not a stage, is cut by minmax there.
-  const std::string chosen =
-      o.algorithm.empty() ? std::string(cost::PartitionAlgorithmName(config->pipeline.partition)) : o.algorithm;
-  if (chosen == "manual" && report->algorithm != "manual") {
-    fmt::print(stderr,
-               "twinpipe partition: note: {}: /pipeline/first_layers lists {} first layers, not one per stage "
-               "({}): the stages are cut by {}, as simulate cuts them\n",
-               o.config, config->pipeline.first_layers.size(), report->cells.size(), report->algorithm);
+  for (const std::string& note : api::PartitionNotes(*config, o.algorithm, *report)) {
+    fmt::print(stderr, "twinpipe partition: note: {}\n", note);
   }
   const auto& layers = config->model.layers;
   if (o.json) {

@@ -113,7 +113,7 @@ void AddSchedule(CLI::App& app, int& exit_code) {
                               fmt::join(ir::ScheduleNames(), " | ")));
   cmd->add_option("--chunks,-v", o->chunks, "stages per device: interleaved >= 2 (default 2), zb-v 2, others 1")
       ->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--recompute", o->recompute, "none | full | except-last (default none)");
+  cmd->add_option("--recompute", o->recompute, "none | full | except-last, or with a CONFIG selective (default none)");
   auto* timing = cmd->add_option("--recompute-timing", o->recompute_timing,
                   "overlapped (R before its gradient's receive) | in-backward (after it, as Megatron-LM); "
                   "without a CONFIG (a config's /pipeline/recompute_timing says it)")

@@ -22,6 +22,7 @@ void Gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, co
 int64_t GemmFlops() { return flops; }
 void ResetGemmFlops() { flops = 0; }
 
-void UseOneBlasThread() { openblas_set_num_threads(1); }
+OneBlasThread::OneBlasThread() : before_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+OneBlasThread::~OneBlasThread() { openblas_set_num_threads(before_); }
 
 }  // namespace twinpipe::execute

@@ -22,7 +22,18 @@ void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
 int64_t GemmFlops();
 void ResetGemmFlops();
 
-// Keeps OpenBLAS to one thread: each device worker is one thread already.
-void UseOneBlasThread();
+// Keeps OpenBLAS to one thread while it lives (each device worker is one
+// thread already), and gives back the count it found (a Python process's
+// numpy may share the library).
+class OneBlasThread {
+ public:
+  OneBlasThread();
+  ~OneBlasThread();
+  OneBlasThread(const OneBlasThread&) = delete;
+  OneBlasThread& operator=(const OneBlasThread&) = delete;
+
+ private:
+  int before_;
+};
 
 }  // namespace twinpipe::execute

@@ -37,9 +37,7 @@ class CpuBackend {
 
   CpuBackend(const cost::Config& c, const cost::Plan& plan, const ExecuteOptions& o, OptimizerKind optimizer)
       : c_(c), plan_(plan), s_(plan.schedule), o_(o), task_(c),
-        optimizer_{optimizer, c.training.learning_rate, c.training.momentum} {
-    UseOneBlasThread();
-  }
+        optimizer_{optimizer, c.training.learning_rate, c.training.momentum} {}
 
   Result<void> Setup(const std::vector<Worker>& local) {
     const int D = s_.num_devices, R = std::max(1, s_.replicas);
@@ -203,6 +201,7 @@ class CpuBackend {
     if (!ok) throw OpFailure(ok.error().message);
   }
 
+  OneBlasThread blas_;  // first made, last gone: after every device's thread is joined
   const cost::Config& c_;
   const cost::Plan& plan_;
   const ir::Schedule& s_;

@@ -229,6 +229,9 @@ std::string CompareTraces(const std::string& predicted, const std::string& predi
 py::tuple ImportTrace(const std::vector<std::string>& profiles, const ir::Schedule* schedule,
                       const std::string& schedule_file, const std::string& format, const std::string& dialect) {
   ir::Schedule from_file;
+  if (schedule && (format != "auto" || dialect != "auto")) {
+    Raise({"the schedule given runs as given: format and dialect read a schedule file"}, kScheduleError);
+  }
   if (!schedule) {
     from_file = Take(api::LoadSchedule(schedule_file, format, dialect), kScheduleError).schedule;
     schedule = &from_file;
@@ -256,9 +259,11 @@ std::string CalibrateTraces(const std::vector<std::pair<const LoadedConfig*, std
   return cost::WriteCalibration(cal);
 }
 
-std::string Partition(const LoadedConfig& loaded, const std::string& algorithm) {
+// `partition --json` and what `partition` notes.
+py::tuple Partition(const LoadedConfig& loaded, const std::string& algorithm) {
   const partition::PartitionReport report = Take(api::PartitionConfig(loaded.config, algorithm), kConfigError);
-  return api::PartitionJson(loaded.config, report);
+  return py::make_tuple(api::PartitionJson(loaded.config, report),
+                        api::PartitionNotes(loaded.config, algorithm, report));
 }
 
 py::tuple Export(const LoadedConfig& loaded, const std::string& framework, const std::string& schedule_csv) {
@@ -349,7 +354,7 @@ PYBIND11_MODULE(_twinpipe, m) {
   m.def("execute",
         [](const LoadedConfig& config, const ir::Schedule* schedule, std::string schedule_file, std::string format,
            std::string dialect, std::string schedule_name, std::string recompute, int chunks, double memory_cap_bytes,
-           std::string backend, std::string transport, std::string precision, int steps, int64_t seed,
+           std::string backend, std::string transport, std::string precision, int steps, std::optional<int64_t> seed,
            double timeout_s, bool force) {
           api::PlanSource source{std::move(schedule_file), std::move(format), std::move(dialect),
                                  std::move(schedule_name), std::move(recompute), chunks, memory_cap_bytes};

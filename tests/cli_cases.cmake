@@ -233,7 +233,7 @@ cli_case(execute_chrome_to_stdout_reads_back 0 "chrome trace reads back"
 cli_case(search_best_to_stdout_reads_back 0 "best config reads back"
          bash -c "${TP} search ${SRC}/examples/quickstart.json -o - 2>/dev/null | python3 -m json.tool >/dev/null && echo best config reads back")
 cli_case(compare_svg_to_stdout_alone 0 "svg alone"
-         bash -c "${TP} compare ${EXP}/sim_gpipe_recompute.trace.json ${EXP}/sim_gpipe_recompute.trace.json --svg - 2>/dev/null | head -c 4 | grep -q '<svg' && echo svg alone")
+         bash -c "${TP} compare ${EXP}/sim_gpipe_recompute.trace.json ${EXP}/sim_gpipe_recompute.trace.json --svg - 2>/dev/null | tail -c 7 | grep -q '</svg>' && echo svg alone")
 cli_case(simulate_two_outputs_on_stdout 2 "--trace - and --chrome - both write to stdout: give one of them a file"
          ${TP} simulate ${SRC}/examples/quickstart.json --trace - --chrome -)
 cli_case(compare_json 0 "\"bubble_fraction_measured\""

@@ -302,7 +302,8 @@ def test_search_is_the_programs(cli):
         "configs_evaluated"]
     for bad, what in (({"sharding": "zero3"}, "sharding 'zero3'"), ({"sharding": []}, "sharding: expected one"),
                       ({"tp_comm_overlap": "maybe"}, "tp_comm_overlap 'maybe'"),
-                      ({"max_chunks": -1}, "max_chunks -1")):
+                      ({"max_chunks": -1}, "max_chunks -1"),
+                      ({"max_context_parallel": -1, "max_chunks": -5}, "max_context_parallel -1:")):
         with pytest.raises(twinpipe.ConfigError, match=what):
             twinpipe.search(str(path), **bad)
 
@@ -344,7 +345,8 @@ def test_execute_refuses_as_the_program(cli):
     with pytest.raises(twinpipe.ConfigError) as e:
         twinpipe.execute(quickstart, precision="bf16")
     assert e.value.message == cli_error(run, "execute")
-    for bad in ({"backend": "tpu"}, {"transport": "pigeon"}, {"steps": -1}, {"timeout": float("nan")}):
+    for bad in ({"backend": "tpu"}, {"transport": "pigeon"}, {"steps": -1}, {"steps": 1 << 25}, {"steps": 1 << 40},
+                {"seed": -5}, {"seed": (1 << 62) + 1}, {"seed": 1 << 63}, {"timeout": float("nan")}):
         with pytest.raises(twinpipe.ConfigError):
             twinpipe.execute(quickstart, **bad)
     small = str(INPUTS / "exec_small_memory.json")
@@ -384,6 +386,15 @@ def test_compare_is_the_programs(cli, tmp_path):
         twinpipe.compare(3, measured)
     with pytest.raises(twinpipe.ConfigError, match="absent.json: cannot open"):
         twinpipe.compare(tmp_path / "absent.json", measured)
+    # A directory and a file that is not text: the program's words, not a Python error.
+    run = cli("compare", tmp_path, measured)
+    with pytest.raises(twinpipe.ConfigError) as e:
+        twinpipe.compare(tmp_path, measured)
+    assert run.returncode == 2 and e.value.message == cli_error(run, "compare")
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(twinpipe.ConfigError, match="binary.json: not valid JSON"):
+        twinpipe.compare(binary, measured)
 
 
 # calibrate from traces: the program's fit, then the closed loop in Python.
@@ -436,6 +447,8 @@ def test_import_trace_is_the_programs(cli, tmp_path):
     assert "twinpipe import-trace: " + measured.summary in run.stderr
     # The schedule as an object reads alike; compare takes the result as a trace.
     assert twinpipe.import_trace(ranks, twinpipe.read_schedule(str(csv))).json == measured.json
+    with pytest.raises(twinpipe.ScheduleError, match="runs as given"):
+        twinpipe.import_trace(ranks, twinpipe.read_schedule(str(csv)), format="torch-csv")
     predicted = tmp_path / "predicted.json"
     config = SOURCE_DIR / "examples" / "mlp_cpu.json"
     assert cli("simulate", config, "--schedule-file", csv, "--trace", predicted).returncode == 0
@@ -486,6 +499,16 @@ def test_partition_is_the_programs(cli, path):
         cells = result["cells"]  # consecutive layers from the first
         assert cells[0]["first_layer"] == 0
         assert all(b["first_layer"] == a["last_layer"] + 1 for a, b in zip(cells, cells[1:]))
+
+
+def test_partition_notes_as_the_program(cli):
+    path = INPUTS / "interleaved_first_layers_per_device.json"
+    run = cli("partition", path, "--json")
+    assert run.returncode == 0, run.stderr
+    result = twinpipe.partition(str(path))
+    assert result.json == run.stdout
+    note = "twinpipe partition: note: "
+    assert result.notes == [line[len(note):] for line in run.stderr.splitlines() if line.startswith(note)] != []
 
 
 def test_partition_refuses_what_it_cannot_cut(cli):

@@ -139,20 +139,30 @@ def execute(config, schedule=None, *, steps=0, seed=None, backend="cpu", transpo
     lib = _lib()
     config = load_config(config)
     schedule_object, schedule_file = _schedule_argument(schedule, "execute")
+    # Beyond the C++ integers' range: the library's own message, not a TypeError.
+    if seed is not None and not 0 <= seed <= 2**62:
+        raise ConfigError(f"seed {seed}: expected a number in [0, 2^62]")
+    if not 0 <= steps <= 2**24:
+        raise ConfigError(f"steps {steps}: expected a count of steps in [1, 16777216] (0: /training/steps)")
     return ExecutionResult(lib.execute(
         config, schedule_object, schedule_file, format, dialect, name or "", recompute or "", chunks,
-        float(memory_cap), backend, transport, precision, steps, -1 if seed is None else seed, float(timeout),
+        float(memory_cap), backend, transport, precision, steps, seed, float(timeout),
         force))
 
 
 def _read_text(path):
-    """(a file's text, its path); ConfigError naming it when it cannot be read."""
+    """(a file's text, its path); ConfigError naming it when it cannot be
+    read, as the program says it."""
     path = _os.fspath(path)
+    if _os.path.isdir(path):
+        raise ConfigError(f"{path}: is a directory, not a file")
     try:
         with open(path, encoding="utf-8") as f:
             return f.read(), path
     except OSError as e:
         raise ConfigError(f"{path}: cannot open: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not valid JSON: byte {e.start} is not UTF-8 text") from None
 
 
 def _trace_text(trace, what):
@@ -320,9 +330,14 @@ def partition(config, algorithm=None):
     """`twinpipe partition --json`: the model cut into one cell per stage as
     simulate plans it (algorithm, cells[] with first_layer, last_layer,
     device, cost, time_s, params, peak_memory_bytes, boundary_bytes;
-    bottleneck_s, imbalance). algorithm: a partition algorithm's name
-    (default: the config's /pipeline/partition)."""
-    return JsonResult(_lib().partition(load_config(config), algorithm or ""))
+    bottleneck_s, imbalance), with .notes, what the program notes (a manual
+    cut of one first layer a device, not a stage, cut by another algorithm).
+    algorithm: a partition algorithm's name (default: the config's
+    /pipeline/partition)."""
+    text, notes = _lib().partition(load_config(config), algorithm or "")
+    result = JsonResult(text)
+    result.notes = list(notes)
+    return result
 
 
 def export(config, framework, schedule_csv=None):

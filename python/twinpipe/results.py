@@ -89,7 +89,10 @@ class ExecutionResult(TracedResult):
     def __init__(self, execution):
         super().__init__(execution)
         self.notes = list(execution.notes)
+        self._parameters = None
 
     @property
     def parameters(self):
-        return self._native.parameters
+        if self._parameters is None:
+            self._parameters = self._native.parameters
+        return self._parameters
