@@ -38,6 +38,12 @@ def cli():
     return run
 
 
+def cli_notes(process, command):
+    """The notes a run printed on stderr, each after "twinpipe <command>: note: "."""
+    prefix = f"twinpipe {command}: note: "
+    return [line[len(prefix):] for line in process.stderr.splitlines() if line.startswith(prefix)]
+
+
 def cli_error(process, command):
     """The message after "twinpipe <command>: " of a failed run."""
     prefix = f"twinpipe {command}: "

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import SOURCE_DIR, cli_error, import_twinpipe
+from conftest import SOURCE_DIR, cli_error, cli_notes, import_twinpipe
 
 twinpipe = import_twinpipe()
 
@@ -333,9 +333,7 @@ def test_execute_trains_as_the_program(cli, tmp_path):
     h100 = INPUTS / "exec_h100_tiny.json"
     run = cli("execute", h100, "--steps", 1)
     assert run.returncode == 0, run.stderr
-    note = "twinpipe execute: note: "
-    assert twinpipe.execute(str(h100), steps=1).notes == [
-        line[len(note):] for line in run.stderr.splitlines() if line.startswith(note)] != []
+    assert twinpipe.execute(str(h100), steps=1).notes == cli_notes(run, "execute") != []
 
 
 def test_execute_refuses_as_the_program(cli):
@@ -507,8 +505,7 @@ def test_partition_notes_as_the_program(cli):
     assert run.returncode == 0, run.stderr
     result = twinpipe.partition(str(path))
     assert result.json == run.stdout
-    note = "twinpipe partition: note: "
-    assert result.notes == [line[len(note):] for line in run.stderr.splitlines() if line.startswith(note)] != []
+    assert result.notes == cli_notes(run, "partition") != []
 
 
 def test_partition_refuses_what_it_cannot_cut(cli):
@@ -534,8 +531,7 @@ def test_export_is_the_programs(cli, path, framework):
         return
     text, notes = twinpipe.export(str(path), framework)
     assert text == run.stdout
-    prefix = "twinpipe export: note: "
-    assert notes == [line[len(prefix):] for line in run.stderr.splitlines() if line.startswith(prefix)]
+    assert notes == cli_notes(run, "export")
 
 
 def test_export_runs_a_schedule_csv_of_the_configs_pipeline_only(cli, tmp_path):
