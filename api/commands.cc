@@ -21,14 +21,7 @@ namespace twinpipe::api {
 Result<Simulation> RunSimulation(cost::Config config, const PlanSource& source,
                                  const simulate::Calibration* calibration, const ir::Schedule* schedule,
                                  const std::string& schedule_source) {
-  if (schedule && source != PlanSource{}) {
-    // A schedule given runs as it is: what would plan one would be ignored.
-    return Fail(fmt::format("{} runs as given: give it without a schedule file, its format or dialect, a schedule "
-                            "name, chunks, a recompute mode or a memory cap",
-                            schedule_source));
-  }
-  Result<cost::Plan> plan = schedule ? partition::PlanForSchedule(config, *schedule, schedule_source, calibration)
-                                     : MakePlan(config, source, calibration);
+  Result<cost::Plan> plan = PlanOf(config, source, schedule, schedule_source, calibration);
   if (!plan) return tl::unexpected(plan.error());
   Simulation s{.config = std::move(config), .plan = std::move(*plan)};
   // What the config has outside the runs the calibration was fitted on.

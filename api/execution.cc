@@ -54,12 +54,7 @@ Result<execute::ExecuteOptions> ExecuteOptionsFor(cost::Config& config, const Ex
 
 Result<cost::Plan> PlanExecution(cost::Config& config, const PlanSource& source, const ir::Schedule* schedule,
                                  bool force) {
-  if (schedule && source != PlanSource{}) {
-    return Fail("the schedule given runs as given: give it without a schedule file, its format or dialect, a "
-                "schedule name, chunks, a recompute mode or a memory cap");
-  }
-  auto plan = schedule ? partition::PlanForSchedule(config, *schedule, "the schedule given", nullptr)
-                       : MakePlan(config, source, nullptr);
+  auto plan = PlanOf(config, source, schedule, "the schedule given", nullptr);
   if (!plan || force) return plan;
   // The simulator's peak against the catalogue's capacity, before anything is allocated.
   auto sim = simulate::Simulate(plan->schedule, cost::CostsFromPlan(config, *plan));
@@ -117,10 +112,17 @@ std::string ExecuteJson(const cost::Config& config, const cost::Plan& plan, cons
   return j.dump(2) + "\n";
 }
 
-Result<std::string> CompareJson(const traces::Trace& predicted, const traces::Trace& measured,
-                                const std::string& predicted_name, const std::string& measured_name) {
+Result<traces::Comparison> CompareNamed(const traces::Trace& predicted, const traces::Trace& measured,
+                                        const std::string& predicted_name, const std::string& measured_name) {
   auto c = traces::Compare(predicted, measured);
   if (!c) return Fail(fmt::format("{} vs {}: {}", predicted_name, measured_name, c.error().message));
+  return c;
+}
+
+Result<std::string> CompareJson(const traces::Trace& predicted, const traces::Trace& measured,
+                                const std::string& predicted_name, const std::string& measured_name) {
+  auto c = CompareNamed(predicted, measured, predicted_name, measured_name);
+  if (!c) return tl::unexpected(c.error());
   return traces::ComparisonJson(*c);
 }
 

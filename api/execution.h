@@ -21,6 +21,7 @@
 #include "simulate/calibration.h"
 #include "ir/result.h"
 #include "ir/schedule.h"
+#include "traces/compare.h"
 #include "traces/torch_profile.h"
 
 namespace twinpipe::api {
@@ -59,8 +60,10 @@ Result<execute::ExecuteResult> RunExecution(const cost::Config& config, const co
 // recorded), with simulate --json's names.
 std::string ExecuteJson(const cost::Config& config, const cost::Plan& plan, const execute::ExecuteResult& result);
 
-// `compare --json` of two traces, named `predicted_name` and `measured_name`
-// in an error.
+// Two traces compared op by op (`compare`), named `predicted_name` and
+// `measured_name` in an error; CompareJson: its `compare --json`.
+Result<traces::Comparison> CompareNamed(const traces::Trace& predicted, const traces::Trace& measured,
+                                        const std::string& predicted_name, const std::string& measured_name);
 Result<std::string> CompareJson(const traces::Trace& predicted, const traces::Trace& measured,
                                 const std::string& predicted_name, const std::string& measured_name);
 

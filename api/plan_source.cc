@@ -63,6 +63,17 @@ Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& s, const sim
   return partition::PlanFromConfig(config, overrides);
 }
 
+Result<cost::Plan> PlanOf(cost::Config& config, const PlanSource& source, const ir::Schedule* schedule,
+                          const std::string& schedule_source, const simulate::Calibration* calibration) {
+  if (!schedule) return MakePlan(config, source, calibration);
+  if (source != PlanSource{}) {
+    return Fail(fmt::format("{} runs as given: give it without a schedule file, its format or dialect, a schedule "
+                            "name, chunks, a recompute mode or a memory cap",
+                            schedule_source));
+  }
+  return partition::PlanForSchedule(config, *schedule, schedule_source, calibration);
+}
+
 std::vector<std::string> ScheduleFileWarnings(const PlanSource& s, const cost::Config& config,
                                               const ir::Schedule& schedule) {
   std::vector<std::string> warnings;

@@ -39,6 +39,13 @@ struct PlanSource {
 Result<cost::Plan> MakePlan(cost::Config& config, const PlanSource& source,
                             const simulate::Calibration* calibration = nullptr);
 
+// The plan of a schedule object (the Python module's Schedule, named
+// `schedule_source` in messages) run as it is with the config's model and
+// cluster, or without one MakePlan's. A schedule object with any option of
+// `source` is bad input: what would plan one would be ignored.
+Result<cost::Plan> PlanOf(cost::Config& config, const PlanSource& source, const ir::Schedule* schedule,
+                          const std::string& schedule_source, const simulate::Calibration* calibration);
+
 // With a schedule file, what it does not take from the config or the
 // overrides, a sentence each (the command line prints them as warnings,
 // the Python module as Python warnings): cluster devices no replica uses

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "api/execution.h"
 #include "cli/commands.h"
 #include "cli/fail.h"
 #include "cli/schedule_io.h"
@@ -32,8 +33,8 @@ int Run(const CompareOptions& o) {
     if (!trace) return Fail("compare", trace.error());
     t[i] = std::move(*trace);
   }
-  auto c = traces::Compare(t[0], t[1]);
-  if (!c) return Fail("compare", {fmt::format("{} vs {}: {}", o.predicted, o.measured, c.error().message)});
+  auto c = api::CompareNamed(t[0], t[1], o.predicted, o.measured);
+  if (!c) return Fail("compare", c.error());
   if (!o.svg.empty()) {
     if (auto ok = WriteOutput(o.svg, traces::RenderTimelineSvg(t[0], &t[1], "predicted", "measured")); !ok) {
       return Fail("compare", ok.error());
