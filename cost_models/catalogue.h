@@ -84,6 +84,11 @@ struct Device {
   // h): 0 hides all of it, 1 runs it in series. 1 - x is the overlap
   // efficiency of the FLUX paper (Chang et al. 2024) over the hidden share.
   double overlap_interference = 0;
+  // The share of a GEMM tile's output store (its epilogue) that follows its
+  // K loop in series, at the SM's share of the memory bandwidth, instead of
+  // hiding behind other tiles' math (TiledGemmSeconds): 0 to 1. A weight
+  // gradient's store into the kept gradient follows its math on every GPU.
+  double epilogue_store = 0;
 
   // Peak FLOP/s of a GEMM in `dtype`: fp8 is the FP8 peak (the half peak on a
   // device without FP8), the rest their own.

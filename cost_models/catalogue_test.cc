@@ -274,7 +274,7 @@ auto Fields(const Device& d) {
   return std::tie(d.fp32_flops, d.tf32_flops, d.half_flops, d.memory_bandwidth, d.memory_bytes, d.launch_overhead_s,
                   d.kernel_floor_s, d.sm_count, d.simt_half_flops, d.gemm_efficiency, d.bandwidth_efficiency,
                   d.comm_on_compute, d.fp8_flops, d.fp8_gemm_ratio, d.kernel_launch_s, d.drift,
-                  d.overlap_interference);
+                  d.overlap_interference, d.epilogue_store);
 }
 auto Fields(const Link& l) {
   return std::tie(l.latency_s, l.bandwidth, l.host_staged, l.contention, l.collective_efficiency,
@@ -292,14 +292,14 @@ TEST(Catalogue, EveryEntryRoundTripsThroughTheConfigAsACustomOne) {
                "memory_bandwidth": {4}, "memory_bytes": {5}, "launch_overhead_s": {6}, "kernel_floor_s": {7},
                "sm_count": {8}, "simt_half_flops": {9}, "gemm_efficiency": {10}, "bandwidth_efficiency": {11},
                "comm_on_compute": {12}, "fp8_flops": {20}, "fp8_gemm_ratio": {21}, "kernel_launch_s": {22},
-               "drift": {23}, "overlap_interference": {24}}}],
+               "drift": {23}, "overlap_interference": {24}, "epilogue_store": {25}}}],
              "custom_links": [{{"name": "my {13}", "latency_s": {14}, "bandwidth": {15}, "host_staged": {16},
                "contention": "{17}", "collective_efficiency": {18}, "collective_latency_s": {19}}}])",
           d.name, d.fp32_flops, d.tf32_flops, d.half_flops, d.memory_bandwidth, d.memory_bytes, d.launch_overhead_s,
           d.kernel_floor_s, d.sm_count, d.simt_half_flops, d.gemm_efficiency, d.bandwidth_efficiency,
           d.comm_on_compute, l.name, l.latency_s, l.bandwidth, l.host_staged, ContentionName(l.contention),
           l.collective_efficiency, l.collective_latency_s, d.fp8_flops, d.fp8_gemm_ratio, d.kernel_launch_s,
-          d.drift, d.overlap_interference);
+          d.drift, d.overlap_interference, d.epilogue_store);
       auto c = WithCluster(cluster);
       ASSERT_TRUE(c) << d.name << " / " << l.name << ": " << c.error().message;
       const Device& read = c->cluster.devices[0];

@@ -82,14 +82,15 @@ bool RunsIn(ir::OpKind kind, Kernel::Pass pass) {
 }  // namespace
 
 double TiledGemmSeconds(double m, double n, double k, double batch, int sm_count, double rate, double bandwidth,
-                        double out_bytes) {
+                        double out_bytes, double store_bytes) {
   if (sm_count <= 0) return 2 * m * n * k * batch / rate;
   const double sms = sm_count;
   double best = std::numeric_limits<double>::infinity();
   for (const Tile& t : kTiles) {
     const double tiles = std::ceil(m / t.m) * std::ceil(n / t.n) * batch;
     const double per_k = 2 * t.m * t.n * sms / (rate * t.rate);  // one tile's seconds per K step
-    best = std::min(best, std::ceil(tiles / sms) * per_k * (k + kTileOverheadK));
+    const double store = t.m * t.n * store_bytes * sms / bandwidth;  // one tile's epilogue at its SM's share
+    best = std::min(best, std::ceil(tiles / sms) * (per_k * (k + kTileOverheadK) + store));
     // Split-K where one wave leaves SMs idle: s slices of K, one wave of
     // tiles x s, each slice writing its fp32 partial output (4 bytes an
     // element) and one more pass reading the s partials and writing the
@@ -156,7 +157,11 @@ double KernelTime(const Kernel& kn, double samples, const Device& d, Dtype dtype
   const double accumulated = kn.accumulate_bytes > 0 ? kn.accumulate_bytes : GradientAccumulationBytes(dtype);
   const double out_bytes = accumulates ? 2 * accumulated : e;
   const double store_s = accumulates && d.sm_count > 0 ? accumulated * m * n * batch / bandwidth : 0;
-  const double compute_s = TiledGemmSeconds(m, n, k, batch, d.sm_count, rate, bandwidth, e) + store_s;
+  // Any other GEMM's epilogue writes its tile's outputs (none where they
+  // stay on the SM, as a flash attention's scores do): the device's
+  // epilogue_store share of that store follows its K loop.
+  const double epilogue = accumulates || kn.output_on_chip ? 0 : d.epilogue_store * e;
+  const double compute_s = TiledGemmSeconds(m, n, k, batch, d.sm_count, rate, bandwidth, e, epilogue) + store_s;
   const double operand = gemm == Dtype::kFp8 ? 1 : e;  // FP8 operands, a BF16 result
   const double memory_s = ((m * k + k * n) * operand + m * n * out_bytes) * batch / bandwidth;
   return std::max(compute_s, memory_s);

@@ -51,10 +51,13 @@ inline constexpr double kSimtEfficiency = 0.9;
 // prologue and epilogue worth 16 K steps; where one wave leaves SMs idle,
 // split-K into the best number of slices (their fp32 partial outputs
 // written and reduced at `bandwidth` bytes/s into `out_bytes` an element).
-// Never less for a larger m, n or k; as the shape grows the time approaches
-// 2 m n k batch / rate; sm_count 0 (no wave model): exactly that.
+// `store_bytes` an output element: what each tile's epilogue writes after
+// its K loop, in series with it, at its SM's share of `bandwidth` (0: the
+// store hidden behind other tiles' math). Never less for a larger m, n or
+// k; as k grows the time approaches 2 m n k batch / rate; sm_count 0 (no
+// wave model): exactly that.
 double TiledGemmSeconds(double m, double n, double k, double batch, int sm_count, double rate, double bandwidth,
-                        double out_bytes = 2);
+                        double out_bytes = 2, double store_bytes = 0);
 
 // Seconds of one kernel over `samples` samples on the device's GPU alone
 // (no launch): `efficiency` is the GEMM's achievable fraction of peak. With

@@ -265,7 +265,7 @@ Device ReadCustomDevice(const Reader& r, const json& d, const std::string& p) {
   r.Keys(d, p, {"name", "fp32_flops", "tf32_flops", "half_flops", "fp8_flops", "memory_bandwidth", "memory_bytes",
                 "launch_overhead_s", "kernel_launch_s", "kernel_floor_s", "sm_count", "simt_half_flops",
                 "gemm_efficiency", "bandwidth_efficiency", "comm_on_compute", "fp8_gemm_ratio", "drift",
-                "overlap_interference"});
+                "overlap_interference", "epilogue_store"});
   Device dev;
   dev.name = r.String(d, "name", p, {}, std::nullopt);
   dev.fp32_flops = r.Number(d, "fp32_flops", p, 0, 1e20, std::nullopt, true);
@@ -285,6 +285,7 @@ Device ReadCustomDevice(const Reader& r, const json& d, const std::string& p) {
   dev.fp8_gemm_ratio = r.Number(d, "fp8_gemm_ratio", p, 0, 1, 1.0, true);
   dev.drift = r.Number(d, "drift", p, 0, 1, 0.0);
   dev.overlap_interference = r.Number(d, "overlap_interference", p, 0, 1, 0.0);
+  dev.epilogue_store = r.Number(d, "epilogue_store", p, 0, 1, 0.0);
   return dev;
 }
 

@@ -298,6 +298,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "\"d\", \"custom_devices\": [{\"name\": \"d\", \"fp32_flops\": 1e12, \"memory_bandwidth\": 1e11, "
                   "\"memory_bytes\": 1e10, \"overlap_interference\": 1.5}]",
                   "q.json: /cluster/custom_devices/0/overlap_interference: expected a number >= 0 and at most 1, got 1.5"},
+        BadConfig{"\"H100-SXM\"",
+                  "\"d\", \"custom_devices\": [{\"name\": \"d\", \"fp32_flops\": 1e12, \"memory_bandwidth\": 1e11, "
+                  "\"memory_bytes\": 1e10, \"epilogue_store\": -0.5}]",
+                  "q.json: /cluster/custom_devices/0/epilogue_store: expected a number >= 0 and at most 1, got -0.5"},
         BadConfig{"\"schedule\": \"gpipe\"", "\"schedule\": \"gpipe\", \"first_layers\": [0, 2]",
                   "q.json: /pipeline/first_layers: only the manual partition cuts at the layers given; this config's "
                   "partition is 'minmax' (set /pipeline/partition to \"manual\")"},

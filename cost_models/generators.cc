@@ -315,6 +315,7 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
       // over dqk and PV over dv (both dh but with MLA), as 2 h GEMMs of their mean.
       k.push_back(Gemm("flash_attn" + suffix, pass, S, c * S, (dqk + dv) / 2, 2 * hs * cp, Kernel::Scaled::kBatch));
       k.back().launches = cp;
+      k.back().output_on_chip = true;
       if (cp > 1) ring("cp.kv" + suffix, pass, Kernel::Collective::kAllGather);
       return;
     }
@@ -503,6 +504,7 @@ std::vector<Kernel> BlockKernels(const TransformerSpec& spec, const TensorParall
     k.push_back(Gemm("flash_attn.bwd", P::kInput, S, c * S, (3 * dqk + 2 * dv) / 5, 5 * hs * cp,
                      Kernel::Scaled::kBatch));
     k.back().launches = cp;
+    k.back().output_on_chip = true;
     if (cp > 1) {
       ring("cp.kv.bwd", P::kInput, Kernel::Collective::kAllGather);
       ring("cp.dkv", P::kInput, Kernel::Collective::kReduceScatter);

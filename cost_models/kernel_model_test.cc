@@ -139,7 +139,11 @@ TEST(KernelModel, TiledGemmNeverFasterForMoreWork) {
 // training the kept gradient is fp16 (Megatron's default): 2 bytes stored,
 // 4 in the roofline. Without a wave model (a CPU) only the roofline moves.
 TEST(KernelModel, AWeightGradientAccumulatesIntoFp32) {
-  const Device& h100 = *FindDevice("H100-SXM");
+  // The store rule alone: a forward GEMM's own epilogue store (the H100's
+  // epilogue_store) is off here; ATilesStoreFollowsItsMathWhereTheDeviceSaysSo
+  // holds it, and that a weight gradient pays the fp32 store instead.
+  Device h100 = *FindDevice("H100-SXM");
+  h100.epilogue_store = 0;
   const double bandwidth = h100.memory_bandwidth * h100.bandwidth_efficiency;
   for (const auto& [m, n, k, batch] : std::vector<std::array<double, 4>>{
            {4096, 4096, 8192, 1}, {6144, 16384, 2048, 4}, {1024, 128256, 4096, 1}}) {
@@ -181,11 +185,50 @@ TEST(KernelModel, AWeightGradientAccumulatesIntoFp32) {
 // is less than twice BF16.
 TEST(KernelModel, Fp8GemmsReachTheirOwnFraction) {
   const Device& h100 = *FindDevice("H100-SXM");
-  const Kernel k{.m = 16384, .n = 16384, .k = 16384, .fp8 = true};
+  // K long enough that the tiles' epilogues are under 0.3% of their math.
+  const Kernel k{.m = 16384, .n = 16384, .k = 131072, .fp8 = true};
   const double bf16 = KernelTime(k, 1, h100, Dtype::kBf16, h100.gemm_efficiency);
   const double fp8 = KernelTime(k, 1, h100, Dtype::kFp8, h100.gemm_efficiency);
   EXPECT_NEAR(bf16 / fp8, 1979.0 / 989.5 * h100.fp8_gemm_ratio, 0.01);
-  EXPECT_NEAR(k.Flops() / fp8, 1979e12 * 0.706 * 0.903, 1979e12 * 0.01);
+  EXPECT_NEAR(k.Flops() / fp8, 1979e12 * 0.742 * 0.928, 1979e12 * 0.01);
+}
+
+// A tile's epilogue writes its outputs after its K loop at its SM's share
+// of the bandwidth: on 4 SMs a 512 x 256 output is one wave of four 256 x
+// 128 (or 128 x 256) tiles, so the store adds 256 x 128 x bytes x 4 /
+// bandwidth once. On a GPU: the Hopper profiles pay it (epilogue_store 1,
+// their kernel tables), others not; never a weight gradient's own output
+// (its fp32 store into the kept gradient replaces it), never a flash
+// attention's scores (they stay on the SM).
+TEST(KernelModel, ATilesStoreFollowsItsMathWhereTheDeviceSaysSo) {
+  const double rate = 4e12, bandwidth = 1e12;
+  const double bare = TiledGemmSeconds(512, 256, 4096, 1, 4, rate, bandwidth);
+  EXPECT_DOUBLE_EQ(bare, 2 * 256 * 128 * 4 * (4096 + 16) / rate);
+  EXPECT_NEAR(TiledGemmSeconds(512, 256, 4096, 1, 4, rate, bandwidth, 2, 2) - bare, 256 * 128 * 2 * 4 / bandwidth,
+              1e-15);
+  EXPECT_NEAR(TiledGemmSeconds(512, 256, 4096, 1, 4, rate, bandwidth, 2, 0.5) - bare,
+              256 * 128 * 0.5 * 4 / bandwidth, 1e-15);
+
+  const Device& h100 = *FindDevice("H100-SXM");
+  EXPECT_EQ(h100.epilogue_store, 1);
+  EXPECT_EQ(FindDevice("H200")->epilogue_store, 1);
+  EXPECT_EQ(FindDevice("A100-80GB")->epilogue_store, 0);
+  Device hidden = h100;
+  hidden.epilogue_store = 0;
+  const double bandwidth_h100 = h100.memory_bandwidth * h100.bandwidth_efficiency;
+  // 8192 x 8192 outputs of 128 x 256 tiles: 2,048 tiles in 16 waves of 132.
+  Kernel gemm{.m = 8192, .n = 8192, .k = 4096};
+  const double store = KernelTime(gemm, 1, h100, Dtype::kBf16, 0.7) - KernelTime(gemm, 1, hidden, Dtype::kBf16, 0.7);
+  EXPECT_NEAR(store, std::ceil(2048.0 / 132) * 128 * 256 * 2 * 132 / bandwidth_h100, store * 1e-9);
+  gemm.pass = Kernel::Pass::kWeight;
+  EXPECT_DOUBLE_EQ(KernelTime(gemm, 1, h100, Dtype::kBf16, 0.7), KernelTime(gemm, 1, hidden, Dtype::kBf16, 0.7));
+  Kernel flash{.m = 4096, .n = 4096, .k = 128, .batch = 32, .scaled = Kernel::Scaled::kBatch, .output_on_chip = true};
+  EXPECT_DOUBLE_EQ(KernelTime(flash, 1, h100, Dtype::kBf16, 0.7), KernelTime(flash, 1, hidden, Dtype::kBf16, 0.7));
+  const Device& a100 = *FindDevice("A100-80GB");
+  Device a100_store = a100;
+  a100_store.epilogue_store = 1;
+  gemm.pass = Kernel::Pass::kForward;
+  EXPECT_LT(KernelTime(gemm, 1, a100, Dtype::kFp16, 0.8), KernelTime(gemm, 1, a100_store, Dtype::kFp16, 0.8));
 }
 
 TEST(KernelModel, UnalignedHalfGemmsRunOnTheCudaCores) {

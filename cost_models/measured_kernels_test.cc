@@ -53,10 +53,10 @@ double Median(std::vector<double> v) {
 // degree): measured time over the tiled model's at the catalogue's rate.
 // The median is the GEMM efficiency the table implies (one coefficient);
 // around it, the model's shape rules (waves, tiles, split-K) must hold each
-// shape within 20% and all of them within 7% RMS. (Measured on the H200: 4.5%; the
-// shapes of K 2048, a weight gradient of 2,048 tokens, run 5-8% slower than
-// the model's 16-step prologue says; the first shape timed, on a cool GPU,
-// 17% faster than the rest.)
+// shape within 20% and all of them within 7% RMS. (Measured: the H100's
+// 3.6%, the H200's 3.9%, with each tile's epilogue store after its math;
+// 4.4% and 4.5% without it. The first shape timed, on a cool GPU, runs 13-15%
+// faster than the model.)
 TEST_P(MeasuredKernels, TheTiledGemmModelFollowsTheBlockShapes) {
   const nlohmann::json t = Table();
   const Device& d = Gpu();
@@ -66,7 +66,12 @@ TEST_P(MeasuredKernels, TheTiledGemmModelFollowsTheBlockShapes) {
   for (const auto& row : t["gemm"]["rows"]) {
     if (row["uses"][0] == "square" || !row.contains("seconds")) continue;
     const double m = row["m"], n = row["n"], k = row["k"], seconds = row["seconds"];
-    const double model = TiledGemmSeconds(m, n, k, 1, d.sm_count, rate, d.memory_bandwidth);
+    const Kernel kn{.m = m, .n = n, .k = k};
+    const double model = KernelTime(kn, 1, d, Dtype::kBf16, d.gemm_efficiency);
+    EXPECT_NEAR(model, TiledGemmSeconds(m, n, k, 1, d.sm_count, rate, d.memory_bandwidth * d.bandwidth_efficiency,
+                                        2, 2 * d.epilogue_store),
+                model * 1e-12)
+        << "a BF16 block GEMM is compute-bound: the tiled model at the BF16 rate";
     ratio.push_back(model / seconds);
     report += fmt::format("{:6.0f} {:6.0f} {:6.0f}  measured {:7.1f} us  model {:7.1f} us  {:+5.1f}%\n", m, n, k,
                           seconds * 1e6, model * 1e6, (model / seconds - 1) * 100);
@@ -92,30 +97,38 @@ TEST_P(MeasuredKernels, TheTiledGemmModelFollowsTheBlockShapes) {
 }
 
 // FP8 (torch._scaled_mm, e4m3, per-tensor scales) over BF16 at the same
-// shapes: the catalogue's FP8 peak x its BF16 efficiency x fp8_gemm_ratio,
-// over the BF16 rate, is the ratio the model charges.
-TEST_P(MeasuredKernels, TheFp8ToBf16RatioIsTheCatalogues) {
+// shapes: the median of the measured speed-ups is the model's (its BF16
+// time over its FP8 time at each shape) within 3%. The model's asymptotic
+// ratio, the FP8 peak x fp8_gemm_ratio over the BF16 peak, is above both:
+// an FP8 tile's math is shorter, its epilogue's store is not.
+TEST_P(MeasuredKernels, TheFp8ToBf16RatioIsTheModels) {
   const nlohmann::json t = Table();
   const Device& d = Gpu();
-  std::vector<double> measured;
+  std::vector<double> measured, model;
   for (const auto& row : t["fp8"]["rows"]) {
     if (row.contains("ratio_vs_bf16") && row["m"].get<double>() >= 2048 && row["uses"][0] != "square") {
       measured.push_back(row["ratio_vs_bf16"]);
+      const double m = row["m"], n = row["n"], k = row["k"];
+      const Kernel kn{.m = m, .n = n, .k = k, .fp8 = true};
+      model.push_back(KernelTime(kn, 1, d, Dtype::kBf16, d.gemm_efficiency) /
+                      KernelTime(kn, 1, d, Dtype::kFp8, d.gemm_efficiency));
     }
   }
   ASSERT_GE(measured.size(), 40u);
-  const double model = d.fp8_flops * d.fp8_gemm_ratio / d.half_flops;
-  fmt::print("FP8 / BF16: measured median {:.3f} over {} shapes, model {:.3f}\n", Median(measured), measured.size(),
-             model);
-  EXPECT_NEAR(Median(measured) / model, 1.0, 0.05);
+  const double asymptote = d.fp8_flops * d.fp8_gemm_ratio / d.half_flops;
+  fmt::print("FP8 / BF16: measured median {:.3f} over {} shapes, model {:.3f} (asymptote {:.3f})\n", Median(measured),
+             measured.size(), Median(model), asymptote);
+  EXPECT_NEAR(Median(measured) / Median(model), 1.0, 0.03);
+  EXPECT_GE(asymptote, Median(model));
 }
 
 // The FP8 GEMMs themselves through the tiled model at the catalogue's FP8
 // rate (the FP8 peak x gemm_efficiency x fp8_gemm_ratio), as the BF16 ones
 // above: the median of model over measured is 1 within 2% (the catalogue's
 // fp8_gemm_ratio is the one the table implies), every block shape within
-// 20% and all of them within 7% RMS (the H100's 6.2%, the H200's 6.3%:
-// FP8 gains more from size than BF16, the largest shapes 4% faster than the
+// 20% and all of them within 7% RMS (the H100's 3.9%, the H200's 3.7%; 6.2%
+// and 6.3% with the tiles' stores hidden, where FP8 gained more from size
+// than the model could say, the largest shapes 4% faster than the
 // model, the smallest 2% slower).
 TEST_P(MeasuredKernels, TheTiledGemmModelFollowsTheFp8BlockShapes) {
   const nlohmann::json t = Table();
@@ -129,7 +142,7 @@ TEST_P(MeasuredKernels, TheTiledGemmModelFollowsTheFp8BlockShapes) {
     const Kernel kn{.m = m, .n = n, .k = k, .fp8 = true};
     const double model = KernelTime(kn, 1, d, Dtype::kFp8, d.gemm_efficiency);
     EXPECT_NEAR(model, TiledGemmSeconds(m, n, k, 1, d.sm_count, rate, d.memory_bandwidth * d.bandwidth_efficiency,
-                                        DtypeBytes(Dtype::kFp8)),
+                                        DtypeBytes(Dtype::kFp8), DtypeBytes(Dtype::kFp8) * d.epilogue_store),
                 model * 1e-12)
         << "an FP8 block GEMM is compute-bound: the tiled model at the FP8 rate";
     ratio.push_back(model / seconds);

@@ -82,6 +82,10 @@ struct Kernel {
   static constexpr int32_t kInSeries = -1, kBesideOp = -2;
   int32_t overlaps = kInSeries;
   double exposed = 0;
+  // A GEMM whose m x n outputs never leave the SM (a flash-attention
+  // kernel's scores, consumed in place): no epilogue store after its math
+  // (Device::epilogue_store).
+  bool output_on_chip = false;
 
   double Flops() const { return gemm ? 2 * m * n * k * batch : 0; }  // per sample
 };
