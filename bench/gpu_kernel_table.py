@@ -5,7 +5,9 @@
                of the published runs' transformer blocks (BLOCKS below), plus a square sweep;
   fp8          the same shapes through torch._scaled_mm (float8_e4m3fn, per-tensor scales, BF16 out),
                with and without fast accumulation, and the FP8/BF16 ratio;
-  attention    SDPA flash attention forward and backward, bf16, causal, head_dim 128, batch 1;
+  attention    SDPA flash attention forward and backward, bf16, causal, head_dim 128, batch 1: PyTorch's
+               flash kernel (FlashAttention-2) and, where torch has it, cuDNN's (what Transformer Engine
+               runs on Hopper), one row each (`kind`);
   memory       GB/s of copy, add, GELU, layer_norm, rms_norm, softmax on ~2 GB bf16 tensors;
   launch       back-to-back launch gap, per-kernel time in a CUDA graph, host issue time, sync round trip;
   collectives  NCCL all_reduce / all_gather / reduce_scatter busbw (>= 2 GPUs), and a D2D copy between
@@ -324,45 +326,52 @@ def sec_attention(res):
     for seq in (2048, 4096, 8192):
         shapes.setdefault((32, 32, seq), set()).add("sweep")
     sdpa, d, b = F.scaled_dot_product_attention, 128, 1
+    # PyTorch's flash kernel (FlashAttention-2; its memory-efficient one where flash refuses), and
+    # cuDNN's fused attention, which Transformer Engine picks on Hopper (dot_product_attention/
+    # utils.py: "give FusedAttention preference on Hopper+") and so the published runs ran.
+    kinds = [("flash", [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION])]
+    if hasattr(SDPBackend, "CUDNN_ATTENTION"):
+        kinds.append(("cudnn", [SDPBackend.CUDNN_ATTENTION]))
     rows = []
     for (h, hkv, s), uses in shapes.items():
-        def body():
-            nb = nbuf_for(2 * b * s * d * (2 * h + 2 * hkv))
-            q = [randn(b, h, s, d, grad=True) for _ in range(nb)]
-            kv = [(randn(b, hkv, s, d), randn(b, hkv, s, d)) for _ in range(nb)]
-            go = randn(b, h, s, d)
-            notes = []  # backend first, then GQA natively (enable_gqa) or kv heads repeat_interleave'd
-            for backend, gqa in [(bk, g) for bk in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION)
-                                 for g in (("none",) if h == hkv else ("native", "repeat_interleave"))]:
-                if gqa == "repeat_interleave":
-                    kk = [tuple(x.repeat_interleave(h // hkv, dim=1).requires_grad_() for x in p) for p in kv]
+        for kind, backends in kinds:
+            def body():
+                nb = nbuf_for(2 * b * s * d * (2 * h + 2 * hkv))
+                q = [randn(b, h, s, d, grad=True) for _ in range(nb)]
+                kv = [(randn(b, hkv, s, d), randn(b, hkv, s, d)) for _ in range(nb)]
+                go = randn(b, h, s, d)
+                notes = []  # backend first, then GQA natively (enable_gqa) or kv heads repeat_interleave'd
+                for backend, gqa in [(bk, g) for bk in backends
+                                     for g in (("none",) if h == hkv else ("native", "repeat_interleave"))]:
+                    if gqa == "repeat_interleave":
+                        kk = [tuple(x.repeat_interleave(h // hkv, dim=1).requires_grad_() for x in p) for p in kv]
+                    else:
+                        kk = [tuple(x.detach().requires_grad_() for x in p) for p in kv]
+                    kw = {"is_causal": True, **({"enable_gqa": True} if gqa == "native" else {})}
+                    try:
+                        with sdpa_kernel([backend]):
+                            torch.autograd.grad(sdpa(q[0], *kk[0], **kw), (q[0], *kk[0]), go)
+                        torch.cuda.synchronize()
+                        break
+                    except torch.cuda.OutOfMemoryError:
+                        raise
+                    except Exception as e:
+                        notes.append(f"{backend.name}/{gqa}: {type(e).__name__}: {str(e).strip()[:160]}")
                 else:
-                    kk = [tuple(x.detach().requires_grad_() for x in p) for p in kv]
-                kw = {"is_causal": True, **({"enable_gqa": True} if gqa == "native" else {})}
-                try:
-                    with sdpa_kernel([backend]):
-                        torch.autograd.grad(sdpa(q[0], *kk[0], **kw), (q[0], *kk[0]), go)
-                    torch.cuda.synchronize()
-                    break
-                except torch.cuda.OutOfMemoryError:
-                    raise
-                except Exception as e:
-                    notes.append(f"{backend.name}/{gqa}: {type(e).__name__}: {str(e).strip()[:160]}")
-            else:
-                raise RuntimeError("no SDPA backend ran: " + " | ".join(notes))
-            with sdpa_kernel([backend]):
-                tf = timeit(lambda i: sdpa(q[i], *kk[i], **kw), nb)
-                tfb = timeit(lambda i: torch.autograd.grad(sdpa(q[i], *kk[i], **kw), (q[i], *kk[i]), go), nb)
-            flops = 2 * 2 * b * h * s * s * d / 2
-            tb = tfb - tf
-            return {"backend": backend.name, "gqa": gqa, "notes": notes, "fwd_seconds": tf,
-                    "fwd_tflops": flops / tf / 1e12, "bwd_seconds": tb,
-                    "bwd_tflops": 2.5 * flops / tb / 1e12 if tb > 0 else None, "buffers": nb}
-        row = guarded({"heads": h, "kv_heads": hkv, "seq": s, "head_dim": d, "batch": b,
-                       "uses": sorted(uses)}, body)
-        log(f"attention h={h} kv={hkv} s={s}: fwd {row.get('fwd_tflops', row.get('error'))} "
-            f"bwd {row.get('bwd_tflops')} TFLOP/s ({row.get('backend')}, gqa {row.get('gqa')})")
-        rows.append(row)
+                    raise RuntimeError("no SDPA backend ran: " + " | ".join(notes))
+                with sdpa_kernel([backend]):
+                    tf = timeit(lambda i: sdpa(q[i], *kk[i], **kw), nb)
+                    tfb = timeit(lambda i: torch.autograd.grad(sdpa(q[i], *kk[i], **kw), (q[i], *kk[i]), go), nb)
+                flops = 2 * 2 * b * h * s * s * d / 2
+                tb = tfb - tf
+                return {"backend": backend.name, "gqa": gqa, "notes": notes, "fwd_seconds": tf,
+                        "fwd_tflops": flops / tf / 1e12, "bwd_seconds": tb,
+                        "bwd_tflops": 2.5 * flops / tb / 1e12 if tb > 0 else None, "buffers": nb}
+            row = guarded({"heads": h, "kv_heads": hkv, "seq": s, "head_dim": d, "batch": b, "kind": kind,
+                           "uses": sorted(uses)}, body)
+            log(f"attention {kind} h={h} kv={hkv} s={s}: fwd {row.get('fwd_tflops', row.get('error'))} "
+                f"bwd {row.get('bwd_tflops')} TFLOP/s ({row.get('backend')}, gqa {row.get('gqa')})")
+            rows.append(row)
     return {"flops": "fwd causal 2*2*b*h*s*s*d/2, bwd 2.5x fwd; bwd time = (fwd+bwd) - fwd; "
                      "repeat_interleave'd kv: expansion and its gradient reduction not timed", "rows": rows}
 
@@ -563,7 +572,7 @@ def markdown(res):
           f"torch {env.get('torch')}, CUDA {env.get('cuda')}, {res.get('mode')} mode, {res.get('wall_s')} s\n"]
     cols = {"gemm": ["m", "n", "k", "seconds", "tflops", "uses", "error", "skipped"],
             "fp8": ["m", "n", "k", "tflops", "fast_tflops", "ratio_vs_bf16", "fast_ratio_vs_bf16", "error", "skipped"],
-            "attention": ["heads", "kv_heads", "seq", "backend", "gqa", "fwd_seconds", "fwd_tflops", "bwd_seconds",
+            "attention": ["heads", "kv_heads", "seq", "kind", "backend", "gqa", "fwd_seconds", "fwd_tflops", "bwd_seconds",
                           "bwd_tflops", "error", "skipped"],
             "memory": ["op", "shape", "seconds", "GBps", "error", "skipped"]}
     for name in cols:
@@ -590,7 +599,8 @@ def markdown(res):
            f"- BF16 GEMM peak {best(g, 'tflops')} TFLOP/s; block shapes median "
            f"{fmt(statistics.median(blk)) if blk else '-'} TFLOP/s over {len(blk)} shapes\n",
            f"- FP8 GEMM peak {best(f8, 'tflops')} TFLOP/s (fast accumulation {best(f8, 'fast_tflops')})\n",
-           f"- attention best fwd {best(at, 'fwd_tflops')}, bwd {best(at, 'bwd_tflops')} TFLOP/s\n",
+           *[f"- attention ({kind}) best fwd {best(sel, 'fwd_tflops')}, bwd {best(sel, 'bwd_tflops')} TFLOP/s\n"
+             for kind in ("flash", "cudnn") for sel in [[r for r in at if r.get("kind", "flash") == kind]] if sel],
            f"- memory-bound best {best(mem, 'GBps')} GB/s; launch gap {fmt(la.get('back_to_back_s')) or '-'} s, "
            f"in a CUDA graph {fmt(la.get('graph_per_kernel_s')) or '-'} s per kernel\n"]
     md += [f"- {k} error: {v['error']}\n" for k, v in res.items() if isinstance(v, dict) and "error" in v]
