@@ -774,6 +774,15 @@ Model GenerateTransformer(const TransformerSpec& spec) {
   // The input gradient of the column-parallel logits: reduced across the group.
   tp.Reduce(head, "logits.dgrad.reduce", P::kInput, act);
   tp.Gather(head, "logits.wgrad.allgather", P::kWeight, act);
+  if (spec.tp_comm_overlap && tp.sp) {
+    // Megatron's output layer is not a Transformer Engine linear (no
+    // userbuffers), but its backward overlaps the same way the blocks' do:
+    // the input's all-gather for the weight gradient beside the data-gradient
+    // GEMM, that gradient's reduce-scatter beside the weight-gradient GEMM
+    // (LinearWithGradAccumulationAndAsyncCommunication).
+    Beside(head, "logits.wgrad.allgather", "logits.dgrad", 0);
+    Beside(head, "logits.dgrad.reduce", "logits.wgrad", 0);
+  }
   const double head_params = ((spec.tied_embeddings ? 0 : d * V) + (spec.bias ? V : 0)) / t + norm_params;
   m.layers.push_back(Layer{.name = "head",
                            .kind = "head",

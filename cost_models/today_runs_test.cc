@@ -313,6 +313,49 @@ TEST(Overlap, ACollectiveBesideItsGemmNeverMakesAnOpLonger) {
   }
 }
 
+TEST(Overlap, TheOutputLayersBackwardCollectivesHideBehindItsGemms) {
+  // Megatron's output layer gathers its input for the weight gradient beside
+  // the data-gradient GEMM and reduce-scatters that gradient beside the
+  // weight-gradient GEMM: with tensor-parallel overlap its backward takes
+  // max(g + x c, c) for each pair where in series it took g + c. Split into
+  // I and W (zero bubble), each collective's GEMM runs in the other op: both
+  // in series, as before.
+  const Link& nvlink = *FindLink("nvlink4");
+  const Device& h100 = *FindDevice("H100-SXM");
+  const double x = h100.overlap_interference;
+  for (int t : {2, 4, 8}) {
+    for (Dtype dtype : {Dtype::kBf16, Dtype::kFp8}) {
+      SCOPED_TRACE(fmt::format("t={} {}", t, DtypeName(dtype)));
+      TransformerSpec serial = Llama(dtype);
+      serial.tensor_parallel = t;
+      serial.sequence_parallel = true;
+      TransformerSpec beside = serial;
+      beside.tp_comm_overlap = true;
+      const Layer a = GenerateTransformer(serial).layers.back(), b = GenerateTransformer(beside).layers.back();
+      ASSERT_EQ(b.kind, "head");
+      double saved = 0;
+      for (const auto& [g, c] : {std::pair{"logits.dgrad", "logits.wgrad.allgather"},
+                                 {"logits.wgrad", "logits.dgrad.reduce"}}) {
+        ASSERT_GE(Named(b, c).overlaps, 0) << c;
+        EXPECT_EQ(b.kernels.begin()[Named(b, c).overlaps].name, g);
+        EXPECT_EQ(Named(a, c).overlaps, Kernel::kInSeries);
+        const double gemm = KernelTime(Named(b, g), 1, h100, dtype, 0.8);
+        const double comm = KernelTime(Named(b, c), 1, h100, dtype, 0.8, {.intra = &nvlink});
+        saved += gemm + comm - std::max(gemm + x * comm, comm);
+      }
+      EXPECT_GT(saved, 0);
+      const auto time = [&](const Layer& l, ir::OpKind kind) {
+        return LayerOpTime(l, kind, h100, dtype, 0.8, 1, &nvlink);
+      };
+      EXPECT_NEAR(time(a, ir::OpKind::kBackward) - time(b, ir::OpKind::kBackward), saved,
+                  1e-9 * time(a, ir::OpKind::kBackward));
+      for (ir::OpKind kind : {ir::OpKind::kForward, ir::OpKind::kBackwardInput, ir::OpKind::kBackwardWeight}) {
+        EXPECT_DOUBLE_EQ(time(b, kind), time(a, kind)) << ir::OpKindName(kind);
+      }
+    }
+  }
+}
+
 TEST(Sharding, MemoryPerGpuEqualsZerosFormulas) {
   // ZeRO (Rajbhandari et al. 2020), Figure 1: a 7.5B-parameter model with
   // mixed-precision Adam (K = 12) on 64 GPUs holds 120 GB per GPU as plain
