@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cost_models/plan_costs.h"
+#include "execute/gemm.h"
 #include "ir/name_table.h"
 #include "ir/units.h"
 #include "api/schedule_io.h"
@@ -68,14 +69,18 @@ Result<cost::Plan> PlanExecution(cost::Config& config, const PlanSource& source,
 
 std::vector<std::string> ExecuteNotes(const cost::Config& config, const std::string& backend) {
   if (backend != "cpu") return {};
+  std::vector<std::string> notes;
   std::vector<std::string> kinds;
   for (const cost::Device& d : config.cluster.devices) {
     if (d.name != "CPU" && std::find(kinds.begin(), kinds.end(), d.name) == kinds.end()) kinds.push_back(d.name);
   }
-  if (kinds.empty()) return {};
-  return {fmt::format("the config's devices are {}: the cpu backend runs each as threads on this machine's CPU, so "
-                      "the times it measures are this CPU's (--backend cuda runs on GPUs)",
-                      fmt::join(kinds, ", "))};
+  if (!kinds.empty()) {
+    notes.push_back(fmt::format("the config's devices are {}: the cpu backend runs each as threads on this machine's "
+                                "CPU, so the times it measures are this CPU's (--backend cuda runs on GPUs)",
+                                fmt::join(kinds, ", ")));
+  }
+  if (std::string blas = execute::BlasCoreNote(); !blas.empty()) notes.push_back(std::move(blas));
+  return notes;
 }
 
 Result<execute::ExecuteResult> RunExecution(const cost::Config& config, const cost::Plan& plan,

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 namespace twinpipe::execute {
 
@@ -35,5 +37,17 @@ class OneBlasThread {
  private:
   int before_;
 };
+
+// OpenBLAS picks its kernels when it loads, by the CPU's model; on a virtual
+// CPU whose model it does not know it falls back to generic SSE ones that
+// run the CPU executor's GEMMs 2 to 3 times slower (Prescott against
+// SkylakeX: 1.2 s against 0.46 s a step of bench/execute_benchmark's
+// transformer). BetterBlasCore says which core OpenBLAS should have taken:
+// "SkylakeX" with AVX-512F, "Haswell" with AVX2, where it took one from
+// before AVX2; empty where its choice is fine. BlasCoreNote is the note the
+// executor prints then (naming OPENBLAS_CORETYPE, which chooses at load),
+// empty otherwise.
+std::string BetterBlasCore(std::string_view core, bool avx2, bool avx512f);
+std::string BlasCoreNote();
 
 }  // namespace twinpipe::execute

@@ -134,5 +134,23 @@ TEST(ModelMatchesCostModel, Mlp) {
                              "norm": "layernorm", "residual": true})"), false);
 }
 
+// OpenBLAS's pre-AVX2 cores on a CPU with AVX2 or AVX-512 are named with the
+// core to take instead; any core with AVX2 kernels, or a CPU without AVX2,
+// is left alone; and this machine's note, where there is one, names both.
+TEST(Blas, APreAvx2CoreOnAWiderCpuIsNamed) {
+  EXPECT_EQ(BetterBlasCore("Prescott", true, true), "SkylakeX");
+  EXPECT_EQ(BetterBlasCore("prescott", true, false), "Haswell");
+  EXPECT_EQ(BetterBlasCore("Sandybridge", true, false), "Haswell");
+  EXPECT_EQ(BetterBlasCore("Nehalem", false, false), "");
+  for (const char* fine : {"Haswell", "SkylakeX", "Cooperlake", "SapphireRapids", "Zen", "ARMV8", ""}) {
+    EXPECT_EQ(BetterBlasCore(fine, true, true), "") << fine;
+  }
+  const std::string note = BlasCoreNote();
+  if (!note.empty()) {
+    EXPECT_NE(note.find("OPENBLAS_CORETYPE="), std::string::npos) << note;
+    EXPECT_NE(note.find("OpenBLAS took its "), std::string::npos) << note;
+  }
+}
+
 }  // namespace
 }  // namespace twinpipe::execute

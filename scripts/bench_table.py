@@ -123,6 +123,14 @@ def main():
         spread = f"{len(r['runs'])}: {min(r['runs']):.4g} - {max(r['runs']):.4g}" if len(r["runs"]) > 1 else "1"
         print(f"{r['what']:<{width}}  {value:>14}  {target:>12}  {met:>3}  {spread:>20}")
     reference = {r["benchmark"]: r["value"] for r in table if r["benchmark"].startswith("BM_Reference")}
+    # The kernels OpenBLAS chose at load (the CPU executor's GEMMs): on a
+    # virtual CPU whose model it does not know, generic ones 2-3x slower.
+    probe = subprocess.run([os.path.join(a.build, "bench", "execute_benchmark"), "--benchmark_filter=^$"],
+                           capture_output=True, text=True, env={**os.environ, "OPENBLAS_VERBOSE": "2"})
+    blas_core = next((line.split(":", 1)[1].strip() for line in (probe.stdout + probe.stderr).splitlines()
+                      if line.startswith("Core:")), None)
+    print(f"OpenBLAS kernels: {blas_core or 'unknown'}"
+          f"{' (OPENBLAS_CORETYPE)' if os.environ.get('OPENBLAS_CORETYPE') else ''}", file=sys.stderr)
     recorded_path = os.path.join("traces", "recorded", a.machine, "bench.json")
     if os.path.exists(recorded_path):
         with open(recorded_path) as f:
@@ -141,7 +149,7 @@ def main():
         os.makedirs(out_dir, exist_ok=True)
         record = {"commit": commit, "date": datetime.date.today().isoformat(),
                   "command": f"make bench (python3 scripts/bench_table.py build --runs {a.runs})",
-                  "reference_ms": reference, "rows": table}
+                  "reference_ms": reference, "blas_core": blas_core, "rows": table}
         with open(os.path.join(out_dir, "bench.json"), "w") as f:
             json.dump(record, f, indent=1)
             f.write("\n")

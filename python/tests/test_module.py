@@ -324,7 +324,8 @@ def test_execute_trains_as_the_program(cli, tmp_path):
     expected = json.loads(run.stdout)
     result = twinpipe.execute(str(path), steps=2, seed=7, name="1f1b")
     assert _untimed(result) == _untimed(expected)
-    assert len(result["losses"]) == 2 and result.notes == []
+    # No note but, on a CPU whose model OpenBLAS does not know, the one on its kernels.
+    assert len(result["losses"]) == 2 and [n for n in result.notes if not n.startswith("OpenBLAS took")] == []
     assert [e["kind"] for e in result.timeline] == [e["kind"] for e in json.loads((tmp_path / "m.json").read_text())["events"]]
     # The same schedule given as an object trains alike; a GPU config on the cpu backend is noted.
     config = twinpipe.load_config(str(path))
