@@ -80,9 +80,12 @@ struct Device {
   // is overlapped with (Kernel::overlaps: Transformer Engine's userbuffers
   // beside their GEMMs, context parallelism's K/V ring beside the flash
   // attention): the SMs, memory bandwidth and split GEMMs the overlap
-  // costs. A GEMM of g seconds beside h hidden seconds takes max(g + x h,
-  // h): 0 hides all of it, 1 runs it in series. 1 - x is the overlap
-  // efficiency of the FLUX paper (Chang et al. 2024) over the hidden share.
+  // costs. A GEMM of g seconds beside h hidden seconds takes
+  // max(g + x min(h, g), h): the slowing lasts while both run, so the GEMM
+  // grows by at most x g. 0 hides all of it; 1 runs it in series while the
+  // collective is the shorter. 1 - x is the overlap efficiency of the FLUX
+  // paper (Chang et al. 2024) over the hidden share, measured with
+  // collectives shorter than their GEMMs.
   double overlap_interference = 0;
   // The share of a GEMM tile's output store (its epilogue) that follows its
   // K loop in series, at the SM's share of the memory bandwidth, instead of

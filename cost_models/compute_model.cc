@@ -168,7 +168,8 @@ double KernelTime(const Kernel& kn, double samples, const Device& d, Dtype dtype
 }
 
 double Overlapped(double compute_s, double hidden_s, const Device& device) {
-  return std::max(compute_s + device.overlap_interference * hidden_s, hidden_s);
+  // The slowing lasts while both run: at most the compute's own length.
+  return std::max(compute_s + device.overlap_interference * std::min(hidden_s, compute_s), hidden_s);
 }
 
 double LayerOpTime(const Layer& l, ir::OpKind kind, const Device& device, Dtype dtype, double efficiency,

@@ -90,8 +90,10 @@ double LayerOpTime(const Layer& layer, ir::OpKind kind, const Device& device, Dt
                    double efficiency, double samples, const CollectiveLinks& links);
 
 // Seconds of `compute_s` with `hidden_s` of collectives overlapped beside
-// it: max(compute_s + device.overlap_interference x hidden_s, hidden_s),
-// never more than the two in series.
+// it: max(compute_s + device.overlap_interference x min(hidden_s,
+// compute_s), hidden_s). The interference slows the compute only while the
+// two run side by side, so a GEMM is lengthened by at most x times its own
+// time; never more than the two in series.
 double Overlapped(double compute_s, double hidden_s, const Device& device);
 // The same with every collective inside one node on `tp_link` (none: free).
 inline double LayerOpTime(const Layer& layer, ir::OpKind kind, const Device& device, Dtype dtype,

@@ -40,9 +40,10 @@ class OneBlasThread {
 
 // OpenBLAS picks its kernels when it loads, by the CPU's model; on a virtual
 // CPU whose model it does not know it falls back to generic SSE ones that
-// run the CPU executor's GEMMs 2 to 3 times slower (Prescott against
-// SkylakeX: 1.2 s against 0.46 s a step of bench/execute_benchmark's
-// transformer). BetterBlasCore says which core OpenBLAS should have taken:
+// run the CPU executor's GEMMs several times slower (bench/execute_benchmark's
+// transformer step pinned to one core on a 2-core VM: 1.0 to 1.4 s with
+// Prescott's kernels, 0.66 to 0.71 s with Haswell's, 0.27 to 0.28 s with
+// SkylakeX's). BetterBlasCore says which core OpenBLAS should have taken:
 // "SkylakeX" with AVX-512F, "Haswell" with AVX2, where it took one from
 // before AVX2; empty where its choice is fine. BlasCoreNote is the note the
 // executor prints then (naming OPENBLAS_CORETYPE, which chooses at load),
