@@ -7,7 +7,10 @@
                with and without fast accumulation, and the FP8/BF16 ratio;
   attention    SDPA flash attention forward and backward, bf16, causal, head_dim 128, batch 1: PyTorch's
                flash kernel (FlashAttention-2) and, where torch has it, cuDNN's (what Transformer Engine
-               runs on Hopper), one row each (`kind`);
+               runs on Hopper), one row each (`kind`); for the blocks with context parallelism c also the
+               kernels of Transformer Engine's load-balanced ring, each GPU's seq / c queries: step 0
+               causal over its own seq / c keys, each later step without a mask over half of another's
+               (q_seq x kv_seq, `causal`);
   memory       GB/s of copy, add, GELU, layer_norm, rms_norm, softmax on ~2 GB bf16 tensors;
   launch       back-to-back launch gap, per-kernel time in a CUDA graph, host issue time, sync round trip;
   collectives  NCCL all_reduce / all_gather / reduce_scatter busbw (>= 2 GPUs), and a D2D copy between
@@ -320,11 +323,16 @@ def sec_moe(res):
 # ---------------------------------------------------------------- attention
 def sec_attention(res):
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    shapes = {}
+    shapes = {}  # (heads, kv heads, query tokens, key tokens, causal): what uses it
     for model, h, heads, kvh, ffn, seq, mlp, tp, mb, cp in BLOCKS:
-        shapes.setdefault((heads // tp, kvh // tp, seq), set()).add(model)
+        shapes.setdefault((heads // tp, kvh // tp, seq, seq, True), set()).add(model)
+        if cp > 1:
+            local = seq // cp
+            shapes.setdefault((heads // tp, kvh // tp, local, local, True), set()).add(f"{model} cp{cp} step 0")
+            shapes.setdefault((heads // tp, kvh // tp, local, local // 2, False), set()).add(
+                f"{model} cp{cp} later steps")
     for seq in (2048, 4096, 8192):
-        shapes.setdefault((32, 32, seq), set()).add("sweep")
+        shapes.setdefault((32, 32, seq, seq, True), set()).add("sweep")
     sdpa, d, b = F.scaled_dot_product_attention, 128, 1
     # PyTorch's flash kernel (FlashAttention-2; its memory-efficient one where flash refuses), and
     # cuDNN's fused attention, which Transformer Engine picks on Hopper (dot_product_attention/
@@ -333,12 +341,12 @@ def sec_attention(res):
     if hasattr(SDPBackend, "CUDNN_ATTENTION"):
         kinds.append(("cudnn", [SDPBackend.CUDNN_ATTENTION]))
     rows = []
-    for (h, hkv, s), uses in shapes.items():
+    for (h, hkv, s, skv, causal), uses in shapes.items():
         for kind, backends in kinds:
             def body():
-                nb = nbuf_for(2 * b * s * d * (2 * h + 2 * hkv))
+                nb = nbuf_for(2 * b * d * (2 * h * s + 2 * hkv * skv))
                 q = [randn(b, h, s, d, grad=True) for _ in range(nb)]
-                kv = [(randn(b, hkv, s, d), randn(b, hkv, s, d)) for _ in range(nb)]
+                kv = [(randn(b, hkv, skv, d), randn(b, hkv, skv, d)) for _ in range(nb)]
                 go = randn(b, h, s, d)
                 notes = []  # backend first, then GQA natively (enable_gqa) or kv heads repeat_interleave'd
                 for backend, gqa in [(bk, g) for bk in backends
@@ -347,7 +355,7 @@ def sec_attention(res):
                         kk = [tuple(x.repeat_interleave(h // hkv, dim=1).requires_grad_() for x in p) for p in kv]
                     else:
                         kk = [tuple(x.detach().requires_grad_() for x in p) for p in kv]
-                    kw = {"is_causal": True, **({"enable_gqa": True} if gqa == "native" else {})}
+                    kw = {"is_causal": causal, **({"enable_gqa": True} if gqa == "native" else {})}
                     try:
                         with sdpa_kernel([backend]):
                             torch.autograd.grad(sdpa(q[0], *kk[0], **kw), (q[0], *kk[0]), go)
@@ -362,17 +370,17 @@ def sec_attention(res):
                 with sdpa_kernel([backend]):
                     tf = timeit(lambda i: sdpa(q[i], *kk[i], **kw), nb)
                     tfb = timeit(lambda i: torch.autograd.grad(sdpa(q[i], *kk[i], **kw), (q[i], *kk[i]), go), nb)
-                flops = 2 * 2 * b * h * s * s * d / 2
+                flops = 2 * 2 * b * h * s * skv * d / (2 if causal else 1)
                 tb = tfb - tf
                 return {"backend": backend.name, "gqa": gqa, "notes": notes, "fwd_seconds": tf,
                         "fwd_tflops": flops / tf / 1e12, "bwd_seconds": tb,
                         "bwd_tflops": 2.5 * flops / tb / 1e12 if tb > 0 else None, "buffers": nb}
-            row = guarded({"heads": h, "kv_heads": hkv, "seq": s, "head_dim": d, "batch": b, "kind": kind,
-                           "uses": sorted(uses)}, body)
-            log(f"attention {kind} h={h} kv={hkv} s={s}: fwd {row.get('fwd_tflops', row.get('error'))} "
+            row = guarded({"heads": h, "kv_heads": hkv, "seq": s, "kv_seq": skv, "causal": causal, "head_dim": d,
+                           "batch": b, "kind": kind, "uses": sorted(uses)}, body)
+            log(f"attention {kind} h={h} kv={hkv} s={s}x{skv}{' causal' if causal else ''}: fwd {row.get('fwd_tflops', row.get('error'))} "
                 f"bwd {row.get('bwd_tflops')} TFLOP/s ({row.get('backend')}, gqa {row.get('gqa')})")
             rows.append(row)
-    return {"flops": "fwd causal 2*2*b*h*s*s*d/2, bwd 2.5x fwd; bwd time = (fwd+bwd) - fwd; "
+    return {"flops": "fwd 2*2*b*h*seq*kv_seq*d (halved when causal), bwd 2.5x fwd; bwd time = (fwd+bwd) - fwd; "
                      "repeat_interleave'd kv: expansion and its gradient reduction not timed", "rows": rows}
 
 
@@ -572,8 +580,8 @@ def markdown(res):
           f"torch {env.get('torch')}, CUDA {env.get('cuda')}, {res.get('mode')} mode, {res.get('wall_s')} s\n"]
     cols = {"gemm": ["m", "n", "k", "seconds", "tflops", "uses", "error", "skipped"],
             "fp8": ["m", "n", "k", "tflops", "fast_tflops", "ratio_vs_bf16", "fast_ratio_vs_bf16", "error", "skipped"],
-            "attention": ["heads", "kv_heads", "seq", "kind", "backend", "gqa", "fwd_seconds", "fwd_tflops", "bwd_seconds",
-                          "bwd_tflops", "error", "skipped"],
+            "attention": ["heads", "kv_heads", "seq", "kv_seq", "causal", "kind", "backend", "gqa", "fwd_seconds",
+                          "fwd_tflops", "bwd_seconds", "bwd_tflops", "error", "skipped"],
             "memory": ["op", "shape", "seconds", "GBps", "error", "skipped"]}
     for name in cols:
         md.append(f"\n## {name}\n\n" + md_table(rows[name], cols[name]))
