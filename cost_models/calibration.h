@@ -53,13 +53,15 @@ struct CoefficientFit {
   std::optional<double> std_error;
   std::string note;  // why it was held, or what its bound means
   // The runs that pull a fitted coefficient hardest, by their term of the
-  // fit's gradient: -(relative error) x (its slope), each as a share of the
-  // terms' absolute sum. Positive asks for a higher value. At a fit inside
-  // the range the terms balance, so one coefficient pulled by a few runs one
-  // way and many the other is where those few runs carry a cost the model
-  // lacks; at a bound (--keep-bounds) they lean the way the bound stops. Up to
-  // kPullsEachWay each way, largest first; none for a held coefficient or
-  // runs fitted to within kQuietFit.
+  // fit's gradient (of the mean absolute relative error): -(the error's
+  // sign) x (the run's slope in the coefficient), each as a share of the
+  // terms' absolute sum; a run pulls as hard however far off it is, and one
+  // fitted to within kQuietFit not at all. Positive asks for a higher value.
+  // At a fit inside the range the terms balance, so one coefficient pulled by
+  // a few runs one way and many the other is where those few runs carry a
+  // cost the model lacks; at a bound (--keep-bounds) they lean the way the
+  // bound stops. Up to kPullsEachWay each way, largest first; none for a held
+  // coefficient or where the runs are fitted to within kQuietFit (RMS).
   struct Pull {
     int line = 0;  // the run's line in its table
     double share = 0;

@@ -60,9 +60,11 @@ Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Cali
 // Fits the device profile's GEMM and bandwidth fractions, host time per
 // framework op, GPU time per framework op beyond its bytes and FLOPs
 // (Device::kernel_floor_s) and host time per kernel launch: five
-// coefficients, not one per run, by least squares on the relative error of
-// the predicted step times (Nelder-Mead over logit / log coordinates, from
-// the catalogue's values). Runs keep their plans.
+// coefficients, not one per run, to the least mean absolute relative error
+// of the predicted step times, the figure ValidateRuns reports (Nelder-Mead
+// over logit coordinates, from the catalogue's values): a run far off, as a
+// single-step timing can be, pulls no harder than one a little off. Runs
+// keep their plans.
 //
 // Each coefficient stays in its physical range (cost::ProfileRanges). One
 // the runs do not move (kLeastSensitivity), the less telling of two they

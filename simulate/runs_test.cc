@@ -275,12 +275,49 @@ TEST(Runs, StandardErrorsFollowTheNoise) {
   }
 }
 
+// The fit minimises the mean absolute relative error, the figure validate
+// reports, so one run far off (a single-step timing that met a straggler)
+// does not move it: with one of 12 runs measured 40% slow the coefficients
+// are the profile that made the other 11, every other run fitted to 0.3%.
+// Least squares, the oracle here, is pulled off them: its objective at the
+// true profile is larger than at a point nearer the slow run.
+TEST(Runs, OneSlowRunDoesNotMoveTheFit) {
+  auto runs = ReadRuns(Table(1.0), "made.jsonl");
+  ASSERT_TRUE(runs) << runs.error().message;
+  const Calibration truth = Truth(0.7, 0.8, 20e-6, 2e-6);
+  MeasureWith(*runs, truth);
+  const size_t slow = 4;
+  (*runs)[slow].step_time_s *= 1.4;
+  auto fit = FitRuns(*runs);
+  ASSERT_TRUE(fit && fit->profile) << fit.error().message;
+  EXPECT_NEAR(fit->profile->gemm_efficiency, 0.7, 0.7 * 0.01);
+  EXPECT_NEAR(fit->profile->bandwidth_efficiency, 0.8, 0.8 * 0.02);
+  auto v = ValidateRuns(*runs, &*fit);
+  ASSERT_TRUE(v);
+  for (size_t i = 0; i < v->rows.size(); ++i) {
+    if (i == slow) continue;
+    EXPECT_LT(std::abs(v->rows[i].error), 3e-3) << "line " << v->rows[i].line;
+  }
+  EXPECT_NEAR(v->rows[slow].error, 1 / 1.4 - 1, 0.01);
+  // The squares' objective prefers a profile slower than the truth.
+  auto squares = [&](const Calibration& c) {
+    auto p = PredictRuns(*runs, &c);
+    double sum = 0;
+    for (size_t i = 0; i < runs->size(); ++i) sum += std::pow((*p)[i] / (*runs)[i].step_time_s - 1, 2);
+    return sum;
+  };
+  Calibration slower = truth;
+  slower.profile->gemm_efficiency *= 0.99;
+  slower.profile->bandwidth_efficiency *= 0.99;
+  EXPECT_LT(squares(slower), squares(truth));
+}
+
 // The fit names the runs that pull each coefficient. Runs made exactly by a
-// profile pull nothing. One run measured 25% slower than its profile says
-// is the first-named pull of some fitted coefficient, in the direction that
-// makes it slower (checked by predicting it with that coefficient raised),
-// and at most about half of the pulls' weight: at the fit the pulls up and
-// down balance. The calibration file keeps them; a bad entry names its path.
+// profile pull nothing. Measured with noise, each named run pulls the way
+// that brings its own prediction towards its measurement (checked by
+// predicting it with that coefficient raised), and none carries more than
+// about half of the weight: at the fit the pulls up and down balance. The
+// calibration file keeps them; a bad entry names its path.
 TEST(Runs, TheFitNamesTheRunsThatPullEachCoefficient) {
   auto runs = ReadRuns(Table(1.0), "made.jsonl");
   ASSERT_TRUE(runs) << runs.error().message;
@@ -290,11 +327,14 @@ TEST(Runs, TheFitNamesTheRunsThatPullEachCoefficient) {
   ASSERT_TRUE(exact && exact->profile) << exact.error().message;
   for (const cost::CoefficientFit& c : exact->profile->coefficients) EXPECT_TRUE(c.pulled_by.empty()) << c.value;
 
-  const int outlier = 1;  // the smallest model on one GPU a replica
-  (*runs)[outlier - 1].step_time_s *= 1.25;
+  std::mt19937 random(11);
+  std::normal_distribution<double> normal(0, 0.02);
+  for (simulate::Run& r : *runs) r.step_time_s *= std::exp(normal(random));
   auto fit = FitRuns(*runs);
   ASSERT_TRUE(fit && fit->profile) << fit.error().message;
-  int named_first = 0;
+  auto predicted = PredictRuns(*runs, &*fit);
+  ASSERT_TRUE(predicted);
+  int named = 0;
   for (size_t i = 0; i < fit->profile->coefficients.size(); ++i) {
     const cost::CoefficientFit& c = fit->profile->coefficients[i];
     SCOPED_TRACE(cost::kProfileCoefficients[i]);
@@ -302,11 +342,17 @@ TEST(Runs, TheFitNamesTheRunsThatPullEachCoefficient) {
       EXPECT_TRUE(c.pulled_by.empty());
       continue;
     }
-    ASSERT_FALSE(c.pulled_by.empty());
+    // An absolute-error fit passes through as many runs as it has free
+    // coefficients; where those are the only runs a coefficient moves (the
+    // GEMM fraction here: the other runs are host- or memory-bound at the
+    // fit), nothing pulls it.
+    if (c.pulled_by.empty()) continue;
     int up = 0;
     for (const cost::CoefficientFit::Pull& pull : c.pulled_by) up += pull.share > 0;
     EXPECT_LE(up, static_cast<int>(cost::kPullsEachWay));
     EXPECT_LE(static_cast<int>(c.pulled_by.size()) - up, static_cast<int>(cost::kPullsEachWay));
+    EXPECT_GE(up, 1);
+    EXPECT_GE(static_cast<int>(c.pulled_by.size()) - up, 1);
     double weight = 0;
     for (size_t k = 0; k < c.pulled_by.size(); ++k) {
       weight += std::abs(c.pulled_by[k].share);
@@ -316,18 +362,20 @@ TEST(Runs, TheFitNamesTheRunsThatPullEachCoefficient) {
     }
     EXPECT_LE(weight, 1 + 1e-9);
     EXPECT_LE(std::abs(c.pulled_by[0].share), 0.6);
-    if (c.pulled_by[0].line != outlier) continue;
-    ++named_first;
-    // Raising the coefficient makes the outlier slower exactly where it
-    // pulls up.
+    // Raising the coefficient moves each named run towards its measurement
+    // exactly where it pulls up.
     Calibration raised = *fit;
     (*raised.profile).*cost::kProfileMembers[i].fit *= 1.01;
-    const std::vector<simulate::Run> one{(*runs)[outlier - 1]};
-    auto before = PredictRuns(one, &*fit), after = PredictRuns(one, &raised);
-    ASSERT_TRUE(before && after);
-    EXPECT_EQ(c.pulled_by[0].share > 0, (*after)[0] > (*before)[0]);
+    for (const cost::CoefficientFit::Pull& pull : c.pulled_by) {
+      const std::vector<simulate::Run> one{(*runs)[pull.line - 1]};
+      auto after = PredictRuns(one, &raised);
+      ASSERT_TRUE(after);
+      const double before = (*predicted)[pull.line - 1], measured = one[0].step_time_s;
+      EXPECT_EQ(pull.share > 0, ((*after)[0] > before) == (measured > before)) << "line " << pull.line;
+      ++named;
+    }
   }
-  EXPECT_GE(named_first, 1);
+  EXPECT_GE(named, 4);
 
   const std::string file = cost::WriteCalibration(*fit);
   auto again = cost::ReadCalibration(file, "cal.json");
