@@ -47,21 +47,29 @@ struct CoefficientFit {
   // from one end of its range to the other, the others at the fit: below
   // 0.5% the runs do not determine it.
   double sensitivity = 0;
-  // From the fit's covariance, in the coefficient's unit; none for a held
-  // coefficient, or where the runs leave no degree of freedom or do not
+  // The square root of the coefficient's diagonal term of s^2 (J^T J)^-1
+  // (s^2 the residuals' variance, J the runs' slopes), in the coefficient's
+  // unit: the fit's linearised spread, a scale rather than an interval (an
+  // absolute-error fit under normal residuals spreads sqrt(pi / 2) times
+  // as far; residuals the fit ignores, a run far off, widen s); none for a
+  // held coefficient, or where the runs leave no degree of freedom or do not
   // determine the free coefficients jointly.
   std::optional<double> std_error;
   std::string note;  // why it was held, or what its bound means
   // The runs that pull a fitted coefficient hardest, by their term of the
-  // fit's gradient (of the mean absolute relative error): -(the error's
-  // sign) x (the run's slope in the coefficient), each as a share of the
-  // terms' absolute sum; a run pulls as hard however far off it is, and one
-  // fitted to within kQuietFit not at all. Positive asks for a higher value.
-  // At a fit inside the range the terms balance, so one coefficient pulled by
-  // a few runs one way and many the other is where those few runs carry a
-  // cost the model lacks; at a bound (--keep-bounds) they lean the way the
-  // bound stops. Up to kPullsEachWay each way, largest first; none for a held
-  // coefficient or where the runs are fitted to within kQuietFit (RMS).
+  // fit's gradient (of the mean absolute relative error, to first order):
+  // the run's slope in the coefficient, d ln(step time), with the sign of
+  // its error, each as a share of the terms' absolute sum; how far off a
+  // run is does not weigh it, and one within kQuietFit of its measurement
+  // pulls nothing. Positive asks for a higher value.
+  // An absolute-error fit passes through some runs (as many as it has free
+  // coefficients, where it is unique), and at a fit inside the range those,
+  // which pull nothing here, and the rest balance; so a coefficient pulled
+  // one way by a few runs that move it most and the other by many is where
+  // those few carry a cost the model lacks; at a bound (--keep-bounds) they
+  // lean the way the bound stops. Up to kPullsEachWay each way, largest
+  // first; none for a held coefficient or where the runs are fitted to
+  // within kQuietFit (RMS).
   struct Pull {
     int line = 0;  // the run's line in its table
     double share = 0;

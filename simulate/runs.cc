@@ -429,12 +429,13 @@ std::optional<std::vector<std::vector<double>>> Inverse(std::vector<std::vector<
   return inv;
 }
 
-// Standard errors of the free coefficients, in their units: s^2 (J^T J)^-1,
-// J the slopes in u, s^2 the residuals' variance over runs - free degrees of
-// freedom: the linearised spread about the fit (for an absolute-error fit
-// under normal residuals the spread is sqrt(pi / 2) = 1.25 times that; it is
-// a scale, not an interval). None where there are no degrees of freedom left
-// or J^T J is singular: the runs do not determine them jointly.
+// Standard errors of the free coefficients, in their units: the square
+// roots of the diagonal of s^2 (J^T J)^-1, J the slopes in u, s^2 the
+// residuals' variance over runs - free degrees of freedom: the linearised
+// spread about the fit (for an absolute-error fit under normal residuals
+// the spread is sqrt(pi / 2) = 1.25 times that; it is a scale, not an
+// interval). None where there are no degrees of freedom left or J^T J is
+// singular: the runs do not determine them jointly.
 std::array<std::optional<double>, kCoefficients> StandardErrors(const ProfileFitter& fitter,
                                                                 const std::vector<size_t>& free, const Effects& e,
                                                                 const std::vector<double>& log_predicted,
@@ -462,11 +463,13 @@ std::array<std::optional<double>, kCoefficients> StandardErrors(const ProfileFit
 
 // The runs that pull free coefficient `i` hardest at the fit (see
 // CoefficientFit::pulled_by): each run's term of the objective's gradient
-// in u_i, -sign(p - m) (p / m) d ln p / du_i (none within kQuietFit of its
-// measurement: its sign there is the fit's rounding), as a share of the terms'
-// absolute sum; the kPullsEachWay largest each way, largest first, none
-// where the runs are fitted to within kQuietFit (their shares would be the
-// fit's rounding).
+// in u_i, -sign(p - m) d ln p / du_i (the gradient of the mean |ln p - ln m|,
+// the mean absolute relative error to first order: how far off a run is
+// does not weigh it; a run within kQuietFit of its measurement, one the fit
+// passes through, pulls nothing: its sign there is the fit's rounding), as
+// a share of the terms' absolute sum; the kPullsEachWay
+// largest each way, largest first, none where the runs are fitted to
+// within kQuietFit (RMS).
 std::vector<cost::CoefficientFit::Pull> Pulls(const std::vector<double>& slopes,
                                               const std::vector<double>& log_predicted, const std::vector<Run>& runs) {
   std::vector<cost::CoefficientFit::Pull> pulls;
@@ -476,7 +479,7 @@ std::vector<cost::CoefficientFit::Pull> Pulls(const std::vector<double>& slopes,
     const double ratio = std::exp(log_predicted[r]) / runs[r].step_time_s;
     squares += (ratio - 1) * (ratio - 1);
     const double sign = ratio > 1 + cost::kQuietFit ? 1.0 : ratio < 1 - cost::kQuietFit ? -1.0 : 0.0;
-    terms[r] = -sign * ratio * slopes[r];
+    terms[r] = -sign * slopes[r];
     total += std::abs(terms[r]);
   }
   if (runs.empty() || std::sqrt(squares / static_cast<double>(runs.size())) < cost::kQuietFit || !(total > 0)) {

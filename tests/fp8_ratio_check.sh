@@ -23,4 +23,4 @@ same_as_recorded "calibrated ratios" "$dir/fp8_ratio_calibrated.txt" "$work/cali
 tail -1 "$work/calibrated.txt"
 # Every pair's difference in points (the last column), not only the summary.
 awk 'NR > 1 && NF == 5 && $1 ~ /^[0-9]+$/ { n++; d = $5 < 0 ? -$5 : $5; if (d > 5) { print "line " $1 ": " $5 " points"; bad++ } }
-     END { exit !(n == 37 && bad == 0) }' "$work/calibrated.txt"
+     END { if (n != 37) print n " pairs, expected 37"; exit !(n == 37 && bad == 0) }' "$work/calibrated.txt"

@@ -4,13 +4,13 @@
 # node of 8): holds the figures traces/published/README.md records.
 #   1. Fitted on the 160 runs with 12 layers and no tensor parallelism,
 #      keeping coefficients at their bounds (--keep-bounds: the closest fit
-#      to runs like these), the 160 with 20 layers within 4% (3.86%
+#      to runs like these), the 160 with 20 layers within 4% (3.45%
 #      recorded).
 #   2. The 400 tensor-parallel runs with the physical calibration fitted on
 #      all 720 (calibration_all.json) within 8%, issue 18's goal.
 #   3. The physical fit (the default: coefficients the runs push to a bound
 #      held at the catalogue's values) on the 12-layer runs still predicts
-#      the 20-layer ones within 8.5% (8.00% recorded).
+#      the 20-layer ones within 8.5% (7.80% recorded).
 set -euo pipefail
 tp=$1; dir=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
