@@ -467,9 +467,8 @@ std::array<std::optional<double>, kCoefficients> StandardErrors(const ProfileFit
 // the mean absolute relative error to first order: how far off a run is
 // does not weigh it; a run within kQuietFit of its measurement, one the fit
 // passes through, pulls nothing: its sign there is the fit's rounding), as
-// a share of the terms' absolute sum; the kPullsEachWay
-// largest each way, largest first, none where the runs are fitted to
-// within kQuietFit (RMS).
+// a share of the terms' absolute sum; the kPullsEachWay largest each way,
+// largest first, none where the runs are fitted to within kQuietFit (RMS).
 std::vector<cost::CoefficientFit::Pull> Pulls(const std::vector<double>& slopes,
                                               const std::vector<double>& log_predicted, const std::vector<Run>& runs) {
   std::vector<cost::CoefficientFit::Pull> pulls;

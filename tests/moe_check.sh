@@ -9,6 +9,7 @@
 # recorded), and calibrated on them within 8% (issue 41's target; 4.09%
 # recorded), with the fit's coefficients inside their ranges.
 set -euo pipefail
+source "$(dirname "$0")/recorded.sh"
 tp=$1; dir=$2
 here=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
@@ -18,10 +19,7 @@ rel=$(realpath --relative-to="$here" "$dir")
 cmp "$work/runs.jsonl" "$dir/runs.jsonl"
 mae() { sed -n 's/.*mean absolute error \([0-9.]*\)%.*/\1/p' | head -1; }
 "$tp" validate "$work/runs.jsonl" > "$work/uncalibrated.txt"
-if ! diff "$dir/validate_uncalibrated.txt" "$work/uncalibrated.txt" > "$work/diff.txt"; then
-  echo "the uncalibrated validation differs from $dir/validate_uncalibrated.txt (recorded < > now):"
-  head -40 "$work/diff.txt"; exit 1
-fi
+same_as_recorded "uncalibrated validation" "$dir/validate_uncalibrated.txt" "$work/uncalibrated.txt"
 uncal=$(mae < "$work/uncalibrated.txt")
 "$tp" calibrate --runs "$work/runs.jsonl" -o "$work/cal.json" > "$work/calibrate.txt" 2>&1
 cal=$("$tp" validate "$work/runs.jsonl" --calibration "$work/cal.json" | mae)
