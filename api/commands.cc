@@ -106,10 +106,11 @@ Result<ir::Schedule> BuildSchedule(const cost::Config* config, ScheduleRequest r
 }
 
 std::map<int, std::vector<std::string>> RunExtrapolations(const std::vector<simulate::Run>& runs,
-                                                          const simulate::Calibration* calibration) {
+                                                          std::span<const simulate::Calibration* const> calibrations) {
   std::map<int, std::vector<std::string>> outside;
-  if (!calibration || !calibration->coverage) return outside;
   for (const simulate::Run& r : runs) {
+    const simulate::Calibration* calibration = simulate::CalibrationFor(r, calibrations);
+    if (!calibration || !calibration->coverage) continue;
     auto lines = cost::Extrapolations(*calibration->coverage, r.config);
     if (!lines.empty()) outside[r.line] = std::move(lines);
   }
@@ -122,6 +123,7 @@ std::string ValidateJson(const simulate::Validation& v, const std::map<int, std:
   j["mape"] = v.mape;
   j["bias"] = v.bias;
   if (outside) j["extrapolated_runs"] = outside->size();
+  if (!v.uncalibrated.empty()) j["uncalibrated_runs"] = v.uncalibrated.size();
   j["groups"] = nlohmann::ordered_json::array();
   for (const auto& g : v.groups) {
     j["groups"].push_back({{"key", g.key}, {"value", g.value}, {"runs", g.runs}, {"mape", g.mape}, {"bias", g.bias}});
@@ -149,6 +151,9 @@ std::string ValidateJson(const simulate::Validation& v, const std::map<int, std:
       if (outside) {  // [] inside the calibration's coverage
         auto why = outside->find(w.line);
         j[key].back()["extrapolated"] = why != outside->end() ? why->second : std::vector<std::string>{};
+      }
+      if (!v.uncalibrated.empty()) {
+        j[key].back()["calibrated"] = !std::binary_search(v.uncalibrated.begin(), v.uncalibrated.end(), w.line);
       }
     }
   }

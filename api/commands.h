@@ -8,6 +8,7 @@
 
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,12 +66,18 @@ struct ScheduleRequest {
 };
 Result<ir::Schedule> BuildSchedule(const cost::Config* config, ScheduleRequest request);
 
-// `validate`: each run's line -> what its config has outside the
-// calibration's coverage (runs inside are left out); empty without a
-// calibration that records coverage.
+// `validate`: each run's line -> what its config has outside the coverage
+// of the calibration that predicts it (simulate::CalibrationFor; runs
+// inside are left out); empty where none records coverage.
 std::map<int, std::vector<std::string>> RunExtrapolations(const std::vector<simulate::Run>& runs,
-                                                          const simulate::Calibration* calibration);
-// `validate --json`; `outside` given when the calibration records coverage.
+                                                          std::span<const simulate::Calibration* const> calibrations);
+inline std::map<int, std::vector<std::string>> RunExtrapolations(const std::vector<simulate::Run>& runs,
+                                                                 const simulate::Calibration* calibration) {
+  return RunExtrapolations(runs, std::span<const simulate::Calibration* const>(&calibration, 1));
+}
+// `validate --json`; `outside` given when a calibration records coverage.
+// With calibrations that leave runs on other device kinds uncalibrated:
+// "uncalibrated_runs", their count, and each row's "calibrated".
 std::string ValidateJson(const simulate::Validation& validation,
                          const std::map<int, std::vector<std::string>>* outside);
 

@@ -128,4 +128,34 @@ Result<std::optional<simulate::Calibration>> LoadCalibration(const std::string& 
   return std::optional<simulate::Calibration>(std::move(*cal));
 }
 
+Result<std::vector<simulate::Calibration>> LoadRunCalibrations(const std::vector<std::string>& paths,
+                                                                const std::vector<simulate::Run>& runs,
+                                                                std::string_view runs_source) {
+  std::vector<simulate::Calibration> out;
+  std::vector<std::string> kinds;  // the runs' device kinds, in table order
+  for (const simulate::Run& r : runs) {
+    if (std::find(kinds.begin(), kinds.end(), r.Device()) == kinds.end()) kinds.push_back(r.Device());
+  }
+  for (size_t i = 0; i < paths.size(); ++i) {
+    auto text = ReadFile(paths[i]);
+    if (!text) return tl::unexpected(text.error());
+    auto cal = cost::ReadCalibration(*text, paths[i]);
+    if (!cal) return tl::unexpected(cal.error());
+    if (!cal->device.empty() && std::find(kinds.begin(), kinds.end(), cal->device) == kinds.end()) {
+      return Fail(fmt::format("{}: /device: fitted on '{}', but no run of {} is on it (they run on '{}'); calibrate "
+                              "from runs or traces of their devices",
+                              paths[i], cal->device, runs_source, fmt::join(kinds, "', '")));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (out[j].device == cal->device) {
+        return Fail(fmt::format("{}: /device: {} too; give one calibration a device kind", paths[i],
+                                cal->device.empty() ? fmt::format("names no device kind, as {} does", paths[j])
+                                                    : fmt::format("fitted on '{}', as {} is", cal->device, paths[j])));
+      }
+    }
+    out.push_back(std::move(*cal));
+  }
+  return out;
+}
+
 }  // namespace twinpipe::api

@@ -61,6 +61,17 @@ std::vector<std::string> ScheduleFileWarnings(const PlanSource& source, const co
 // malformed, or was fitted on another device than the config's.
 Result<std::optional<simulate::Calibration>> LoadCalibration(const std::string& path, const cost::Config& config);
 
+// The calibrations a table of runs is validated with (`validate
+// --calibration`, repeatable; the Python module's validate): each path's,
+// each fitted on a device kind some run is on (or naming none, as trace
+// fits written before kinds were recorded do; at most one of those), no
+// two on one kind. Bad input naming the file otherwise. Runs on a kind
+// none was fitted on are predicted with the catalogue's figures
+// (Validation::uncalibrated).
+Result<std::vector<simulate::Calibration>> LoadRunCalibrations(const std::vector<std::string>& paths,
+                                                                const std::vector<simulate::Run>& runs,
+                                                                std::string_view runs_source);
+
 // A table of runs (`calibrate --runs`, `validate`): bad input when the file
 // cannot be read or a line is malformed (naming the line and JSON path).
 // LoadRunsText reads the table's text, its messages naming `source`.

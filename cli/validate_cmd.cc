@@ -3,13 +3,17 @@
 // group: data-parallel degree, GPU count, micro-batch size, model size in
 // billions of parameters, pipeline depth, precision, tensor-parallel degree;
 // simulate/runs.h states the rules) and the weak scaling of runs alike but
-// for their GPU count, measured and predicted. With a calibration that records the
-// runs it was fitted on, a warning on stderr names the runs outside them.
+// for their GPU count, measured and predicted. A table may mix device
+// kinds (then grouped by device too); --calibration, once per kind, predicts
+// the runs on its kind, and a warning on stderr counts the runs on kinds
+// none was fitted on. With a calibration that records the runs it was
+// fitted on, a warning on stderr names the runs outside them.
 #include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -31,22 +35,37 @@ constexpr size_t kShownSets = 10;
 
 struct ValidateOptions {
   std::string runs;
-  std::string calibration;
+  std::vector<std::string> calibrations;
   bool json = false;
 };
 
 int Run(const ValidateOptions& o) {
   auto runs = LoadRuns(o.runs);
   if (!runs) return Fail("validate", runs.error());
-  // Refused when fitted on another device than the runs'.
-  auto cal = LoadCalibration(o.calibration, runs->front().config);
-  if (!cal) return Fail("validate", cal.error());
-  auto v = simulate::ValidateRuns(*runs, *cal ? &**cal : nullptr);
+  // Refused when fitted on a device no run is on, or two on one.
+  auto loaded = api::LoadRunCalibrations(o.calibrations, *runs, o.runs);
+  if (!loaded) return Fail("validate", loaded.error());
+  std::vector<const simulate::Calibration*> cals;
+  for (const auto& c : *loaded) cals.push_back(&c);
+  auto v = simulate::ValidateRuns(*runs, cals);
   if (!v) return Fail("validate", v.error());
+  if (!v->uncalibrated.empty()) {
+    std::vector<std::string> kinds;
+    for (const auto& r : *runs) {
+      if (!simulate::CalibrationFor(r, cals) && std::find(kinds.begin(), kinds.end(), r.Device()) == kinds.end()) {
+        kinds.push_back(r.Device());
+      }
+    }
+    fmt::print(stderr,
+               "twinpipe validate: warning: no calibration was fitted on '{}': its {} of these {} runs are predicted "
+               "with the catalogue's figures\n",
+               fmt::join(kinds, "', '"), v->uncalibrated.size(), runs->size());
+  }
   // With a calibration that records its coverage: what each run (by line)
   // has outside it.
-  const bool covered = *cal && (*cal)->coverage;
-  const auto outside = api::RunExtrapolations(*runs, *cal ? &**cal : nullptr);
+  const bool covered =
+      std::any_of(loaded->begin(), loaded->end(), [](const simulate::Calibration& c) { return c.coverage; });
+  const auto outside = api::RunExtrapolations(*runs, cals);
   if (covered) {
     std::vector<std::string> shown;
     for (const auto& [line, why] : outside) {
@@ -54,7 +73,7 @@ int Run(const ValidateOptions& o) {
       shown.push_back(fmt::format("line {}: {}", line, fmt::join(why, "; ")));
     }
     if (outside.size() > kShownRuns) shown.push_back(fmt::format("and {} more", outside.size() - kShownRuns));
-    WarnExtrapolation("validate", o.calibration,
+    WarnExtrapolation("validate", fmt::format("{}", fmt::join(o.calibrations, ", ")),
                       fmt::format("{} of these {} runs; their predictions extrapolate", outside.size(), runs->size()),
                       shown);
   }
@@ -63,10 +82,15 @@ int Run(const ValidateOptions& o) {
     return kExitOk;
   }
   fmt::print("{} runs   mean absolute error {:.2f}%   bias {:+.2f}%{}\n", v->rows.size(), 100 * v->mape,
-             100 * v->bias, *cal ? fmt::format("   (calibration {})", o.calibration) : "");
-  fmt::print("{:<18} {:>6} {:>6} {:>8} {:>8}\n", "group", "value", "runs", "mape", "bias");
+             100 * v->bias,
+             o.calibrations.empty() ? "" : fmt::format("   (calibration {})", fmt::join(o.calibrations, ", ")));
+  // The value column as wide as its longest value (a device's name), at least 6.
+  size_t width = 6;
+  for (const auto& g : v->groups) width = std::max(width, g.value.size());
+  fmt::print("{:<18} {:>{}} {:>6} {:>8} {:>8}\n", "group", "value", width, "runs", "mape", "bias");
   for (const auto& g : v->groups) {
-    fmt::print("{:<18} {:>6} {:>6} {:>7.2f}% {:>+7.2f}%\n", g.key, g.value, g.runs, 100 * g.mape, 100 * g.bias);
+    fmt::print("{:<18} {:>{}} {:>6} {:>7.2f}% {:>+7.2f}%\n", g.key, g.value, width, g.runs, 100 * g.mape,
+               100 * g.bias);
   }
   if (!v->scaling.empty()) {
     // Weak scaling: predicted against measured growth of the step, in points.
@@ -106,7 +130,9 @@ void AddValidate(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<ValidateOptions>();
   CLI::App* cmd = app.add_subcommand("validate", "Predict a table of measured runs (JSONL) and report the error");
   cmd->add_option("runs", o->runs, "runs, one {\"config\": {...}, \"step_time_s\": t} per line")->required();
-  cmd->add_option("--calibration", o->calibration, "a calibration file (calibrate --runs, or from traces)");
+  cmd->add_option("--calibration", o->calibrations,
+                  "a calibration file (calibrate --runs, or from traces); once per device kind of a table that "
+                  "mixes them: each predicts the runs on its kind");
   cmd->add_flag("--json", o->json,
                 "print runs, mape, bias, groups[], scaling (runs alike but for their GPU count), worst[] and rows[] "
                 "(every run, in table order) as JSON; with a "

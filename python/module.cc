@@ -149,13 +149,20 @@ std::vector<simulate::Run> Runs(const std::string& text, const std::string& sour
   return Take(api::LoadRunsText(text, source), kConfigError);
 }
 
-std::string Validate(const std::string& runs_text, const std::string& source, const std::string& calibration_path) {
+std::string Validate(const std::string& runs_text, const std::string& source,
+                     const std::vector<std::string>& calibration_paths) {
   const std::vector<simulate::Run> runs = Runs(runs_text, source);
-  auto calibration = CalibrationFor(calibration_path, runs.front().config);
-  const simulate::Calibration* cal = calibration ? &*calibration : nullptr;
-  const simulate::Validation v = Take(simulate::ValidateRuns(runs, cal), kConfigError);
-  const auto outside = api::RunExtrapolations(runs, cal);
-  return api::ValidateJson(v, cal && cal->coverage ? &outside : nullptr);
+  const std::vector<simulate::Calibration> loaded =
+      Take(api::LoadRunCalibrations(calibration_paths, runs, source), kConfigError);
+  std::vector<const simulate::Calibration*> cals;
+  bool covered = false;
+  for (const auto& c : loaded) {
+    cals.push_back(&c);
+    covered = covered || c.coverage;
+  }
+  const simulate::Validation v = Take(simulate::ValidateRuns(runs, cals), kConfigError);
+  const auto outside = api::RunExtrapolations(runs, cals);
+  return api::ValidateJson(v, covered ? &outside : nullptr);
 }
 
 std::string CalibrateRuns(const std::string& runs_text, const std::string& source, bool keep_bounds) {

@@ -105,7 +105,9 @@ the CUDA cores' rate (71 TFLOP/s), while 2 GPUs' 25128-column halves run at
 not.
 
 --layers and --tensor-parallel keep only the rows of those layer counts and
-tensor-parallel degrees (both schemas).
+tensor-parallel degrees (both schemas); --gpu only the rows on those device
+kinds (a table may mix kinds: validate predicts each run with its own
+kind's calibration, while calibrate --runs fits one kind's profile).
 """
 import argparse
 import csv
@@ -483,7 +485,7 @@ def detect_schema(header):
     return "moe" if "num_experts" in header else "shared"
 
 
-def convert(path, schema, bias, layers_kept, tp_kept, overlap_unknown="on"):
+def convert(path, schema, bias, layers_kept, tp_kept, overlap_unknown="on", gpus_kept=None):
     """Returns (lines of JSON, summary for stderr); raises BadInput with every problem, one per line."""
     try:
         f = open(path, newline="", encoding="utf-8-sig")
@@ -506,7 +508,7 @@ def convert(path, schema, bias, layers_kept, tp_kept, overlap_unknown="on"):
                 problems.append(f"{path}:1: the {schema} schema's columns are {', '.join(columns)}")
             if problems:
                 raise BadInput("\n".join(problems))
-            out, counts, skipped = [], Counts(), 0
+            out, counts, skipped, kinds = [], Counts(), 0, []
             for values in reader:
                 if not any(v.strip() for v in values):
                     continue
@@ -522,7 +524,11 @@ def convert(path, schema, bias, layers_kept, tp_kept, overlap_unknown="on"):
                 except BadInput as e:
                     problems.append(str(e))
                     continue
-                if (layers_kept and layers not in layers_kept) or (tp_kept and tp not in tp_kept):
+                gpu = config["cluster"]["device"]
+                if gpu not in kinds:
+                    kinds.append(gpu)
+                if ((layers_kept and layers not in layers_kept) or (tp_kept and tp not in tp_kept)
+                        or (gpus_kept and gpu not in gpus_kept)):
                     skipped += 1
                     vars(counts).update(counted)
                     continue
@@ -532,11 +538,13 @@ def convert(path, schema, bias, layers_kept, tp_kept, overlap_unknown="on"):
                 out.append(json.dumps(run, sort_keys=True))
         except (csv.Error, UnicodeDecodeError) as e:
             raise BadInput(f"{path}:{reader.line_num}: not a readable CSV: {e}") from None
+    problems += [f"{path}: --gpu {name}: no row is on it (the table's: {', '.join(kinds)})"
+                 for name in gpus_kept or [] if name not in kinds]
     if problems:
         raise BadInput("\n".join(problems))
     if not out and not skipped:
         raise BadInput(f"{path}:2: expected a row of a run below the header, got none")
-    summary = f"{path}: {len(out)} runs ({skipped} rows left out by --layers / --tensor-parallel)"
+    summary = f"{path}: {len(out)} runs ({skipped} rows left out by --layers / --tensor-parallel / --gpu)"
     if schema == "moe":
         summary += f"; moe schema: grouped_gemm unknown read as Megatron-Core's default (off) in {counts.grouped_unknown}"
     if schema == "shared":
@@ -558,13 +566,17 @@ def main():
     ap.add_argument("--layers", type=int, action="append", help="keep only rows of these layer counts")
     ap.add_argument("--tensor-parallel", type=int, action="append",
                     help="keep only rows of these tensor-parallel degrees")
+    ap.add_argument("--gpu", action="append",
+                    help="keep only rows on these device kinds (the gpu column's names, as A100-80GB; vtrain: "
+                         "A100-80GB): calibrate --runs fits one kind's profile")
     ap.add_argument("--tp-comm-overlap-unknown", choices=("on", "off"), default="on",
                     help="shared schema: how tp_comm_overlap 'unknown' is read where tp > 1 with sequence "
                          "parallelism (on: as the NeMo and Megatron-Core performance recipes run; off: "
                          "Megatron's default)")
     a = ap.parse_args()
     try:
-        lines, summary = convert(a.csv, a.schema, a.bias, a.layers, a.tensor_parallel, a.tp_comm_overlap_unknown)
+        lines, summary = convert(a.csv, a.schema, a.bias, a.layers, a.tensor_parallel, a.tp_comm_overlap_unknown,
+                                 a.gpu)
     except BadInput as e:
         print(e, file=sys.stderr)
         sys.exit(2)

@@ -287,6 +287,21 @@ class EveryListedValue(CellsTest):
         self.assertEqual(code, 0, err)
         self.assertEqual([r["row"] for r in runs_of(out)], [2])
         self.assertIn("1 runs (2 rows left out", err)
+        # --gpu keeps one device kind's rows (a table may mix them; calibrate --runs fits one kind); a kind no
+        # row is on is named, with the table's kinds.
+        table = Table(self, [{}, {"gpu": "A100-80GB", "inter_node": "ib-hdr"}, {"gpu": "H200"}, {}])
+        code, out, err = convert(table.path)
+        self.assertEqual(code, 0, err)
+        self.assertEqual([r["config"]["cluster"]["device"] for r in runs_of(out)],
+                         ["H100-SXM", "A100-80GB", "H200", "H100-SXM"])
+        code, out, err = convert(table.path, "--gpu", "H100-SXM", "--gpu", "H200")
+        self.assertEqual(code, 0, err)
+        self.assertEqual([r["row"] for r in runs_of(out)], [table.line(0), table.line(2), table.line(3)])
+        self.assertIn("3 runs (1 rows left out", err)
+        code, out, err = convert(table.path, "--gpu", "H100-PCIe")
+        self.assertEqual((code, out), (2, ""), err)
+        self.assertIn(f"{table.path}: --gpu H100-PCIe: no row is on it (the table's: H100-SXM, A100-80GB, H200)",
+                      err)
 
 
 class BadInput(unittest.TestCase):

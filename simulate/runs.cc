@@ -89,10 +89,8 @@ std::vector<double> NelderMead(const std::function<double(const std::vector<doub
 
 namespace {
 
-// One line of a table, read with `r` (which names the file and the line);
-// `earlier` are the lines before it.
-Run ReadRun(const ir::json::Reader& r, std::string_view row, int line, const Planner& planner,
-            const std::vector<Run>& earlier) {
+// One line of a table, read with `r` (which names the file and the line).
+Run ReadRun(const ir::json::Reader& r, std::string_view row, int line, const Planner& planner) {
   ir::json::Json j = r.Parse(row);
   if (!j.is_object()) r.Fail("", R"(expected an object {"config": ..., "step_time_s": ...})");
   auto t = j.find("step_time_s");
@@ -109,21 +107,16 @@ Run ReadRun(const ir::json::Reader& r, std::string_view row, int line, const Pla
   if (!plan) throw ir::json::ReadError{fmt::format("{}: {}", r.source(), plan.error().message)};
   const std::string& device = config->cluster.devices.at(0).name;
   for (const auto& d : config->cluster.devices) {
-    if (d.name != device) r.Fail("/config/cluster", "mixes device kinds; a run table is of one");
-  }
-  if (!earlier.empty() && earlier.front().config.cluster.devices.at(0).name != device) {
-    const Run& first = earlier.front();
-    r.Fail("/config/cluster/device", fmt::format("'{}', but line {} runs on '{}'; a table is of one device kind", device,
-                                                 first.line, first.config.cluster.devices.at(0).name));
+    if (d.name != device) r.Fail("/config/cluster", "mixes device kinds; a run is on one (a table may mix them)");
   }
   // The GPU count is /cluster/devices, or the length of a /cluster/device
-  // array of names (one kind in a table, checked above): both left out.
+  // array of names (one kind in a run, checked above): both left out.
   ir::json::Json alike = *c;
   if (auto cluster = alike.find("cluster"); cluster != alike.end() && cluster->is_object()) {
     cluster->erase("devices");
     if (auto names = cluster->find("device"); names != cluster->end() && names->is_array()) *names = device;
   }
-  return Run{line, std::move(*config), t->get<double>(), std::move(*plan), alike.dump()};
+  return Run{line, std::move(*config), t->get<double>(), std::move(*plan), alike.dump(), r.source()};
 }
 
 }  // namespace
@@ -135,14 +128,25 @@ Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source
     for (std::string_view row; lines.Next(row);) {
       if (row.find_first_not_of(" \t\r") == std::string_view::npos) continue;
       const ir::json::Reader r(fmt::format("{}:{}", source, lines.number()));
-      runs.push_back(ReadRun(r, row, lines.number(), planner, runs));
+      runs.push_back(ReadRun(r, row, lines.number(), planner));
     }
     if (runs.empty()) throw ir::json::ReadError{fmt::format("{}: no runs", source)};
     return runs;
   });
 }
 
-Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Calibration* cal, size_t threads) {
+const Calibration* CalibrationFor(const Run& run, std::span<const Calibration* const> calibrations) {
+  const Calibration* unnamed = nullptr;
+  for (const Calibration* c : calibrations) {
+    if (!c) continue;
+    if (c->device == run.Device()) return c;
+    if (c->device.empty() && !unnamed) unnamed = c;
+  }
+  return unnamed;
+}
+
+Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, std::span<const Calibration* const> calibrations,
+                                        size_t threads) {
   // The runs are independent: each worker simulates the next unclaimed one.
   // Every prediction lands in its own slot and the first failing line (in
   // table order) is the one reported, so the result is the same whatever
@@ -154,7 +158,7 @@ Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Cali
     for (size_t i; (i = next.fetch_add(1)) < runs.size();) {
       const Run& r = runs[i];
       try {
-        auto sim = Simulate(r.plan.schedule, CostsFromPlan(r.config, r.plan, cal));
+        auto sim = Simulate(r.plan.schedule, CostsFromPlan(r.config, r.plan, CalibrationFor(r, calibrations)));
         if (sim) {
           out[i] = sim->step_time_s;
         } else {
@@ -528,6 +532,13 @@ std::string HoldNote(const cost::CoefficientRange& range, double catalogue, cons
 }  // namespace
 
 Result<Calibration> FitRuns(const std::vector<Run>& runs, const FitOptions& options) {
+  for (const Run& r : runs) {
+    if (r.Device() == runs.front().Device()) continue;
+    return Fail(fmt::format("{}: /config/cluster/device: '{}', but line {} runs on '{}': a profile is fitted to one "
+                            "device kind; fit each kind's runs apart (scripts/published_runs.py --gpu NAME keeps one "
+                            "kind's rows)",
+                            r.source, r.Device(), runs.front().line, runs.front().Device()));
+  }
   const cost::Device& d = runs.front().config.cluster.devices.front();
   ProfileFitter fitter(runs, d);
   const Ranges& ranges = fitter.ranges();
@@ -654,14 +665,18 @@ std::vector<Validation::Scaling> WeakScaling(const std::vector<Run>& runs, const
 
 }  // namespace
 
-Result<Validation> ValidateRuns(const std::vector<Run>& runs, const Calibration* cal) {
-  auto predicted = PredictRuns(runs, cal);
+Result<Validation> ValidateRuns(const std::vector<Run>& runs, std::span<const Calibration* const> calibrations) {
+  auto predicted = PredictRuns(runs, calibrations);
   if (!predicted) return tl::unexpected(predicted.error());
   Validation v;
   std::map<GroupKey, std::vector<double>> groups;
+  const bool calibrated = std::any_of(calibrations.begin(), calibrations.end(), [](const auto* c) { return c; });
+  const bool kinds = std::any_of(runs.begin(), runs.end(), [&](const Run& r) { return r.Device() != runs[0].Device(); });
   for (size_t i = 0; i < runs.size(); ++i) {
     const Run& r = runs[i];
+    if (calibrated && !CalibrationFor(r, calibrations)) v.uncalibrated.push_back(r.line);
     RunError e{r.line, r.step_time_s, (*predicted)[i], ((*predicted)[i] - r.step_time_s) / r.step_time_s};
+    if (kinds) groups[GroupKey{"device", 0, r.Device()}].push_back(e.error);
     v.rows.push_back(e);
     v.mape += std::abs(e.error) / runs.size();
     v.bias += e.error / runs.size();

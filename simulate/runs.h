@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,10 @@ struct Run {
   // as canonical JSON: runs alike but for their GPU count share it (empty:
   // alike with no run).
   std::string alike;
+  std::string source;        // "FILE:LINE", as the table's messages name it
+
+  // The device kind the run is on (one per run).
+  const std::string& Device() const { return config.cluster.devices.at(0).name; }
 };
 
 // How a run's config becomes its plan: the partitioner's one pipeline
@@ -38,9 +43,18 @@ struct Run {
 // handed in by the caller so that simulate/ does not depend on partition/.
 using Planner = std::function<Result<cost::Plan>(const cost::Config&)>;
 
-// Bad input names the line and the JSON path; every run must name one device
-// kind (the one a calibration is for).
+// Bad input names the line and the JSON path. Each run is on one device
+// kind; a table may mix kinds (the published tables' gpu column): validate
+// predicts each run with its own kind's calibration, and calibrate --runs
+// (FitRuns) fits one kind's profile, so it refuses a mixed table.
 Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source, const Planner& planner);
+
+// The calibration that predicts `run` among `calibrations` (null entries
+// skipped): the one fitted on the run's device kind, else one that names
+// no kind; null when none does (the catalogue's figures). A calibration
+// fitted on another kind never predicts it: its profile and per-op fits
+// describe that kind's GPUs.
+const Calibration* CalibrationFor(const Run& run, std::span<const Calibration* const> calibrations);
 
 // Threads PredictRuns uses unless told: TWINPIPE_THREADS when it is a
 // positive integer, else the machine's hardware threads (with a warning on
@@ -51,11 +65,18 @@ size_t PredictionThreads();
 inline constexpr size_t kMostThreads = 4096;
 std::optional<size_t> ParseThreadCount(std::string_view value);
 
-// Predicted step time of each run (seconds), with `calibration` if given.
-// The runs are simulated on `threads` threads; the result (and the line a
-// failure names: the first in table order) does not depend on how many.
-Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Calibration* calibration,
+// Predicted step time of each run (seconds), each with its CalibrationFor
+// among `calibrations`. The runs are simulated on `threads` threads; the
+// result (and the line a failure names: the first in table order) does not
+// depend on how many.
+Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs,
+                                        std::span<const Calibration* const> calibrations,
                                         size_t threads = PredictionThreads());
+// With one calibration (or none: null): the runs on its device kind take it.
+inline Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Calibration* calibration,
+                                               size_t threads = PredictionThreads()) {
+  return PredictRuns(runs, std::span<const Calibration* const>(&calibration, 1), threads);
+}
 
 // Fits the device profile's GEMM and bandwidth fractions, host time per
 // framework op, GPU time per framework op beyond its bytes and FLOPs
@@ -73,6 +94,9 @@ Result<std::vector<double>> PredictRuns(const std::vector<Run>& runs, const Cali
 // rest refitted; each is reported (ProfileFit::coefficients, warnings).
 // `keep_bounds` leaves a coefficient at its bound instead: closer to runs
 // like the fitted ones, wrong beyond them.
+//
+// The profile is one device kind's: a table whose runs are on several kinds
+// is refused, naming the first run on another kind than the first run's.
 struct FitOptions {
   bool keep_bounds = false;
 };
@@ -93,9 +117,10 @@ struct ErrorGroup {
 struct Validation {
   std::vector<RunError> rows;     // in table order
   double mape = 0, bias = 0;      // mean |error|, mean error
-  // By key (data_parallel, gpus, micro_batch, params_billions,
-  // pipeline_parallel, precision, tensor_parallel), then by value: numbers
-  // in order, the size buckets small to large, precisions by name.
+  // By key (data_parallel, device where the table mixes device kinds,
+  // gpus, micro_batch, params_billions, pipeline_parallel, precision,
+  // tensor_parallel), then by value: numbers in order, the size buckets
+  // small to large, devices and precisions by name.
   std::vector<ErrorGroup> groups;
   std::vector<RunError> worst;    // the ten largest |error|
   // Weak scaling: each set of two or more runs alike but for their GPU
@@ -111,6 +136,9 @@ struct Validation {
   };
   std::vector<Scaling> scaling;
   double scaling_measured = 0, scaling_predicted = 0;  // the growths' means over the sets
+  // With calibrations: the runs (by line) none of them predicts, on device
+  // kinds none was fitted on, predicted with the catalogue's figures.
+  std::vector<int> uncalibrated;
 };
 
 // The model's parameter count (the summary's size groups; a calibration's
@@ -122,6 +150,11 @@ using cost::ModelParameters;
 // key `params_billions`).
 std::string_view ParametersGroup(double params);
 
-Result<Validation> ValidateRuns(const std::vector<Run>& runs, const Calibration* calibration);
+// Each run predicted with its CalibrationFor among `calibrations`.
+Result<Validation> ValidateRuns(const std::vector<Run>& runs, std::span<const Calibration* const> calibrations);
+inline Result<Validation> ValidateRuns(const std::vector<Run>& runs, const Calibration* calibration) {
+  return calibration ? ValidateRuns(runs, std::span<const Calibration* const>(&calibration, 1))
+                     : ValidateRuns(runs, std::span<const Calibration* const>());
+}
 
 }  // namespace twinpipe::simulate

@@ -586,6 +586,87 @@ TEST(Runs, ValidationGroupsAndWorstRows) {
   }
 }
 
+// A table may mix device kinds (the published tables' gpu column): each run
+// is predicted as it is in a table of its own kind alone, with the
+// calibration fitted on its kind and never with another kind's; the
+// summary groups by device; the fit, one kind's profile, refuses the table.
+TEST(Runs, AMixedTablePredictsEachRunWithItsOwnKindsCalibration) {
+  std::string a100, h100;
+  for (int d : {512, 1024}) {
+    for (int stages : {1, 2}) {
+      a100 += RunLine(4, d, stages, 2, 8, 1, 0.5) + "\n";
+      h100 += RunLine(4, d, stages, 2, 8, 1, 0.3, "H100-SXM") + "\n";
+    }
+  }
+  auto alone_a100 = ReadRuns(a100, "a100.jsonl"), alone_h100 = ReadRuns(h100, "h100.jsonl");
+  // Lines 1-4 H100, 5-8 A100.
+  auto mixed = ReadRuns(h100 + a100, "mixed.jsonl");
+  ASSERT_TRUE(alone_a100 && alone_h100) << "the one-kind tables read";
+  ASSERT_TRUE(mixed) << mixed.error().message;
+  const Calibration a100_fit = Truth(0.62, 0.7, 25e-6, 3e-6);
+  Calibration h100_fit = a100_fit;
+  h100_fit.device = "H100-SXM";
+  h100_fit.profile->gemm_efficiency = 0.55;
+  // (uncalibrated, calibrated) predictions of each kind's runs alone.
+  const auto alone = [](const std::vector<simulate::Run>& runs, const Calibration* cal) {
+    auto p = PredictRuns(runs, cal);
+    EXPECT_TRUE(p) << p.error().message;
+    return p ? *p : std::vector<double>(runs.size());
+  };
+  const std::vector<double> a_raw = alone(*alone_a100, nullptr), a_cal = alone(*alone_a100, &a100_fit);
+  const std::vector<double> h_raw = alone(*alone_h100, nullptr), h_cal = alone(*alone_h100, &h100_fit);
+  ASSERT_NE(a_raw, a_cal);
+  ASSERT_NE(h_raw, h_cal);
+  const auto expect_rows = [&](const Validation& v, const std::vector<double>& h, const std::vector<double>& a) {
+    ASSERT_EQ(v.rows.size(), 8u);
+    for (size_t i = 0; i < 4; ++i) {
+      EXPECT_EQ(v.rows[i].predicted_s, h[i]) << "line " << i + 1;
+      EXPECT_EQ(v.rows[i + 4].predicted_s, a[i]) << "line " << i + 5;
+    }
+  };
+  // Uncalibrated: as alone; grouped by device, in name order.
+  auto v = ValidateRuns(*mixed, nullptr);
+  ASSERT_TRUE(v) << v.error().message;
+  expect_rows(*v, h_raw, a_raw);
+  EXPECT_TRUE(v->uncalibrated.empty());
+  std::vector<std::string> devices;
+  for (const auto& g : v->groups) {
+    if (g.key == "device") devices.push_back(fmt::format("{} {}", g.value, g.runs));
+  }
+  EXPECT_EQ(devices, (std::vector<std::string>{"A100-80GB 4", "H100-SXM 4"}));
+  // Each kind's calibration for its own runs, given in either order.
+  for (auto order : {std::vector<const Calibration*>{&a100_fit, &h100_fit}, {&h100_fit, &a100_fit}}) {
+    v = ValidateRuns(*mixed, order);
+    ASSERT_TRUE(v) << v.error().message;
+    expect_rows(*v, h_cal, a_cal);
+    EXPECT_TRUE(v->uncalibrated.empty());
+  }
+  // The A100's alone: the H100 runs keep the catalogue's figures, and are named.
+  v = ValidateRuns(*mixed, &a100_fit);
+  ASSERT_TRUE(v) << v.error().message;
+  expect_rows(*v, h_raw, a_cal);
+  EXPECT_EQ(v->uncalibrated, (std::vector<int>{1, 2, 3, 4}));
+  // A calibration that names no kind (trace fits before kinds were
+  // recorded) predicts the runs of a kind none was fitted on.
+  Calibration unnamed = h100_fit;
+  unnamed.device.clear();
+  v = ValidateRuns(*mixed, std::vector<const Calibration*>{&unnamed, &a100_fit});
+  ASSERT_TRUE(v) << v.error().message;
+  expect_rows(*v, h_cal, a_cal);
+  // A one-kind table has no device group.
+  v = ValidateRuns(*alone_a100, nullptr);
+  ASSERT_TRUE(v);
+  for (const auto& g : v->groups) EXPECT_NE(g.key, "device");
+  // The fit names the first run on another kind than the first run's.
+  auto fit = FitRuns(*mixed);
+  ASSERT_FALSE(fit);
+  EXPECT_EQ(fit.error().message.rfind("mixed.jsonl:5: /config/cluster/device: 'A100-80GB', but line 1 runs on "
+                                      "'H100-SXM': a profile is fitted to one device kind",
+                                      0),
+            0u)
+      << fit.error().message;
+}
+
 // Weak scaling: runs alike but for their GPU count form a set; its growth
 // is the mean step at the most GPUs over the mean at the fewest, minus 1,
 // measured and predicted. A run alike with no other, and runs alike at one
@@ -726,12 +807,15 @@ TEST(Runs, BadLinesNameTheLineAndThePath) {
   auto bad_config = ReadRuns(good + "\n{\"config\": {\"model\": 3}, \"step_time_s\": 1}\n", "r.jsonl");
   ASSERT_FALSE(bad_config);
   EXPECT_EQ(bad_config.error().message, "r.jsonl:2: /config/model: expected an object, got number");
-  auto two_devices = ReadRuns(good + "\n" + RunLine(2, 512, 1, 1, 4, 1, 0.1, "H100-SXM") + "\n", "r.jsonl");
+  // A table may mix device kinds (Runs.AMixedTablePredictsEachRunWithItsOwnKindsCalibration); a run may not.
+  std::string hetero = RunLine(2, 512, 2, 1, 4, 1, 0.1);
+  const std::string named = R"("device": "A100-80GB", "devices": 2)";
+  ASSERT_NE(hetero.find(named), std::string::npos);
+  hetero.replace(hetero.find(named), named.size(), R"("device": ["A100-80GB", "H100-SXM"], "devices": 2)");
+  auto two_devices = ReadRuns(good + "\n" + hetero + "\n", "r.jsonl");
   ASSERT_FALSE(two_devices);
-  EXPECT_NE(two_devices.error().message.find("r.jsonl:2: /config/cluster/device: 'H100-SXM', but line 1 runs on "
-                                             "'A100-80GB'"),
-            std::string::npos)
-      << two_devices.error().message;
+  EXPECT_EQ(two_devices.error().message, "r.jsonl:2: /config/cluster: mixes device kinds; a run is on one (a table "
+                                         "may mix them)");
   auto not_json = ReadRuns("{", "r.jsonl");
   ASSERT_FALSE(not_json);
   EXPECT_NE(not_json.error().message.find("r.jsonl:1: not valid JSON"), std::string::npos);

@@ -415,6 +415,23 @@ cli_case(validate_other_device 2 "/device: fitted on 'CPU', but"
          ${TP} validate ${SRC}/traces/published/vtrain-a100/runs_layers20.jsonl
          --calibration ${IN}/cpu_quickstart.calibration.json)
 
+# A table may mix device kinds (the published schema's gpu column): grouped
+# by device; each --calibration predicts the runs on its own kind, the rest
+# keep the catalogue's figures and a warning counts them (--json: each row's
+# "calibrated"); calibrate --runs fits one kind and names the first run on
+# another (tests/inputs/runs_mixed.jsonl: runs_coverage.jsonl's two A100
+# runs, then the same two on H100-SXM).
+cli_case(validate_mixed_devices 0 "device              H100-SXM      2"
+         ${TP} validate ${IN}/runs_mixed.jsonl)
+cli_case(calibrate_runs_mixed_devices 2 "runs_mixed.jsonl:3: /config/cluster/device: 'H100-SXM', but line 1 runs on 'A100-80GB': a profile is fitted to one device kind"
+         ${TP} calibrate --runs ${IN}/runs_mixed.jsonl -o /dev/null)
+cli_case(validate_mixed_one_calibration 0 "warned: 2 of 4 on the catalogue, rows 3 and 4"
+         bash -c "${TP} calibrate --runs ${IN}/runs_coverage.jsonl -o \"$0.cal\" 2>/dev/null && ${TP} validate ${IN}/runs_mixed.jsonl --calibration \"$0.cal\" --json 2>\"$0.err\" >\"$0.out\" && grep -qx \"twinpipe validate: warning: no calibration was fitted on 'H100-SXM': its 2 of these 4 runs are predicted with the catalogue's figures\" \"$0.err\" && grep -q '\"uncalibrated_runs\": 2,' \"$0.out\" && [ $(grep -c '\"calibrated\": false' \"$0.out\") = 4 ] && echo 'warned: 2 of 4 on the catalogue, rows 3 and 4'"
+         ${CMAKE_CURRENT_BINARY_DIR}/validate_mixed_one)
+cli_case(validate_two_calibrations_one_kind 2 "/device: fitted on 'A100-80GB', as"
+         bash -c "${TP} calibrate --runs ${IN}/runs_coverage.jsonl -o \"$0.cal\" 2>/dev/null && ${TP} validate ${IN}/runs_mixed.jsonl --calibration \"$0.cal\" --calibration \"$0.cal\""
+         ${CMAKE_CURRENT_BINARY_DIR}/validate_two_calibrations)
+
 # A calibration records the runs it was fitted on (issue 37): simulate,
 # validate and search warn, on stderr, exactly where a config lies outside
 # them; a config at the fitted ends, or a calibration without coverage (an

@@ -276,6 +276,34 @@ def test_calibrate_runs_is_the_programs_and_validates(cli, tmp_path):
     assert twinpipe.validate(str(path), calibration=calibration).json == run.stdout
 
 
+def test_validate_a_mixed_table_takes_a_calibration_per_kind_as_the_program(cli, tmp_path):
+    """runs_mixed.jsonl: two A100 runs, then two H100 ones. A list of calibrations, one per kind, is the
+    program's repeated --calibration; the A100's alone leaves the H100 runs on the catalogue's figures."""
+    mixed, a100 = INPUTS / "runs_mixed.jsonl", INPUTS / "runs_coverage.jsonl"
+    out = tmp_path / "a100.json"
+    assert cli("calibrate", "--runs", a100, "-o", out).returncode == 0
+    run = cli("validate", mixed, "--calibration", out, "--json")
+    assert run.returncode == 0, run.stderr
+    assert "no calibration was fitted on 'H100-SXM'" in run.stderr
+    for calibration in (str(out), [str(out)], [twinpipe.calibrate_runs(str(a100))]):
+        result = twinpipe.validate(str(mixed), calibration=calibration)
+        assert result["uncalibrated_runs"] == 2
+        assert [r["calibrated"] for r in result["rows"]] == [True, True, False, False]
+    assert twinpipe.validate(str(mixed), calibration=str(out)).json == run.stdout
+    uncalibrated = twinpipe.validate(str(mixed))
+    assert "uncalibrated_runs" not in uncalibrated
+    assert [g["value"] for g in uncalibrated["groups"] if g["key"] == "device"] == ["A100-80GB", "H100-SXM"]
+    # The H100 runs keep the uncalibrated prediction; two calibrations of one kind are refused.
+    calibrated = twinpipe.validate(str(mixed), calibration=str(out))
+    assert [r["predicted_s"] for r in calibrated["rows"][2:]] == [r["predicted_s"] for r in uncalibrated["rows"][2:]]
+    with pytest.raises(twinpipe.ConfigError) as e:
+        twinpipe.validate(str(mixed), calibration=[str(out), str(out)])
+    assert "give one calibration a device kind" in e.value.message
+    with pytest.raises(twinpipe.ConfigError) as e:
+        twinpipe.calibrate_runs(str(mixed))
+    assert "a profile is fitted to one device kind" in e.value.message
+
+
 # search: the program's figures (its wall time aside).
 
 def test_search_is_the_programs(cli):

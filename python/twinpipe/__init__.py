@@ -259,11 +259,29 @@ def _runs_text(runs):
 
 
 def validate(runs, calibration=None):
-    """`twinpipe validate --json`: runs, mape, bias, groups, worst, rows."""
+    """`twinpipe validate --json`: runs, mape, bias, groups, worst, rows.
+
+    calibration: a calibration file's path or calibrate_runs' result, or a
+    list of them, one per device kind of a table that mixes kinds: each
+    predicts the runs on its kind (the others, counted in
+    "uncalibrated_runs", take the catalogue's figures)."""
     lib = _lib()
     text, source = _runs_text(runs)
-    return JsonResult(_with_file(calibration, "validate: calibration",
-                                 lambda path: lib.validate(text, source, path)))
+    calibrations = list(calibration) if isinstance(calibration, (list, tuple)) else [calibration]
+    paths, temporaries = [], []
+    try:
+        for i, c in enumerate(calibrations):
+            if c is None:
+                continue
+            path, temporary = _path_of(c, f"validate: calibration[{i}]" if len(calibrations) > 1
+                                       else "validate: calibration")
+            paths.append(path)
+            if temporary:
+                temporaries.append(temporary)
+        return JsonResult(lib.validate(text, source, paths))
+    finally:
+        for t in temporaries:
+            _os.unlink(t)
 
 
 def calibrate(measured, config, *, schedule=None, name=None, recompute=None, chunks=0, memory_cap=0, format="auto",
