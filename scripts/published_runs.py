@@ -50,7 +50,10 @@ Shared schema -> config, per row:
   them, so the default stays there); tensor_parallel = tp; sequence_parallel
   as the column says when tp > 1, false when tp == 1 (it shards along the
   tensor-parallel group: nothing to shard); context_parallel = cp;
-  tp_comm_overlap: yes -> true; unknown -> true where tp > 1 with sequence
+  tp_comm_overlap: yes -> true where tp > 1 with sequence parallelism, else
+  false (NeMo's and Megatron-Bridge's comm-overlap setup turns it off there,
+  with a warning: the userbuffers overlap the sequence-parallel
+  collectives; the rows are counted on stderr); unknown -> true where tp > 1 with sequence
   parallelism (--tp-comm-overlap-unknown on, the default: Transformer
   Engine's userbuffers overlap needs both, and every NeMo and Megatron-Core
   performance recipe whose config we read sets it there: the 40 such
@@ -222,7 +225,7 @@ class Counts:
 
     def __init__(self):
         self.recompute_unknown = self.overlap_unknown_on = self.overlap_unknown_off = 0
-        self.sequence_parallel_tp1 = self.grouped_unknown = 0
+        self.sequence_parallel_tp1 = self.grouped_unknown = self.overlap_yes_off = 0
 
 
 def shared_config(row, bias, counts, overlap_unknown="on"):
@@ -261,6 +264,9 @@ def shared_config(row, bias, counts, overlap_unknown="on"):
         counts.recompute_unknown += 1
         recompute = "none"
     overlapped = overlap == "yes"
+    if overlapped and not (tp > 1 and sequence_parallel == "yes"):
+        overlapped = False
+        counts.overlap_yes_off += 1
     if overlap == "unknown":
         overlapped = overlap_unknown == "on" and tp > 1 and sequence_parallel == "yes"
         if overlapped:
@@ -550,7 +556,8 @@ def convert(path, schema, bias, layers_kept, tp_kept, overlap_unknown="on", gpus
     if schema == "shared":
         summary += (f"; {schema} schema: recompute unknown read as none in {counts.recompute_unknown} rows, "
                     f"tp_comm_overlap unknown read as on in {counts.overlap_unknown_on} (tp > 1 with sequence "
-                    f"parallelism) and off in {counts.overlap_unknown_off}, sequence_parallel yes at tp 1 "
+                    f"parallelism) and off in {counts.overlap_unknown_off}, tp_comm_overlap yes without tp > 1 "
+                    f"and sequence parallelism as off in {counts.overlap_yes_off}, sequence_parallel yes at tp 1 "
                     f"as off in {counts.sequence_parallel_tp1}")
     return out, summary
 

@@ -230,6 +230,10 @@ class EveryListedValue(CellsTest):
         self.assertEqual(tp1["model"]["vocab"], 32000)  # a multiple of 128 already
         self.assertEqual(fp16["model"]["vocab"], 32000)  # and of 256
         self.assertIn("sequence_parallel yes at tp 1 as off in 2", err)
+        # yes without sequence parallelism, or at tp 1: off, as NeMo's comm-overlap setup turns it off there.
+        self.assertIs(no_sp["pipeline"]["tp_comm_overlap"], False)
+        self.assertIs(tp1["pipeline"]["tp_comm_overlap"], False)
+        self.assertIn("tp_comm_overlap yes without tp > 1 and sequence parallelism as off in 2", err)
         for config in configs:
             self.assertEqual((config["model"]["attention"], config["model"]["causal"]), ("fused", True))
             self.assertIs(config["model"]["tied_embeddings"], False)
