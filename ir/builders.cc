@@ -1,6 +1,8 @@
 #include "ir/builders.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -99,16 +101,25 @@ std::optional<ShapeProblem> InterleavedProblem(int32_t K, int32_t M, int32_t v) 
     return ShapeProblem{ShapeParameter::kChunks,
                         fmt::format("interleaved needs at least 2 chunks per device, got {} (with 1 it is 1f1b)", v)};
   }
-  if (M % K != 0) {
+  if (InterleavedGroup(K, M) == 0) {
     return ShapeProblem{ShapeParameter::kMicroBatches,
-                        fmt::format("interleaved needs the micro-batches to be a multiple of the {} devices "
-                                    "(Megatron-LM's rule: they pass through the chunks in groups of K), got {}",
+                        fmt::format("interleaved needs at least as many micro-batches as the {} devices "
+                                    "(Megatron-Core's rule: they pass through the chunks in groups of K to M), "
+                                    "got {}",
                                     K, M)};
   }
   return std::nullopt;
 }
 
 }  // namespace
+
+int32_t InterleavedGroup(int32_t K, int32_t M) {
+  if (K < 1 || M < K) return 0;
+  for (int32_t n = K; n < M; ++n) {
+    if (M % n == 0 || M % n >= K) return n;
+  }
+  return M;
+}
 
 Result<Schedule> BuildInterleaved(int32_t devices, int32_t micro_batches, int32_t chunks) {
   const int32_t K = devices, M = micro_batches, v = chunks;
@@ -120,13 +131,20 @@ Result<Schedule> BuildInterleaved(int32_t devices, int32_t micro_batches, int32_
   s.placement.resize(s.num_stages);
   for (int32_t st = 0; st < s.num_stages; ++st) s.placement[st] = st % K;
   s.programs.resize(K);
-  const int32_t total = M * v;
-  // Virtual micro-batch k: its chunk and micro-batch (groups of K per chunk).
-  auto micro_batch = [&](int32_t k) { return (k / (K * v)) * K + k % K; };
-  auto chunk = [&](int32_t k, bool forward) {
-    const int32_t c = (k % (K * v)) / K;
-    return forward ? c : v - 1 - c;
-  };
+  const int32_t total = M * v, N = InterleavedGroup(K, M);
+  // Virtual micro-batch k: its micro-batch and forward chunk (Megatron-Core's
+  // schedule table: each group of N micro-batches through chunk 0, then 1,
+  // ...; the last group is what is left).
+  std::vector<std::pair<int32_t, int32_t>> table;
+  table.reserve(total);
+  for (int32_t first = 0; first < M; first += N) {
+    const int32_t last = std::min(first + N, M);
+    for (int32_t c = 0; c < v; ++c) {
+      for (int32_t m = first; m < last; ++m) table.emplace_back(m, c);
+    }
+  }
+  auto micro_batch = [&](int32_t k) { return table[k].first; };
+  auto chunk = [&](int32_t k, bool forward) { return forward ? table[k].second : v - 1 - table[k].second; };
   for (int32_t d = 0; d < K; ++d) {
     auto& program = s.programs[d];
     program.reserve(2 * static_cast<size_t>(total) + 1);
@@ -134,7 +152,7 @@ Result<Schedule> BuildInterleaved(int32_t devices, int32_t micro_batches, int32_
       const int32_t stage = chunk(k, kind == OpKind::kForward) * K + d;
       program.push_back(Op{.kind = kind, .device = d, .stage = stage, .micro_batch = micro_batch(k)});
     };
-    const int32_t warmup = std::min((K - d - 1) * 2 + (v - 1) * K, total);
+    const int32_t warmup = std::min((K - d - 1) * 2 + (v - 1) * N, total);
     int32_t next_forward = 0, next_backward = 0;
     for (; next_forward < warmup; ++next_forward) add(OpKind::kForward, next_forward);
     while (next_forward < total) {

@@ -36,10 +36,21 @@ Schedule BuildGpipe(int32_t stages, int32_t micro_batches);
 Schedule Build1F1B(int32_t stages, int32_t micro_batches);
 
 // Megatron-LM's interleaved 1F1B: K devices, v chunks each, K*v stages with
-// stage c*K + d (chunk c) on device d. Device d runs (K-d-1)*2 + (v-1)*K
-// warm-up forwards (at most M*v), then alternates; micro-batches go through
-// the chunks in groups of K. Needs v >= 2 and M a multiple of K.
+// stage c*K + d (chunk c) on device d. The micro-batches go through the
+// chunks in groups of N (InterleavedGroup): the first N through chunk 0,
+// then chunk 1, ..., then the next N (the last group takes what is left);
+// backwards the same with the chunks in reverse. Device d runs
+// (K-d-1)*2 + (v-1)*N warm-up forwards (at most M*v), then alternates, as
+// Megatron-Core's schedule table does. Needs v >= 2 and M >= K.
 Result<Schedule> BuildInterleaved(int32_t devices, int32_t micro_batches, int32_t chunks);
+
+// The micro-batches of a group of BuildInterleaved (Megatron-Core's
+// microbatch_group_size_per_vp_stage, N): Megatron-Core runs N from K to M
+// whose last group, M mod N, is empty or at least K (a smaller one stalls
+// the pipeline, and it refuses it). K where K divides M (its default, and
+// Megatron-LM's only choice before it); otherwise the smallest N it takes,
+// which a run of those M micro-batches must have set. 0 when M < K (no N).
+int32_t InterleavedGroup(int32_t devices, int32_t micro_batches);
 
 // ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", 2024): 1F1B's
 // warm-up and order with each backward split into I (input gradient, on the

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/builders.h"
 #include "partition/pipeline_plan.h"
 
 namespace twinpipe::partition {
@@ -196,6 +197,11 @@ Result<LaunchSettings> MegatronSettings(const Config& config) {
   }
   AddPartition(config, *stages, chunks, f);
   if (chunks > 1 && p.stages > 1 && p.blocking_p2p) f.Add(MegatronFlag::kNoOverlapP2p);
+  // Micro-batches no multiple of the stages go through the chunks in larger
+  // groups (ir::InterleavedGroup), which Megatron-Core takes only when told.
+  if (chunks > 1 && p.stages > 1 && config.training.micro_batches % p.stages != 0) {
+    f.Add(MegatronFlag::kMicroBatchGroup, ir::InterleavedGroup(p.stages, config.training.micro_batches));
+  }
   f.Add(MegatronFlag::kMicroBatchSize, config.training.MicroBatchSize());
   f.Add(MegatronFlag::kGlobalBatchSize, config.training.batch * R);
 

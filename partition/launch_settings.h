@@ -40,9 +40,9 @@ enum class MegatronFlag {
   kUntieEmbeddings, kAttentionBackend, kTpPpDpMapping, kNumExperts, kMoeRouterTopk, kMoeFfnHiddenSize,
   kMoeSharedExpertSize, kMoeLayerFreq, kMoeCapacityFactor, kMoePadToCapacity, kMoeGroupedGemm, kMoeDispatcher,
   kExpertParallel, kExpertTensorParallel, kMultiLatentAttention, kQLoraRank, kKvLoraRank, kQkHeadDim,
-  kQkPosEmbHeadDim, kVHeadDim, kAccumulateGradsInFp32, kGradReduceInBf16, kNoOverlapP2p,
+  kQkPosEmbHeadDim, kVHeadDim, kAccumulateGradsInFp32, kGradReduceInBf16, kNoOverlapP2p, kMicroBatchGroup,
 };
-inline constexpr ir::NameTable<MegatronFlag, 64> kMegatronFlagNames{{
+inline constexpr ir::NameTable<MegatronFlag, 65> kMegatronFlagNames{{
     {"--tensor-model-parallel-size", MegatronFlag::kTensorParallel},
     {"--pipeline-model-parallel-size", MegatronFlag::kPipelineParallel},
     {"--num-virtual-stages-per-pipeline-rank", MegatronFlag::kVirtualStages},
@@ -72,6 +72,7 @@ inline constexpr ir::NameTable<MegatronFlag, 64> kMegatronFlagNames{{
     {"--accumulate-allreduce-grads-in-fp32", MegatronFlag::kAccumulateGradsInFp32},
     {"--grad-reduce-in-bf16", MegatronFlag::kGradReduceInBf16},
     {"--no-overlap-p2p-communication", MegatronFlag::kNoOverlapP2p},
+    {"--microbatch-group-size-per-virtual-pipeline-stage", MegatronFlag::kMicroBatchGroup},
     {"--num-layers", MegatronFlag::kNumLayers},
     {"--hidden-size", MegatronFlag::kHiddenSize},
     {"--ffn-hidden-size", MegatronFlag::kFfnHiddenSize},

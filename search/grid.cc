@@ -155,6 +155,9 @@ std::vector<Candidate> Grid(const cost::Config& c, int devices, int64_t global_b
       for (const auto& [name, chunks] : schedules) {
         for (int v : chunks) {
           if (!ir::CheckShape(name, K, static_cast<int32_t>(M), v)) continue;  // the schedule's own rules
+          // Interleaved with Megatron-Core's default group of K micro-batches
+          // (ir::InterleavedGroup): other M need a flag a plan should not ask for.
+          if (name == "interleaved" && M % K != 0) continue;
           for (auto mode : modes) {
             for (auto sharding : shardings) {
               for (const auto& algorithm : partitions) {

@@ -298,8 +298,23 @@ endif()
 # Schedules beyond GPipe, built, simulated and executed.
 cli_case(schedule_interleaved 0 "stages=8 microbatches=4 devices=2 replicas=1 placement=0,1,0,1,0,1,0,1"
          ${TP} schedule -k 2 -m 4 -s interleaved -v 4)
-cli_case(schedule_interleaved_rule 2 "interleaved needs the micro-batches to be a multiple of the 4 devices"
-         ${TP} schedule -k 4 -m 6 -s interleaved)
+cli_case(schedule_interleaved_rule 2 "interleaved needs at least as many micro-batches as the 4 devices"
+         ${TP} schedule -k 4 -m 3 -s interleaved)
+# 3 micro-batches interleaved on 2 devices (one group of 3) train to the
+# parameters of the same 8-layer MLP on one device.
+cli_case(execute_interleaved_group 0 "same parameters"
+         bash -c "python3 -c \"import json, sys
+c = json.load(open(sys.argv[1]))
+c['training'].update(batch=6, microbatches=3)
+c['model']['layers'] = 8
+json.dump(dict(c, pipeline=dict(stages=2, schedule='interleaved', chunks=2, recompute='none')), open(sys.argv[2] + '.k2.json', 'w'))
+json.dump(dict(c, pipeline=dict(stages=1, schedule='gpipe', recompute='none'), cluster=dict(c['cluster'], devices=1)), open(sys.argv[2] + '.k1.json', 'w'))\" $1 $2 && a=$($0 execute $2.k2.json --steps 3 | grep 'parameter norm' | cut -d' ' -f3) && b=$($0 execute $2.k1.json --steps 3 | grep 'parameter norm' | cut -d' ' -f3) && [ -n \"$a\" ] && [ \"$a\" = \"$b\" ] && echo 'same parameters'"
+         ${TP} ${IN}/exec_two_stages.json ${CMAKE_CURRENT_BINARY_DIR}/execute_interleaved_group)
+# 6 micro-batches on 4 devices: one group of 6 (Megatron-Core's
+# --microbatch-group-size-per-virtual-pipeline-stage 6), verified.
+cli_case(schedule_interleaved_group 0 "valid"
+         bash -c "$0 schedule -k 4 -m 6 -s interleaved -o \"$1\" && $0 verify \"$1\""
+         ${TP} ${CMAKE_CURRENT_BINARY_DIR}/interleaved_group.txt)
 cli_case(schedule_zbv_chunks 2 "schedule 'zb-v' places 2 chunks per device, not 3" ${TP} schedule -k 4 -m 8 -s zb-v -v 3)
 cli_case(schedule_zbh1_then_verify 0 "valid"
          bash -c "${TP} schedule -k 4 -m 8 -s zb-h1 --recompute full -o \"$0\" && ${TP} verify \"$0\""
@@ -597,6 +612,11 @@ cli_case(export_torchtitan_moe_refused 2 "grok1_run1.json: /model/experts: torch
 cli_case(export_megatron_interleaved_overlaps 0 "no-p2p-note-no-flag"
          bash -c "$0 export megatron $1 > $2.out 2> $2.err && ! grep -q p2p $2.err && ! grep -q -- --no-overlap-p2p $2.out && echo no-p2p-note-no-flag"
          ${TP} ${EXPORT}/h100_gpt175b_run1.json ${CMAKE_CURRENT_BINARY_DIR}/export_interleaved)
+# 36 micro-batches on 8 stages: Megatron-Core runs them interleaved in groups
+# of 9 only when told (ir::InterleavedGroup); 64 (the golden) need no flag.
+cli_case(export_megatron_interleaved_group 0 "--microbatch-group-size-per-virtual-pipeline-stage 9"
+         bash -c "sed -e 's/\"batch\": 64/\"batch\": 36/' -e 's/\"microbatches\": 64/\"microbatches\": 36/' $1 > $2.json && $0 export megatron $2.json"
+         ${TP} ${EXPORT}/h100_gpt175b_run1.json ${CMAKE_CURRENT_BINARY_DIR}/export_interleaved_group)
 cli_case(export_megatron_interleaved_blocking 0 "--no-overlap-p2p-communication"
          ${TP} export megatron ${EXPORT}/gpt_interleaved_blocking.json)
 cli_case(export_megatron_note 0 "/pipeline/p2p is 'overlapped', but Megatron-LM's 1F1B schedule's transfers block"
