@@ -148,9 +148,8 @@ Result<std::vector<simulate::Calibration>> LoadRunCalibrations(const std::vector
     }
     for (size_t j = 0; j < i; ++j) {
       if (out[j].device == cal->device) {
-        return Fail(fmt::format("{}: /device: {} too; give one calibration a device kind", paths[i],
-                                cal->device.empty() ? fmt::format("names no device kind, as {} does", paths[j])
-                                                    : fmt::format("fitted on '{}', as {} is", cal->device, paths[j])));
+        return Fail(fmt::format("{}: /device: fitted on '{}', as {} is too; give one calibration per device kind",
+                                paths[i], cal->device, paths[j]));
       }
     }
     out.push_back(std::move(*cal));

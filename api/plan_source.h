@@ -63,9 +63,9 @@ Result<std::optional<simulate::Calibration>> LoadCalibration(const std::string& 
 
 // The calibrations a table of runs is validated with (`validate
 // --calibration`, repeatable; the Python module's validate): each path's,
-// each fitted on a device kind some run is on (or naming none, as trace
-// fits written before kinds were recorded do; at most one of those), no
-// two on one kind. Bad input naming the file otherwise. Runs on a kind
+// each fitted on a device kind some run is on (every file records its
+// kind: cost::ReadCalibration), no two on one kind. Bad input naming the
+// file otherwise. Runs on a kind
 // none was fitted on are predicted with the catalogue's figures
 // (Validation::uncalibrated).
 Result<std::vector<simulate::Calibration>> LoadRunCalibrations(const std::vector<std::string>& paths,

@@ -45,8 +45,10 @@ int Write(simulate::Calibration& cal, const CalibrateOptions& o) {
 int RunTable(const CalibrateOptions& o) {
   auto runs = LoadRuns(o.runs);
   if (!runs) return Fail("calibrate", runs.error());
-  fmt::print(stderr, "twinpipe calibrate: fitting {} runs on {} ...\n", runs->size(),
-             runs->front().config.cluster.devices.front().name);
+  // (A table of several kinds FitRuns refuses at once.)
+  if (std::all_of(runs->begin(), runs->end(), [&](const auto& r) { return r.Device() == runs->front().Device(); })) {
+    fmt::print(stderr, "twinpipe calibrate: fitting {} runs on {} ...\n", runs->size(), runs->front().Device());
+  }
   auto cal = simulate::FitRuns(*runs, {.keep_bounds = o.keep_bounds});
   if (!cal) return Fail("calibrate", cal.error());
   auto before = simulate::ValidateRuns(*runs, nullptr);

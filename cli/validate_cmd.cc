@@ -73,7 +73,11 @@ int Run(const ValidateOptions& o) {
       shown.push_back(fmt::format("line {}: {}", line, fmt::join(why, "; ")));
     }
     if (outside.size() > kShownRuns) shown.push_back(fmt::format("and {} more", outside.size() - kShownRuns));
-    WarnExtrapolation("validate", fmt::format("{}", fmt::join(o.calibrations, ", ")),
+    std::vector<std::string> covering;  // the files that record coverage
+    for (size_t i = 0; i < loaded->size(); ++i) {
+      if ((*loaded)[i].coverage) covering.push_back(o.calibrations[i]);
+    }
+    WarnExtrapolation("validate", fmt::format("{}", fmt::join(covering, ", ")),
                       fmt::format("{} of these {} runs; their predictions extrapolate", outside.size(), runs->size()),
                       shown);
   }
@@ -132,11 +136,13 @@ void AddValidate(CLI::App& app, int& exit_code) {
   cmd->add_option("runs", o->runs, "runs, one {\"config\": {...}, \"step_time_s\": t} per line")->required();
   cmd->add_option("--calibration", o->calibrations,
                   "a calibration file (calibrate --runs, or from traces); once per device kind of a table that "
-                  "mixes them: each predicts the runs on its kind");
+                  "mixes them: each predicts the runs on its kind")
+      ->allow_extra_args(false);
   cmd->add_flag("--json", o->json,
                 "print runs, mape, bias, groups[], scaling (runs alike but for their GPU count), worst[] and rows[] "
                 "(every run, in table order) as JSON; with a "
-                "calibration that records its coverage, extrapolated_runs and each row's extrapolated[]");
+                "calibration that records its coverage, extrapolated_runs and each row's extrapolated[]; with calibrations "
+                "that leave runs on other device kinds uncalibrated, uncalibrated_runs and each row's calibrated");
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });
 }
 

@@ -207,7 +207,7 @@ Result<Schedule> BuildByName(std::string_view name, int32_t devices, int32_t mic
 inline constexpr int64_t kMaxScheduleCells = int64_t{1} << 22;
 
 // Why BuildShape would refuse (name, K, M, chunks), without building:
-// nothing when it would build it (interleaved needs M a multiple of K,
+// nothing when it would build it (interleaved needs M >= K,
 // dualpipev M >= 2K, more than kMaxScheduleCells cells, ...). The config loader names its field for the
 // problem's parameter.
 std::optional<ShapeProblem> FindShapeProblem(std::string_view name, int32_t devices, int32_t micro_batches,

@@ -201,6 +201,19 @@ TEST(Builders, InterleavedFollowsMegatronCoresScheduleTable) {
                                                                "B2.1", "B2.2", "B0.0", "B0.1", "B0.2"}));
   EXPECT_EQ(ComputeOrder(*three, 1), (std::vector<std::string>{"F1.0", "F1.1", "F1.2", "F3.0", "B3.0", "F3.1", "B3.1",
                                                                "F3.2", "B3.2", "B1.0", "B1.1", "B1.2"}));
+  // Megatron-Core's own example (schedules.py: PP 2, N 3, M 5, VP 2): the
+  // table runs micro-batches 0 1 2 0 1 2 3 4 3 4 on chunks 0 0 0 1 1 1 0 0 1
+  // 1; device 0 warms up with 2 + 3 forwards, device 1 with 3; a short last
+  // group of 2 (>= K).
+  ASSERT_EQ(InterleavedGroup(2, 5), 3);
+  auto five = BuildInterleaved(2, 5, 2);
+  ASSERT_TRUE(five) << five.error().message;
+  EXPECT_EQ(ComputeOrder(*five, 0),
+            (std::vector<std::string>{"F0.0", "F0.1", "F0.2", "F2.0", "F2.1", "F2.2", "B2.0", "F0.3", "B2.1", "F0.4",
+                                      "B2.2", "F2.3", "B0.0", "F2.4", "B0.1", "B0.2", "B2.3", "B2.4", "B0.3", "B0.4"}));
+  EXPECT_EQ(ComputeOrder(*five, 1),
+            (std::vector<std::string>{"F1.0", "F1.1", "F1.2", "F3.0", "B3.0", "F3.1", "B3.1", "F3.2", "B3.2", "F1.3",
+                                      "B1.0", "F1.4", "B1.1", "F3.3", "B1.2", "F3.4", "B3.3", "B3.4", "B1.3", "B1.4"}));
   auto few = BuildInterleaved(4, 3, 2);
   ASSERT_FALSE(few);
   EXPECT_EQ(few.error().message,

@@ -315,6 +315,9 @@ namespace {
 // as torchtitan's pipeline_parallel_schedule takes them) for twinpipe's
 // schedules of the same work; of the same order but for GPipe, whose
 // backwards torch runs first micro-batch first (tests/inputs/torch_profile).
+// Interleaved: torch's rounds of M / (M / K) micro-batches are the groups of
+// ir::InterleavedGroup wherever torch takes M (a smaller group N >= K would
+// leave r (N_t - N) >= K over, r = M / K rounds, so M >= (r + 1) K).
 std::optional<std::string_view> TorchScheduleClass(std::string_view schedule) {
   static const std::map<std::string_view, std::string_view> classes{
       {"gpipe", "GPipe"}, {"1f1b", "1F1B"}, {"interleaved", "Interleaved1F1B"},
@@ -424,6 +427,17 @@ Result<LaunchSettings> TorchtitanSettings(const Config& config, const Torchtitan
     return Refuse(config, "/pipeline/schedule",
                   fmt::format("torch has no schedule class for '{}': write its order with `twinpipe schedule CONFIG "
                               "--format torch-csv -o FILE` and pass --schedule-csv FILE", p.schedule));
+  }
+  // torch's Interleaved1F1B runs the M micro-batches in M / K rounds (at
+  // least 1) of equal size, the groups of ir::InterleavedGroup where it
+  // takes them, and refuses M those rounds do not divide.
+  const int M = config.training.micro_batches, rounds = std::max(1, M / p.stages);
+  if (p.schedule == "interleaved" && p.stages > 1 && M % rounds != 0 && options.schedule_csv.empty()) {
+    return Refuse(config, "/training/microbatches",
+                  fmt::format("torch's Interleaved1F1B takes the micro-batches in {} rounds of equal size and refuses "
+                              "{} on {} stages: write twinpipe's order (Megatron-Core's groups of {}) with `twinpipe "
+                              "schedule CONFIG --format torch-csv -o FILE` and pass --schedule-csv FILE",
+                              rounds, M, p.stages, ir::InterleavedGroup(p.stages, M)));
   }
   const int R = config.Replicas();
 

@@ -44,6 +44,8 @@ Result<std::vector<MaxLayersRow>> MaxLayers(const cost::Config& config, const Se
     c.recompute = mode;
     if (static_cast<int64_t>(K) * c.chunks > static_cast<int64_t>(work.model.layers.size())) return false;
     if (!ir::CheckShape(c.schedule, K, c.micro_batches, c.chunks)) return false;
+    // As search's grid: interleaved in Megatron-Core's default groups of K.
+    if (c.schedule == "interleaved" && c.micro_batches % K != 0) return false;
     // The time-balanced cut first; the memory-aware one (quadratic in the
     // layers) where that overflows and the model is small enough.
     c.partition = cost::PartitionAlgorithm::kMinMax;

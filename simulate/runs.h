@@ -51,7 +51,8 @@ Result<std::vector<Run>> ReadRuns(std::string_view text, std::string_view source
 
 // The calibration that predicts `run` among `calibrations` (null entries
 // skipped): the one fitted on the run's device kind, else one that names
-// no kind; null when none does (the catalogue's figures). A calibration
+// no kind (made in code: every file records its kind); null when none does
+// (the catalogue's figures). A calibration
 // fitted on another kind never predicts it: its profile and per-op fits
 // describe that kind's GPUs.
 const Calibration* CalibrationFor(const Run& run, std::span<const Calibration* const> calibrations);
@@ -136,8 +137,9 @@ struct Validation {
   };
   std::vector<Scaling> scaling;
   double scaling_measured = 0, scaling_predicted = 0;  // the growths' means over the sets
-  // With calibrations: the runs (by line) none of them predicts, on device
-  // kinds none was fitted on, predicted with the catalogue's figures.
+  // With calibrations: the runs (by line, ascending: table order) none of
+  // them predicts, on device kinds none was fitted on, predicted with the
+  // catalogue's figures.
   std::vector<int> uncalibrated;
 };
 

@@ -443,6 +443,10 @@ cli_case(calibrate_runs_mixed_devices 2 "runs_mixed.jsonl:3: /config/cluster/dev
 cli_case(validate_mixed_one_calibration 0 "warned: 2 of 4 on the catalogue, rows 3 and 4"
          bash -c "${TP} calibrate --runs ${IN}/runs_coverage.jsonl -o \"$0.cal\" 2>/dev/null && ${TP} validate ${IN}/runs_mixed.jsonl --calibration \"$0.cal\" --json 2>\"$0.err\" >\"$0.out\" && grep -qx \"twinpipe validate: warning: no calibration was fitted on 'H100-SXM': its 2 of these 4 runs are predicted with the catalogue's figures\" \"$0.err\" && grep -q '\"uncalibrated_runs\": 2,' \"$0.out\" && [ $(grep -c '\"calibrated\": false' \"$0.out\") = 4 ] && echo 'warned: 2 of 4 on the catalogue, rows 3 and 4'"
          ${CMAKE_CURRENT_BINARY_DIR}/validate_mixed_one)
+# The option before the table, as one value: the table stays the positional.
+cli_case(validate_calibration_before_runs 0 "4 runs   mean absolute error"
+         bash -c "$0 calibrate --runs $1 -o \"$2.cal\" 2>/dev/null && $0 validate --calibration \"$2.cal\" $3"
+         ${TP} ${IN}/runs_coverage.jsonl ${CMAKE_CURRENT_BINARY_DIR}/validate_calibration_first ${IN}/runs_mixed.jsonl)
 cli_case(validate_two_calibrations_one_kind 2 "/device: fitted on 'A100-80GB', as"
          bash -c "${TP} calibrate --runs ${IN}/runs_coverage.jsonl -o \"$0.cal\" 2>/dev/null && ${TP} validate ${IN}/runs_mixed.jsonl --calibration \"$0.cal\" --calibration \"$0.cal\""
          ${CMAKE_CURRENT_BINARY_DIR}/validate_two_calibrations)
@@ -591,6 +595,18 @@ cli_case(export_megatron_golden 0 file:${EXPORT}/llama3_8b_h100.megatron.txt
          ${TP} export megatron ${SRC}/examples/llama3_8b_h100.json)
 cli_case(export_torchtitan_golden 0 file:${EXPORT}/llama3_8b_h100.torchtitan.toml
          ${TP} export torchtitan ${SRC}/examples/llama3_8b_h100.json)
+# Interleaved on 4 stages: torch's Interleaved1F1B takes 10 micro-batches
+# (2 rounds of 5, Megatron-Core's groups) and refuses 9.
+cli_case(export_torchtitan_interleaved_rounds 0 "10 taken, 9 refused"
+         bash -c "for m in 9 10
+do python3 -c \"import json, sys
+c = json.load(open(sys.argv[1]))
+c['training'].update(batch=int(sys.argv[3]), microbatches=int(sys.argv[3]))
+c['pipeline'].update(stages=4, schedule='interleaved', chunks=2)
+c['cluster']['devices'] = 16
+json.dump(c, open(sys.argv[2] + '.' + sys.argv[3] + '.json', 'w'))\" $1 $2 $m
+done && $0 export torchtitan $2.10.json > /dev/null && ! $0 export torchtitan $2.9.json 2> $2.err && grep -q \"/training/microbatches: torch's Interleaved1F1B takes the micro-batches in 2 rounds of equal size and refuses 9 on 4 stages\" $2.err && echo '10 taken, 9 refused'"
+         ${TP} ${SRC}/examples/llama3_8b_h100.json ${CMAKE_CURRENT_BINARY_DIR}/export_torchtitan_rounds)
 cli_case(export_megatron_h100_run 0 file:${EXPORT}/h100_gpt175b_run1.megatron.txt
          ${TP} export megatron ${EXPORT}/h100_gpt175b_run1.json)
 # Mixtures of experts and multi-head latent attention: Megatron-Core's MoE and MLA flags (a Grok-1 run of the

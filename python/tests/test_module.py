@@ -298,7 +298,7 @@ def test_validate_a_mixed_table_takes_a_calibration_per_kind_as_the_program(cli,
     assert [r["predicted_s"] for r in calibrated["rows"][2:]] == [r["predicted_s"] for r in uncalibrated["rows"][2:]]
     with pytest.raises(twinpipe.ConfigError) as e:
         twinpipe.validate(str(mixed), calibration=[str(out), str(out)])
-    assert "give one calibration a device kind" in e.value.message
+    assert "give one calibration per device kind" in e.value.message
     with pytest.raises(twinpipe.ConfigError) as e:
         twinpipe.calibrate_runs(str(mixed))
     assert "a profile is fitted to one device kind" in e.value.message
